@@ -1,0 +1,5 @@
+from .conv import GATEConv
+
+__all__ = [
+    'GATEConv',
+]

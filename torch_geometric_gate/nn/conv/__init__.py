@@ -1,0 +1,5 @@
+from .gate_conv import GATEConv
+
+__all__ = [
+    'GATEConv',
+]
