@@ -3,6 +3,7 @@ r"""GATE graph attention for PyTorch Geometric.
 Implements the layer of `"GATE: How to Keep Out Intrusive Neighbors"
 <https://arxiv.org/abs/2406.00418>`_ (Mustafa & Burkholz, ICML 2024).
 """
+
 __version__ = '0.1.0'
 
 import torch_geometric_gate.datasets  # noqa: E402,F401

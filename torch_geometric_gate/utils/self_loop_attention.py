@@ -3,7 +3,11 @@ from typing import Optional, Union
 import torch  # noqa: F401 (used in the docstring example)
 from torch import Tensor
 from torch_geometric.typing import SparseTensor
-from torch_geometric.utils import is_torch_sparse_tensor, scatter, to_edge_index
+from torch_geometric.utils import (
+    is_torch_sparse_tensor,
+    scatter,
+    to_edge_index,
+)
 
 
 def self_loop_attention(
@@ -43,29 +47,39 @@ def self_loop_attention(
         >>> self_loop_attention(edge_index, alpha)
         tensor([0.7500, 0.5000])
     """
-    if isinstance(edge_index, SparseTensor) or is_torch_sparse_tensor(
-            edge_index):
+    if isinstance(edge_index, SparseTensor):
         if alpha is not None:
-            raise ValueError("'alpha' must be None for a sparse adjacency: "
-                             "its values are the attention weights")
-        if num_nodes is None:
-            num_nodes = edge_index.size(0)
-        adj_index, alpha = to_edge_index(edge_index)  # `adj_t`: row = target
-        edge_index = adj_index.flip(0)
-    elif alpha is None:
-        raise ValueError("'alpha' is required with an edge index tensor")
+            raise ValueError(
+                "'alpha' must be None for a sparse adjacency: "
+                'its values are the attention weights'
+            )
+        num_nodes = edge_index.size(0) if num_nodes is None else num_nodes
+        adj_index, weights = to_edge_index(edge_index)  # `adj_t`: row = dst
+        index = adj_index.flip(0)
+    elif is_torch_sparse_tensor(edge_index):
+        if alpha is not None:
+            raise ValueError(
+                "'alpha' must be None for a sparse adjacency: "
+                'its values are the attention weights'
+            )
+        num_nodes = edge_index.size(0) if num_nodes is None else num_nodes
+        adj_index, weights = to_edge_index(edge_index)
+        index = adj_index.flip(0)
+    else:
+        if alpha is None:
+            raise ValueError("'alpha' is required with an edge index tensor")
+        index, weights = edge_index, alpha
 
-    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or \
-            edge_index.size(0) != 2:
+    if index.dim() != 2 or index.size(0) != 2:
         raise ValueError("Expected 'edge_index' of shape [2, num_edges]")
-    if alpha.size(0) != edge_index.size(1):
+    if weights.size(0) != index.size(1):
         raise ValueError(
-            f"Expected one attention weight row per edge (got "
-            f"{alpha.size(0)} rows for {edge_index.size(1)} edges)")
+            f'Expected one attention weight row per edge (got '
+            f'{weights.size(0)} rows for {index.size(1)} edges)'
+        )
     if num_nodes is None:
-        num_nodes = int(edge_index.max()) + 1 if edge_index.numel() > 0 else 0
+        num_nodes = int(index.max()) + 1 if index.numel() > 0 else 0
 
-    is_loop = edge_index[0] == edge_index[1]
-    if alpha.dim() > 1:
-        is_loop = is_loop.view(-1, *([1] * (alpha.dim() - 1)))
-    return scatter(alpha * is_loop, edge_index[1], 0, num_nodes, 'sum')
+    is_loop = index[0] == index[1]
+    is_loop = is_loop.view([-1] + [1] * (weights.dim() - 1))
+    return scatter(weights * is_loop, index[1], 0, num_nodes, 'sum')

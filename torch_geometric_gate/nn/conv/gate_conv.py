@@ -175,6 +175,7 @@ class GATEConv(MessagePassing):
                 [0.5000, 0.5000],
                 [0.5000, 0.5000]], grad_fn=<...>)
     """
+
     def __init__(
         self,
         in_channels: Union[int, Tuple[int, int]],
@@ -198,8 +199,10 @@ class GATEConv(MessagePassing):
         _check_positive_int(out_channels, 'out_channels')
         _check_positive_int(heads, 'heads')
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
-            raise TypeError(f"'dropout' must be a float in [0, 1) "
-                            f"(got {type(dropout).__name__})")
+            raise TypeError(
+                f"'dropout' must be a float in [0, 1) "
+                f'(got {type(dropout).__name__})'
+            )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"'dropout' must be in [0, 1) (got {dropout})")
         if edge_dim is not None:
@@ -207,16 +210,20 @@ class GATEConv(MessagePassing):
         if share_weights and src_channels != dst_channels:
             raise ValueError(
                 f"'share_weights=True' applies one matrix to source and "
-                f"target nodes, so both need the same number of input "
-                f"channels (got {in_channels})")
+                f'target nodes, so both need the same number of input '
+                f'channels (got {in_channels})'
+            )
         if isinstance(fill_value, str):
             if fill_value not in _FILL_REDUCTIONS:
                 raise ValueError(
                     f"'fill_value' must be a number, a tensor or one of "
-                    f"{_FILL_REDUCTIONS} (got '{fill_value}')")
+                    f"{_FILL_REDUCTIONS} (got '{fill_value}')"
+                )
         elif not isinstance(fill_value, (int, float, Tensor)):
-            raise TypeError(f"'fill_value' must be a number, a tensor or a "
-                            f"string (got {type(fill_value).__name__})")
+            raise TypeError(
+                f"'fill_value' must be a number, a tensor or a "
+                f'string (got {type(fill_value).__name__})'
+            )
 
         self.in_channels = in_channels
         self.out_channels = out_channels
@@ -231,32 +238,52 @@ class GATEConv(MessagePassing):
         self.fill_value = fill_value
 
         # W (values), U (source side of the score), V (target side):
-        self.lin = Linear(src_channels, heads * out_channels, bias=False,
-                          weight_initializer='glorot')
+        self.lin = Linear(
+            src_channels,
+            heads * out_channels,
+            bias=False,
+            weight_initializer='glorot',
+        )
         if share_weights:
             self.lin_src = self.lin
             self.lin_dst = self.lin
         else:
-            self.lin_src = Linear(src_channels, heads * out_channels,
-                                  bias=False, weight_initializer='glorot')
-            self.lin_dst = Linear(dst_channels, heads * out_channels,
-                                  bias=False, weight_initializer='glorot')
+            self.lin_src = Linear(
+                src_channels,
+                heads * out_channels,
+                bias=False,
+                weight_initializer='glorot',
+            )
+            self.lin_dst = Linear(
+                dst_channels,
+                heads * out_channels,
+                bias=False,
+                weight_initializer='glorot',
+            )
 
         # a_s (neighbors) and a_t (the node itself):
         self.att_neighbor = Parameter(torch.empty(1, heads, out_channels))
         self.att_self = Parameter(torch.empty(1, heads, out_channels))
 
         if edge_dim is not None:
-            self.lin_edge = Linear(edge_dim, heads * out_channels, bias=False,
-                                   weight_initializer='glorot')
+            self.lin_edge = Linear(
+                edge_dim,
+                heads * out_channels,
+                bias=False,
+                weight_initializer='glorot',
+            )
         else:
             self.lin_edge = None
 
         total_out_channels = out_channels * (heads if concat else 1)
 
         if residual:
-            self.res = Linear(dst_channels, total_out_channels, bias=False,
-                              weight_initializer='glorot')
+            self.res = Linear(
+                dst_channels,
+                total_out_channels,
+                bias=False,
+                weight_initializer='glorot',
+            )
         else:
             self.register_parameter('res', None)
 
@@ -350,7 +377,8 @@ class GATEConv(MessagePassing):
             if return_attention_weights is not None:
                 raise RuntimeError(
                     "'return_attention_weights' is not supported under "
-                    "TorchScript; call 'forward_with_attention' instead")
+                    "TorchScript; call 'forward_with_attention' instead"
+                )
             return out
 
         if return_attention_weights is None:
@@ -361,18 +389,24 @@ class GATEConv(MessagePassing):
             keep = alpha.new_ones(ei.size(1), dtype=torch.bool)
             if self.add_self_loops:  # Drop the masked input self-loops:
                 keep = self._appended_or_not_loop(ei, num_src, num_dst)
-            adj = SparseTensor(row=ei[1, keep], col=ei[0, keep],
-                               value=alpha[keep],
-                               sparse_sizes=(num_dst, num_src))
+            adj = SparseTensor(
+                row=ei[1, keep],
+                col=ei[0, keep],
+                value=alpha[keep],
+                sparse_sizes=(num_dst, num_src),
+            )
             return out, adj
         if is_torch_sparse_tensor(edge_index):
             num_src, num_dst = edge_index.size(1), edge_index.size(0)
             if self.add_self_loops:
                 keep = self._appended_or_not_loop(ei, num_src, num_dst)
                 ei, alpha = ei[:, keep], alpha[keep]
-            adj = to_torch_sparse_tensor(ei.flip(0), alpha,
-                                         size=(num_dst, num_src),
-                                         layout=edge_index.layout)
+            adj = to_torch_sparse_tensor(
+                ei.flip(0),
+                alpha,
+                size=(num_dst, num_src),
+                layout=edge_index.layout,
+            )
             if adj.layout == torch.sparse_coo:
                 adj = adj.coalesce()
             return out, (adj, adj.values())
@@ -432,17 +466,22 @@ class GATEConv(MessagePassing):
         drop_mask: OptTensor = None
         if self.add_self_loops:
             ei, edge_attr, drop_mask = self._add_loops(
-                ei, edge_attr, min(num_src, num_dst), num_dst)
+                ei, edge_attr, min(num_src, num_dst), num_dst
+            )
         self_mask = ei[0] == ei[1]
 
         # edge_updater_type: (q: PairTensor, edge_attr: OptTensor, self_mask: Tensor, drop_mask: OptTensor)  # noqa: E501
-        alpha = self.edge_updater(ei, q=(q_src, q_dst), edge_attr=edge_attr,
-                                  self_mask=self_mask, drop_mask=drop_mask,
-                                  size=(num_src, num_dst))
+        alpha = self.edge_updater(
+            ei,
+            q=(q_src, q_dst),
+            edge_attr=edge_attr,
+            self_mask=self_mask,
+            drop_mask=drop_mask,
+            size=(num_src, num_dst),
+        )
 
         # propagate_type: (x: Tensor, alpha: Tensor)
-        out = self.propagate(ei, x=value, alpha=alpha,
-                             size=(num_src, num_dst))
+        out = self.propagate(ei, x=value, alpha=alpha, size=(num_src, num_dst))
 
         if self.concat:
             out = out.view(-1, H * C)
@@ -457,14 +496,23 @@ class GATEConv(MessagePassing):
 
         return out, ei, alpha
 
-    def edge_update(self, q_j: Tensor, q_i: Tensor, edge_attr: OptTensor,
-                    self_mask: Tensor, drop_mask: OptTensor, index: Tensor,
-                    ptr: OptTensor, dim_size: Optional[int]) -> Tensor:
+    def edge_update(
+        self,
+        q_j: Tensor,
+        q_i: Tensor,
+        edge_attr: OptTensor,
+        self_mask: Tensor,
+        drop_mask: OptTensor,
+        index: Tensor,
+        ptr: OptTensor,
+        dim_size: Optional[int],
+    ) -> Tensor:
         z = q_j + q_i
         if edge_attr is not None:
             assert self.lin_edge is not None
-            z = z + self.lin_edge(edge_attr).view(-1, self.heads,
-                                                  self.out_channels)
+            z = z + self.lin_edge(edge_attr).view(
+                -1, self.heads, self.out_channels
+            )
         if self.negative_slope == 0.0:
             z = F.relu(z)
         else:
@@ -490,12 +538,16 @@ class GATEConv(MessagePassing):
     def _check_features(self, x_src: Tensor, x_dst: Tensor):
         if x_src.dim() != 2 or x_dst.dim() != 2:
             raise ValueError(
-                f"Expected node features of shape [num_nodes, channels] "
-                f"(got {x_src.dim()} and {x_dst.dim()} dimensions)")
+                f'Expected node features of shape [num_nodes, channels] '
+                f'(got {x_src.dim()} and {x_dst.dim()} dimensions)'
+            )
         if not torch.is_floating_point(x_src) or not torch.is_floating_point(
-                x_dst):
-            raise TypeError(f"Expected floating-point node features (got "
-                            f"'{x_src.dtype}' and '{x_dst.dtype}')")
+            x_dst
+        ):
+            raise TypeError(
+                f'Expected floating-point node features (got '
+                f"'{x_src.dtype}' and '{x_dst.dtype}')"
+            )
         in_channels = self.in_channels
         if isinstance(in_channels, int):
             src_channels, dst_channels = in_channels, in_channels
@@ -503,70 +555,91 @@ class GATEConv(MessagePassing):
             src_channels, dst_channels = in_channels[0], in_channels[1]
         if src_channels > 0 and x_src.size(-1) != src_channels:
             raise ValueError(
-                f"Expected source node features with {src_channels} "
-                f"channels ('in_channels') (got {x_src.size(-1)})")
+                f'Expected source node features with {src_channels} '
+                f"channels ('in_channels') (got {x_src.size(-1)})"
+            )
         if dst_channels > 0 and x_dst.size(-1) != dst_channels:
             raise ValueError(
-                f"Expected target node features with {dst_channels} "
-                f"channels ('in_channels') (got {x_dst.size(-1)})")
+                f'Expected target node features with {dst_channels} '
+                f"channels ('in_channels') (got {x_dst.size(-1)})"
+            )
 
-    def _to_edge_index(self, edge_index: Adj, num_src: int,
-                       num_dst: int) -> Tensor:
+    def _to_edge_index(
+        self, edge_index: Adj, num_src: int, num_dst: int
+    ) -> Tensor:
         r"""Returns a checked :obj:`[2, E]` long edge index (source, target)
         for any supported adjacency form.
         """
         if isinstance(edge_index, SparseTensor):
-            _check_sparse_size(edge_index.size(0), edge_index.size(1),
-                               num_src, num_dst)
+            _check_sparse_size(
+                edge_index.size(0), edge_index.size(1), num_src, num_dst
+            )
             col, row, _ = edge_index.coo()  # `adj_t`: row = target.
             return torch.stack([row, col], dim=0)
 
         if not isinstance(edge_index, Tensor):
-            raise TypeError("Expected 'edge_index' to be a torch.Tensor, a "
-                            "torch.sparse tensor or a SparseTensor")
+            raise TypeError(
+                "Expected 'edge_index' to be a torch.Tensor, a "
+                'torch.sparse tensor or a SparseTensor'
+            )
 
         if is_torch_sparse_tensor(edge_index):
-            _check_sparse_size(edge_index.size(0), edge_index.size(1),
-                               num_src, num_dst)
+            _check_sparse_size(
+                edge_index.size(0), edge_index.size(1), num_src, num_dst
+            )
             adj_index, _ = to_edge_index(edge_index)  # `adj_t`
             return adj_index.flip(0)
 
-        if torch.is_floating_point(edge_index) or edge_index.dtype == \
-                torch.bool or torch.is_complex(edge_index):
-            raise TypeError(f"Expected 'edge_index' of an integer dtype "
-                            f"(got '{edge_index.dtype}')")
+        if (
+            torch.is_floating_point(edge_index)
+            or edge_index.dtype == torch.bool
+            or torch.is_complex(edge_index)
+        ):
+            raise TypeError(
+                f"Expected 'edge_index' of an integer dtype "
+                f"(got '{edge_index.dtype}')"
+            )
         if edge_index.dim() != 2 or edge_index.size(0) != 2:
-            raise ValueError(f"Expected 'edge_index' of shape [2, num_edges] "
-                             f"(got {list(edge_index.size())})")
+            raise ValueError(
+                f"Expected 'edge_index' of shape [2, num_edges] "
+                f'(got {list(edge_index.size())})'
+            )
         edge_index = edge_index.long()
         if not is_compiling() and edge_index.numel() > 0:
             # One reduction and one host sync; skipped under torch.compile
             # so that the graph has no data-dependent control flow.
             lo, hi = edge_index.min(), edge_index.amax(dim=1)
-            if bool(lo < 0) or int(hi[0]) >= num_src or int(
-                    hi[1]) >= num_dst:
+            if bool(lo < 0) or int(hi[0]) >= num_src or int(hi[1]) >= num_dst:
                 raise ValueError(
                     f"'edge_index' holds node indices out of range: expected "
-                    f"sources in [0, {num_src}) and targets in [0, "
-                    f"{num_dst}) (got minimum {int(lo)}, source maximum "
-                    f"{int(hi[0])}, target maximum {int(hi[1])})")
+                    f'sources in [0, {num_src}) and targets in [0, '
+                    f'{num_dst}) (got minimum {int(lo)}, source maximum '
+                    f'{int(hi[0])}, target maximum {int(hi[1])})'
+                )
         return edge_index
 
-    def _check_edge_attr(self, edge_attr: OptTensor,
-                         num_edges: int) -> OptTensor:
+    def _check_edge_attr(
+        self, edge_attr: OptTensor, num_edges: int
+    ) -> OptTensor:
         if edge_attr is None:
             return None
         if self.edge_dim is None:
-            raise ValueError("'edge_attr' was given, but the layer was built "
-                             "without 'edge_dim'; pass 'edge_dim' to "
-                             "GATEConv to use edge features")
+            raise ValueError(
+                "'edge_attr' was given, but the layer was built "
+                "without 'edge_dim'; pass 'edge_dim' to "
+                'GATEConv to use edge features'
+            )
         if edge_attr.dim() == 1:
             edge_attr = edge_attr.view(-1, 1)
-        if edge_attr.dim() != 2 or edge_attr.size(0) != num_edges or \
-                edge_attr.size(1) != self.edge_dim:
+        if (
+            edge_attr.dim() != 2
+            or edge_attr.size(0) != num_edges
+            or edge_attr.size(1) != self.edge_dim
+        ):
             raise ValueError(
                 f"Expected 'edge_attr' of shape [{num_edges}, {self.edge_dim}]"
-                f" (num_edges, edge_dim) (got {list(edge_attr.size())})")
+                f' (num_edges, edge_dim) (got {list(edge_attr.size())})'
+            )
         return edge_attr
 
     def _add_loops(
@@ -582,17 +655,26 @@ class GATEConv(MessagePassing):
         input_loop = edge_index[0] == edge_index[1]
         loop = torch.arange(num_loops, device=edge_index.device)
         if edge_attr is not None:
-            loop_attr = self._loop_attr(edge_attr, edge_index[1], input_loop,
-                                        num_loops, num_dst)
+            loop_attr = self._loop_attr(
+                edge_attr, edge_index[1], input_loop, num_loops, num_dst
+            )
             edge_attr = torch.cat([edge_attr, loop_attr], dim=0)
-        edge_index = torch.cat([edge_index, loop.view(1, -1).repeat(2, 1)],
-                               dim=1)
+        edge_index = torch.cat(
+            [edge_index, loop.view(1, -1).repeat(2, 1)], dim=1
+        )
         drop_mask = torch.cat(
-            [input_loop, input_loop.new_zeros(num_loops)], dim=0)
+            [input_loop, input_loop.new_zeros(num_loops)], dim=0
+        )
         return edge_index, edge_attr, drop_mask
 
-    def _loop_attr(self, edge_attr: Tensor, dst: Tensor, input_loop: Tensor,
-                   num_loops: int, num_dst: int) -> Tensor:
+    def _loop_attr(
+        self,
+        edge_attr: Tensor,
+        dst: Tensor,
+        input_loop: Tensor,
+        num_loops: int,
+        num_dst: int,
+    ) -> Tensor:
         fill_value = self.fill_value
         if isinstance(fill_value, str):
             keep = (~input_loop).view(-1, 1)
@@ -607,55 +689,75 @@ class GATEConv(MessagePassing):
                     neutral = float('inf')
                 elif fill_value == 'max':
                     neutral = float('-inf')
-                out = scatter(edge_attr.masked_fill(~keep, neutral), dst, 0,
-                              num_dst, fill_value)
+                out = scatter(
+                    edge_attr.masked_fill(~keep, neutral),
+                    dst,
+                    0,
+                    num_dst,
+                    fill_value,
+                )
                 out = out.masked_fill(count == 0, 0.0)
             return out[:num_loops]
         if isinstance(fill_value, Tensor):
             loop_attr = fill_value.to(edge_attr.device, edge_attr.dtype)
             return loop_attr.view(1, -1).expand(num_loops, edge_attr.size(1))
-        return edge_attr.new_full((num_loops, edge_attr.size(1)),
-                                  float(fill_value))
+        return edge_attr.new_full(
+            (num_loops, edge_attr.size(1)), float(fill_value)
+        )
 
-    def _appended_or_not_loop(self, ei: Tensor, num_src: int,
-                              num_dst: int) -> Tensor:
+    def _appended_or_not_loop(
+        self, ei: Tensor, num_src: int, num_dst: int
+    ) -> Tensor:
         # Mask of the edges that the softmax saw: all but the input's loops.
         num_input = ei.size(1) - min(num_src, num_dst)
         is_input = torch.arange(ei.size(1), device=ei.device) < num_input
         return ~(is_input & (ei[0] == ei[1]))
 
     def __repr__(self) -> str:
-        return (f'{self.__class__.__name__}({self.in_channels}, '
-                f'{self.out_channels}, heads={self.heads})')
+        return (
+            f'{self.__class__.__name__}({self.in_channels}, '
+            f'{self.out_channels}, heads={self.heads})'
+        )
 
 
 def _check_positive_int(value, name: str):
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(
-            f"'{name}' must be a positive int (got {type(value).__name__})")
+            f"'{name}' must be a positive int (got {type(value).__name__})"
+        )
     if value < 1:
         raise ValueError(f"'{name}' must be a positive int (got {value})")
 
 
 def _check_in_channels(in_channels) -> Tuple[int, int]:
-    pair = (in_channels, in_channels) if not isinstance(
-        in_channels, (tuple, list)) else tuple(in_channels)
+    pair = (
+        (in_channels, in_channels)
+        if not isinstance(in_channels, (tuple, list))
+        else tuple(in_channels)
+    )
     if len(pair) != 2:
-        raise ValueError(f"'in_channels' must be an int or a (source, "
-                         f"target) pair of ints (got {in_channels})")
+        raise ValueError(
+            f"'in_channels' must be an int or a (source, "
+            f'target) pair of ints (got {in_channels})'
+        )
     for value in pair:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"'in_channels' must be an int or a (source, "
-                            f"target) pair of ints (got {in_channels})")
+            raise TypeError(
+                f"'in_channels' must be an int or a (source, "
+                f'target) pair of ints (got {in_channels})'
+            )
         if value < 1 and value != -1:
-            raise ValueError(f"'in_channels' must be positive, or -1 for "
-                             f"lazy initialization (got {in_channels})")
+            raise ValueError(
+                f"'in_channels' must be positive, or -1 for "
+                f'lazy initialization (got {in_channels})'
+            )
     return pair[0], pair[1]
 
 
 def _check_sparse_size(rows: int, cols: int, num_src: int, num_dst: int):
     if rows != num_dst or cols != num_src:
         raise ValueError(
-            f"Expected a transposed sparse adjacency of size [{num_dst}, "
-            f"{num_src}] (num_target_nodes, num_source_nodes) (got "
-            f"[{rows}, {cols}])")
+            f'Expected a transposed sparse adjacency of size [{num_dst}, '
+            f'{num_src}] (num_target_nodes, num_source_nodes) (got '
+            f'[{rows}, {cols}])'
+        )

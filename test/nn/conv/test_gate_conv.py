@@ -1,0 +1,700 @@
+import itertools
+import math
+from typing import List, Tuple
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.func import functional_call
+from torch_geometric.nn import GATv2Conv
+from torch_geometric.testing import withPackage
+from torch_geometric.typing import SparseTensor
+from torch_geometric.utils import to_torch_sparse_tensor
+
+from torch_geometric_gate import GATEConv
+from torch_geometric_gate.utils import self_loop_attention
+
+# A small graph with a self-loop (2 -> 2), a duplicate edge (0 -> 1 twice),
+# a node without in-edges (4) and an isolated node (5):
+EDGE_INDEX = torch.tensor(
+    [
+        [0, 0, 1, 2, 2, 3, 1, 3],
+        [1, 1, 0, 2, 3, 0, 2, 2],
+    ]
+)
+NUM_NODES = 6
+
+
+def randomize_attention(conv: GATEConv, scale: float = 1.0):
+    with torch.no_grad():
+        conv.att_neighbor.normal_(0.0, scale)
+        conv.att_self.normal_(0.0, scale)
+        if conv.bias is not None:
+            conv.bias.normal_()
+
+
+def dense_gate(
+    conv: GATEConv,
+    x_src: Tensor,
+    x_dst: Tensor,
+    edge_index: Tensor,
+    edge_attr: Tensor = None,
+) -> Tuple[Tensor, List[List[Tuple[int, float]]]]:
+    r"""Evaluates Eq. (1), (2), (4) of the paper edge by edge, independently
+    of the layer's message passing. Returns the output and, per target node,
+    the list of (source, alpha) over the edges the node attends to.
+    """
+    H, C = conv.heads, conv.out_channels
+    num_src, num_dst = x_src.size(0), x_dst.size(0)
+    W = conv.lin.weight.view(H, C, -1)
+    U = conv.lin_src.weight.view(H, C, -1)
+    V = conv.lin_dst.weight.view(H, C, -1)
+    a_s = conv.att_neighbor.view(H, C)
+    a_t = conv.att_self.view(H, C)
+
+    edges = [(int(u), int(v), k) for k, (u, v) in enumerate(edge_index.t())]
+    attrs = {}
+    if edge_attr is not None:
+        attrs = {k: edge_attr[k] for k in range(len(edges))}
+    if conv.add_self_loops:
+        edges = [(u, v, k) for u, v, k in edges if u != v]
+        for v in range(min(num_src, num_dst)):
+            if edge_attr is not None:  # fill_value='mean' over in-edges
+                incoming = [attrs[k] for u, w, k in edges if w == v]
+                attrs[('loop', v)] = (
+                    torch.stack(incoming).mean(0)
+                    if incoming
+                    else torch.zeros_like(edge_attr[0])
+                )
+            edges.append((v, v, ('loop', v)))
+
+    out = torch.zeros(num_dst, H, C, dtype=x_src.dtype)
+    attention = []
+    for v in range(num_dst):
+        incoming = [(u, k) for u, w, k in edges if w == v]
+        rows = []
+        if incoming:
+            scores = []
+            for u, k in incoming:
+                z = U @ x_src[u] + V @ x_dst[v]  # [H, C]
+                if edge_attr is not None:
+                    z = z + (conv.lin_edge.weight @ attrs[k]).view(H, C)
+                z = F.leaky_relu(z, conv.negative_slope)
+                a = a_t if u == v else a_s
+                scores.append((a * z).sum(-1))  # [H]
+            alpha = torch.softmax(torch.stack(scores), dim=0)  # [deg, H]
+            for (u, _), a_uv in zip(incoming, alpha):
+                out[v] += a_uv.view(H, 1) * (W @ x_src[u])
+                rows.append((u, a_uv))
+        attention.append(rows)
+    out = out.view(num_dst, H * C) if conv.concat else out.mean(1)
+    if conv.bias is not None:
+        out = out + conv.bias
+    return out, attention
+
+
+@pytest.mark.parametrize(
+    'heads,concat,add_self_loops,share_weights,bipartite',
+    list(
+        itertools.product(
+            [1, 3], [True, False], [True, False], [False, True], [False, True]
+        )
+    ),
+)
+def test_gate_conv_matches_dense_equations(
+    heads, concat, add_self_loops, share_weights, bipartite
+):
+    torch.manual_seed(heads + 2 * concat + 4 * add_self_loops)
+    x = torch.randn(NUM_NODES, 5)
+    if bipartite:
+        x_dst = torch.randn(4, 5)
+        edge_index = EDGE_INDEX[:, EDGE_INDEX[1] < 4]
+        inp = (x, x_dst)
+    else:
+        x_dst = x
+        edge_index = EDGE_INDEX
+        inp = x
+    conv = GATEConv(
+        5,
+        4,
+        heads=heads,
+        concat=concat,
+        add_self_loops=add_self_loops,
+        share_weights=share_weights,
+    )
+    randomize_attention(conv)
+
+    out, (ei, alpha) = conv(inp, edge_index, return_attention_weights=True)
+    expected, attention = dense_gate(conv, x, x_dst, edge_index)
+    assert out.shape == (x_dst.size(0), heads * 4 if concat else 4)
+    assert torch.allclose(out, expected, atol=1e-5)
+
+    # Every edge the softmax saw carries the dense reference's weight, and
+    # masked input self-loops carry exactly zero:
+    for v, rows in enumerate(attention):
+        got = alpha[ei[1] == v]
+        srcs = ei[0, ei[1] == v]
+        total = sum((a_uv for _, a_uv in rows), torch.zeros(alpha.size(1)))
+        assert torch.allclose(got.sum(0), total, atol=1e-6)
+        for u in {u for u, _ in rows}:
+            assert torch.allclose(
+                got[srcs == u].sum(0),
+                sum(a for w, a in rows if w == u),
+                atol=1e-6,
+            )
+
+    if add_self_loops:
+        num_input = edge_index.size(1)
+        num_loops = min(x.size(0), x_dst.size(0))
+        assert ei.size(1) == num_input + num_loops
+        assert torch.equal(
+            ei[:, num_input:], torch.arange(num_loops).repeat(2, 1)
+        )
+        input_loops = edge_index[0] == edge_index[1]
+        assert bool((alpha[:num_input][input_loops] == 0).all())
+    else:
+        assert torch.equal(ei, edge_index)
+
+
+def test_gate_conv_edge_attr_matches_dense_equations():
+    torch.manual_seed(1)
+    x = torch.randn(NUM_NODES, 5)
+    edge_attr = torch.randn(EDGE_INDEX.size(1), 3)
+    conv = GATEConv(5, 4, heads=2, edge_dim=3)
+    randomize_attention(conv)
+    out = conv(x, EDGE_INDEX, edge_attr)
+    expected, _ = dense_gate(conv, x, x, EDGE_INDEX, edge_attr)
+    assert torch.allclose(out, expected, atol=1e-5)
+
+    # A one-dimensional edge feature is read as [num_edges, 1]:
+    conv = GATEConv(5, 4, edge_dim=1)
+    edge_weight = torch.rand(EDGE_INDEX.size(1))
+    assert torch.allclose(
+        conv(x, EDGE_INDEX, edge_weight),
+        conv(x, EDGE_INDEX, edge_weight.view(-1, 1)),
+    )
+
+
+@pytest.mark.parametrize('concat', [True, False])
+@pytest.mark.parametrize(
+    'edge_dim,fill_value',
+    [
+        (None, 'mean'),
+        (3, 'mean'),
+        (3, 'add'),
+        (3, 'max'),
+        (3, 'min'),
+        (3, 0.5),
+    ],
+)
+def test_gate_conv_reduces_to_gatv2(concat, edge_dim, fill_value):
+    torch.manual_seed(0)
+    x = torch.randn(NUM_NODES, 5)
+    edge_attr = None
+    if edge_dim is not None:
+        edge_attr = torch.randn(EDGE_INDEX.size(1), edge_dim)
+    gatv2 = GATv2Conv(
+        5,
+        4,
+        heads=2,
+        concat=concat,
+        edge_dim=edge_dim,
+        fill_value=fill_value,
+        residual=True,
+    )
+    gate = GATEConv(
+        5,
+        4,
+        heads=2,
+        concat=concat,
+        negative_slope=0.2,
+        edge_dim=edge_dim,
+        fill_value=fill_value,
+        residual=True,
+    )
+    with torch.no_grad():
+        gatv2.lin_l.bias.zero_()  # GATE's matrices carry no bias.
+        gatv2.lin_r.bias.zero_()
+        gatv2.bias.normal_()
+        gate.lin.weight.copy_(gatv2.lin_l.weight)
+        gate.lin_src.weight.copy_(gatv2.lin_l.weight)
+        gate.lin_dst.weight.copy_(gatv2.lin_r.weight)
+        gate.att_neighbor.copy_(gatv2.att)
+        gate.att_self.copy_(gatv2.att)
+        gate.bias.copy_(gatv2.bias)
+        gate.res.weight.copy_(gatv2.res.weight)
+        if edge_dim is not None:
+            gate.lin_edge.weight.copy_(gatv2.lin_edge.weight)
+
+    out1, (ei1, alpha1) = gatv2(
+        x, EDGE_INDEX, edge_attr, return_attention_weights=True
+    )
+    out2, (ei2, alpha2) = gate(
+        x, EDGE_INDEX, edge_attr, return_attention_weights=True
+    )
+    assert torch.allclose(out1, out2, atol=1e-6)
+    # Same attention per edge, once the masked input loop is left out:
+    keep = alpha2.sum(1) > 0
+    key1 = sorted(zip(ei1.t().tolist(), alpha1.tolist()))
+    key2 = sorted(zip(ei2[:, keep].t().tolist(), alpha2[keep].tolist()))
+    assert [k for k, _ in key1] == [k for k, _ in key2]
+    assert torch.allclose(
+        torch.tensor([a for _, a in key1]),
+        torch.tensor([a for _, a in key2]),
+        atol=1e-6,
+    )
+
+
+def test_gate_conv_self_loop_semantics():
+    x = torch.randn(NUM_NODES, 5)
+    conv = GATEConv(5, 4, add_self_loops=True)
+
+    # Zero attention: uniform weights over the in-edges and the one loop.
+    # An input loop is not counted twice:
+    out, (ei, alpha) = conv(x, EDGE_INDEX, return_attention_weights=True)
+    alpha_vv = self_loop_attention(ei, alpha, NUM_NODES)
+    deg = torch.zeros(NUM_NODES)
+    no_loops = EDGE_INDEX[:, EDGE_INDEX[0] != EDGE_INDEX[1]]
+    deg.index_add_(0, no_loops[1], torch.ones(no_loops.size(1)))
+    assert torch.allclose(alpha_vv.view(-1), 1.0 / (deg + 1.0))
+
+    # A large a_t switches aggregation off, a large a_s switches the node's
+    # own features off (ReLU keeps the scores' sign):
+    with torch.no_grad():
+        conv.lin_src.weight.abs_()
+        conv.lin_dst.weight.abs_()
+    x_pos = x.abs()
+    with torch.no_grad():
+        conv.att_self.fill_(50.0)
+    out, (ei, alpha) = conv(x_pos, EDGE_INDEX, return_attention_weights=True)
+    assert torch.allclose(
+        self_loop_attention(ei, alpha), torch.ones(NUM_NODES, 1), atol=1e-4
+    )
+    assert torch.allclose(out, conv.lin(x_pos) + conv.bias, atol=1e-4)
+    with torch.no_grad():
+        conv.att_self.fill_(-50.0)
+    out, (ei, alpha) = conv(x_pos, EDGE_INDEX, return_attention_weights=True)
+    alpha_vv = self_loop_attention(ei, alpha).view(-1)
+    assert torch.allclose(alpha_vv[deg > 0], torch.zeros(1), atol=1e-4)
+    assert torch.allclose(alpha_vv[deg == 0], torch.ones(1))  # nothing else
+
+    # Without added loops, only given loops carry self-attention, scored
+    # with a_t:
+    conv = GATEConv(5, 4, add_self_loops=False)
+    with torch.no_grad():
+        conv.lin_src.weight.abs_()
+        conv.lin_dst.weight.abs_()
+        conv.att_self.fill_(50.0)
+    out, (ei, alpha) = conv(x_pos, EDGE_INDEX, return_attention_weights=True)
+    assert torch.equal(ei, EDGE_INDEX)
+    alpha_vv = self_loop_attention(ei, alpha, NUM_NODES).view(-1)
+    assert torch.allclose(
+        alpha_vv, torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0, 0.0]), atol=1e-4
+    )
+
+
+def test_gate_conv_sparse_inputs():
+    torch.manual_seed(0)
+    x = torch.randn(NUM_NODES, 5)
+    edge_index = EDGE_INDEX[:, [0, 2, 3, 4, 5, 6, 7]]  # no duplicates
+    for add_self_loops in [True, False]:
+        conv = GATEConv(5, 4, heads=2, add_self_loops=add_self_loops)
+        randomize_attention(conv)
+        out, (ei, alpha) = conv(x, edge_index, return_attention_weights=True)
+        dense = torch.zeros(NUM_NODES, NUM_NODES, 2)
+        dense[ei[1], ei[0]] += alpha
+        for layout in [torch.sparse_coo, torch.sparse_csr, torch.sparse_csc]:
+            adj_t = to_torch_sparse_tensor(
+                edge_index.flip(0), layout=layout, size=(NUM_NODES, NUM_NODES)
+            )
+            out_sparse, (adj, values) = conv(
+                x, adj_t, return_attention_weights=True
+            )
+            assert torch.allclose(out_sparse, out, atol=1e-6)
+            assert adj.layout == layout
+            assert adj.size() == (NUM_NODES, NUM_NODES, 2)
+            assert torch.allclose(adj.to_dense(), dense, atol=1e-6)
+            assert torch.allclose(
+                self_loop_attention(adj),
+                self_loop_attention(ei, alpha, NUM_NODES),
+                atol=1e-6,
+            )
+            assert values.size(1) == 2
+
+        # Bipartite sparse input:
+        x_dst = torch.randn(4, 5)
+        ei_b = edge_index[:, edge_index[1] < 4]
+        adj_t = to_torch_sparse_tensor(ei_b.flip(0), size=(4, NUM_NODES))
+        assert torch.allclose(
+            conv((x, x_dst), adj_t), conv((x, x_dst), ei_b), atol=1e-6
+        )
+
+
+@withPackage('torch_sparse')
+def test_gate_conv_sparse_tensor():  # pragma: no cover
+    x = torch.randn(NUM_NODES, 5)
+    edge_index = EDGE_INDEX[:, [0, 2, 3, 4, 5, 6, 7]]
+    conv = GATEConv(5, 4, heads=2)
+    randomize_attention(conv)
+    out = conv(x, edge_index)
+    adj = SparseTensor.from_edge_index(
+        edge_index, sparse_sizes=(NUM_NODES, NUM_NODES)
+    )
+    assert torch.allclose(conv(x, adj.t()), out, atol=1e-6)
+    out2, adj_alpha = conv(x, adj.t(), return_attention_weights=True)
+    assert torch.allclose(out2, out, atol=1e-6)
+    assert adj_alpha.sizes() == [NUM_NODES, NUM_NODES, 2]
+    jit = torch.jit.script(conv)
+    assert torch.allclose(jit(x, adj.t()), out, atol=1e-6)
+
+
+class UserModel(torch.nn.Module):
+    r"""A user's model holding GATEConv layers, to be scripted whole."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = GATEConv(5, 8, heads=2)
+        self.conv2 = GATEConv(16, 3, add_self_loops=False)
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tuple[Tensor, Tensor]:
+        x = self.conv1(x, edge_index).relu()
+        out, (ei, alpha) = self.conv2.forward_with_attention(x, edge_index)
+        return out, self_loop_attention(ei, alpha, x.size(0))
+
+
+def test_gate_conv_torchscript():
+    torch.manual_seed(0)
+    x = torch.randn(NUM_NODES, 5)
+    x_dst = torch.randn(4, 5)
+    ei_b = EDGE_INDEX[:, EDGE_INDEX[1] < 4]
+    for kwargs in [
+        {},
+        dict(add_self_loops=False),
+        dict(share_weights=True),
+        dict(edge_dim=2, concat=False, residual=True),
+    ]:
+        conv = GATEConv(5, 4, heads=2, **kwargs)
+        randomize_attention(conv)
+        edge_attr = (
+            torch.randn(EDGE_INDEX.size(1), 2) if conv.edge_dim else None
+        )
+        jit = torch.jit.script(conv)
+        out, (ei, alpha) = conv(
+            x, EDGE_INDEX, edge_attr, return_attention_weights=True
+        )
+        assert torch.allclose(jit(x, EDGE_INDEX, edge_attr), out)
+        out_jit, (ei_jit, alpha_jit) = jit.forward_with_attention(
+            x, EDGE_INDEX, edge_attr
+        )
+        assert torch.allclose(out_jit, out)
+        assert torch.equal(ei_jit, ei) and torch.allclose(alpha_jit, alpha)
+        if edge_attr is None:  # bipartite and torch.sparse input:
+            assert torch.allclose(
+                jit((x, x_dst), ei_b), conv((x, x_dst), ei_b)
+            )
+            adj_t = to_torch_sparse_tensor(
+                EDGE_INDEX.flip(0), size=(NUM_NODES, NUM_NODES)
+            )
+            assert torch.allclose(jit(x, adj_t), conv(x, adj_t), atol=1e-6)
+
+    with pytest.raises(torch.jit.Error, match='forward_with_attention'):
+        jit(x, EDGE_INDEX, edge_attr, return_attention_weights=True)
+
+    model = UserModel()
+    jit = torch.jit.script(model)
+    out, alpha_vv = model(x, EDGE_INDEX)
+    out_jit, alpha_vv_jit = jit(x, EDGE_INDEX)
+    assert torch.allclose(out_jit, out) and torch.allclose(
+        alpha_vv_jit, alpha_vv
+    )
+    assert alpha_vv.size() == (NUM_NODES, 1)
+
+
+@pytest.mark.parametrize('add_self_loops', [True, False])
+def test_gate_conv_compile_without_graph_breaks(add_self_loops):
+    import torch._dynamo
+
+    torch.manual_seed(0)
+    x = torch.randn(NUM_NODES, 5)
+    conv = GATEConv(5, 4, heads=2, add_self_loops=add_self_loops)
+    randomize_attention(conv)
+    explanation = torch._dynamo.explain(conv)(x, EDGE_INDEX)
+    assert explanation.graph_break_count == 0
+    assert explanation.graph_count == 1
+
+    torch._dynamo.reset()
+    compiled = torch.compile(conv, fullgraph=True)
+    out, (ei, alpha) = compiled(x, EDGE_INDEX, return_attention_weights=True)
+    expected, (ei_ref, alpha_ref) = conv(
+        x, EDGE_INDEX, return_attention_weights=True
+    )
+    assert torch.allclose(out, expected, atol=1e-6)
+    assert torch.equal(ei, ei_ref)
+    assert torch.allclose(alpha, alpha_ref, atol=1e-6)
+
+
+@pytest.mark.parametrize('share_weights', [False, True])
+def test_gate_conv_gradcheck(share_weights):
+    torch.manual_seed(0)
+    conv = GATEConv(
+        3, 2, heads=2, share_weights=share_weights, edge_dim=2, residual=True
+    ).double()
+    randomize_attention(conv)
+    x = torch.randn(NUM_NODES, 3, dtype=torch.double, requires_grad=True)
+    edge_attr = torch.randn(EDGE_INDEX.size(1), 2, dtype=torch.double)
+    names = [name for name, _ in conv.named_parameters()]
+    params = [p.detach().clone().requires_grad_() for p in conv.parameters()]
+    assert {'lin.weight', 'att_neighbor', 'att_self', 'bias'} <= set(names)
+
+    def fn(x, *params):
+        return functional_call(
+            conv, dict(zip(names, params)), (x, EDGE_INDEX, edge_attr)
+        )
+
+    assert torch.autograd.gradcheck(fn, (x, *params))
+
+
+def _stack(share_weights: bool, dtype=torch.double):
+    torch.manual_seed(12345)
+    convs = torch.nn.ModuleList(
+        [
+            GATEConv(3, 4, share_weights=share_weights, bias=False),
+            GATEConv(4, 4, share_weights=share_weights, bias=False),
+            GATEConv(4, 2, share_weights=share_weights, bias=False),
+        ]
+    ).to(dtype)
+    for conv in convs:
+        randomize_attention(conv)
+    return convs
+
+
+def _run(convs, x, edge_index):
+    for i, conv in enumerate(convs):
+        x = conv(x, edge_index)
+        if i < len(convs) - 1:
+            x = x.relu()
+    return x
+
+
+def _loss(convs, x, edge_index, y):
+    return F.cross_entropy(_run(convs, x, edge_index), y)
+
+
+@pytest.mark.parametrize('c', [0.3, 4.0])
+def test_gate_conv_rescale_symmetries(c):
+    x = torch.randn(NUM_NODES, 3, dtype=torch.double)
+    i, l = 1, 0  # neuron i of layer l
+    # W^l row i by c, and column i of W, U, V in layer l + 1 by 1 / c:
+    convs = _stack(share_weights=False)
+    expected = _run(convs, x, EDGE_INDEX)
+    with torch.no_grad():
+        convs[l].lin.weight[i] *= c
+        for lin in [
+            convs[l + 1].lin,
+            convs[l + 1].lin_src,
+            convs[l + 1].lin_dst,
+        ]:
+            lin.weight[:, i] /= c
+    assert torch.allclose(_run(convs, x, EDGE_INDEX), expected)
+
+    # Entry i of both attention vectors by 1 / c, row i of U and V by c:
+    convs = _stack(share_weights=False)
+    with torch.no_grad():
+        convs[l].att_neighbor[0, 0, i] /= c
+        convs[l].att_self[0, 0, i] /= c
+        convs[l].lin_src.weight[i] *= c
+        convs[l].lin_dst.weight[i] *= c
+    assert torch.allclose(_run(convs, x, EDGE_INDEX), expected)
+
+    # The same move on W alone changes the output (the test can fail):
+    convs = _stack(share_weights=False)
+    with torch.no_grad():
+        convs[l].lin.weight[i] *= c
+    assert not torch.allclose(_run(convs, x, EDGE_INDEX), expected)
+
+    # GATE_S: row i of the shared matrix in layer l by c, entry i of both
+    # attention vectors of layer l and column i of layer l + 1 by 1 / c:
+    convs = _stack(share_weights=True)
+    expected = _run(convs, x, EDGE_INDEX)
+    with torch.no_grad():
+        convs[l].lin.weight[i] *= c
+        convs[l].att_neighbor[0, 0, i] /= c
+        convs[l].att_self[0, 0, i] /= c
+        convs[l + 1].lin.weight[:, i] /= c
+    assert torch.allclose(_run(convs, x, EDGE_INDEX), expected)
+
+
+def test_gate_conv_conservation_law_gradients():
+    torch.manual_seed(0)
+    x = torch.randn(NUM_NODES, 3, dtype=torch.double)
+    y = torch.randint(0, 2, (NUM_NODES,))
+
+    def theta(p: Tensor, index) -> Tensor:  # <theta, grad theta>
+        return (p[index] * p.grad[index]).sum()
+
+    convs = _stack(share_weights=False)
+    _loss(convs, x, EDGE_INDEX, y).backward()
+    for l, i in itertools.product([0, 1], range(4)):
+        this, nxt = convs[l], convs[l + 1]
+        # Eq. (structure of GATE gradients), W^l rows vs layer l+1 columns:
+        lhs = theta(this.lin.weight, (i, slice(None)))
+        rhs = sum(
+            theta(lin.weight, (slice(None), i))
+            for lin in [nxt.lin, nxt.lin_src, nxt.lin_dst]
+        )
+        assert torch.allclose(lhs, rhs, atol=1e-10), (l, i)
+        # ... and attention vectors vs U, V rows of the same layer:
+        lhs = theta(this.att_neighbor, (0, 0, i)) + theta(
+            this.att_self, (0, 0, i)
+        )
+        rhs = theta(this.lin_src.weight, (i, slice(None))) + theta(
+            this.lin_dst.weight, (i, slice(None))
+        )
+        assert torch.allclose(lhs, rhs, atol=1e-10), (l, i)
+
+    convs = _stack(share_weights=True)
+    _loss(convs, x, EDGE_INDEX, y).backward()
+    for l, i in itertools.product([0, 1], range(4)):
+        this, nxt = convs[l], convs[l + 1]
+        lhs = theta(this.lin.weight, (i, slice(None)))
+        rhs = (
+            theta(this.att_neighbor, (0, 0, i))
+            + theta(this.att_self, (0, 0, i))
+            + theta(nxt.lin.weight, (slice(None), i))
+        )
+        assert torch.allclose(lhs, rhs, atol=1e-10), (l, i)
+        assert lhs.abs() > 1e-8  # not trivially zero
+
+
+def test_gate_conv_numerical_edge_cases():
+    x = torch.randn(NUM_NODES, 5)
+
+    # Huge logits stay finite:
+    conv = GATEConv(5, 4, heads=2)
+    randomize_attention(conv, scale=1e6)
+    out, (ei, alpha) = conv(x, EDGE_INDEX, return_attention_weights=True)
+    assert torch.isfinite(out).all() and torch.isfinite(alpha).all()
+    sums = torch.zeros(NUM_NODES, 2).index_add_(0, ei[1], alpha)
+    assert torch.allclose(sums, torch.ones(NUM_NODES, 2), atol=1e-5)
+
+    # Isolated nodes without self-loops get zeros, not NaN:
+    conv = GATEConv(5, 4, add_self_loops=False, bias=False)
+    randomize_attention(conv)
+    out = conv(x, EDGE_INDEX)
+    assert torch.isfinite(out).all()
+    assert torch.equal(out[4:], torch.zeros(2, 4))
+
+    # An empty edge set works in both modes:
+    empty = torch.empty(2, 0, dtype=torch.long)
+    conv = GATEConv(5, 4, bias=False)
+    assert torch.allclose(conv(x, empty), conv.lin(x), atol=1e-6)
+    conv = GATEConv(5, 4, add_self_loops=False, bias=False)
+    assert torch.equal(conv(x, empty), torch.zeros(NUM_NODES, 4))
+
+
+def test_gate_conv_attention_dropout_is_seeded():
+    x = torch.randn(NUM_NODES, 5)
+    conv = GATEConv(5, 4, heads=2, dropout=0.5)
+    torch.manual_seed(3)
+    out1 = conv(x, EDGE_INDEX)
+    torch.manual_seed(3)
+    out2 = conv(x, EDGE_INDEX)
+    assert torch.equal(out1, out2)
+    conv.eval()
+    assert torch.equal(conv(x, EDGE_INDEX), conv(x, EDGE_INDEX))
+    assert not torch.allclose(out1, conv(x, EDGE_INDEX))
+
+
+def test_gate_conv_parameters_and_reset():
+    conv = GATEConv(5, 4, heads=3)
+    assert str(conv) == 'GATEConv(5, 4, heads=3)'
+    assert conv.att_neighbor.shape == conv.att_self.shape == (1, 3, 4)
+    assert conv.lin.weight.shape == conv.lin_src.weight.shape == (12, 5)
+    assert conv.lin.bias is None and conv.lin_src.bias is None
+    assert conv.lin_src is not conv.lin
+    randomize_attention(conv)
+    conv.reset_parameters()
+    assert torch.equal(conv.att_neighbor, torch.zeros(1, 3, 4))
+    assert torch.equal(conv.att_self, torch.zeros(1, 3, 4))
+    assert torch.equal(conv.bias, torch.zeros(12))
+    # Glorot bound sqrt(6 / (fan_in + fan_out)):
+    assert conv.lin.weight.abs().max() <= math.sqrt(6 / (5 + 12))
+
+    shared = GATEConv(5, 4, share_weights=True)
+    assert shared.lin_src is shared.lin and shared.lin_dst is shared.lin
+    assert len(list(shared.parameters())) == 4  # W, a_s, a_t, bias
+
+    lazy = GATEConv(-1, 4, heads=2)
+    assert lazy(torch.randn(NUM_NODES, 7), EDGE_INDEX).shape == (NUM_NODES, 8)
+    lazy = GATEConv((-1, -1), 4)
+    out = lazy(
+        (torch.randn(NUM_NODES, 7), torch.randn(4, 3)),
+        EDGE_INDEX[:, EDGE_INDEX[1] < 4],
+    )
+    assert out.shape == (4, 4)
+
+
+def test_gate_conv_residual():
+    x = torch.randn(NUM_NODES, 5)
+    conv = GATEConv(5, 4, heads=2, residual=True)
+    out = conv(x, EDGE_INDEX)
+    res = conv.res
+    conv.res = None
+    assert torch.allclose(out, conv(x, EDGE_INDEX) + res(x), atol=1e-6)
+
+
+def test_gate_conv_invalid_arguments():
+    with pytest.raises(ValueError, match="'heads' must be a positive int"):
+        GATEConv(5, 4, heads=0)
+    with pytest.raises(TypeError, match="'heads' must be a positive int"):
+        GATEConv(5, 4, heads=1.5)
+    with pytest.raises(ValueError, match="'out_channels'"):
+        GATEConv(5, 0)
+    for dropout in [1.0, -0.1]:
+        with pytest.raises(ValueError, match=r"'dropout' must be in \[0, 1"):
+            GATEConv(5, 4, dropout=dropout)
+    with pytest.raises(ValueError, match="'in_channels' must be positive"):
+        GATEConv(0, 4)
+    with pytest.raises(ValueError, match='same number of input channels'):
+        GATEConv((5, 3), 4, share_weights=True)
+    with pytest.raises(ValueError, match="'fill_value' must be"):
+        GATEConv(5, 4, edge_dim=2, fill_value='median')
+    with pytest.raises(ValueError, match="'edge_dim'"):
+        GATEConv(5, 4, edge_dim=0)
+
+
+def test_gate_conv_invalid_inputs():
+    x = torch.randn(NUM_NODES, 5)
+    conv = GATEConv(5, 4)
+    with pytest.raises(TypeError, match="'edge_index' of an integer dtype"):
+        conv(x, EDGE_INDEX.float())
+    with pytest.raises(ValueError, match=r'shape \[2, num_edges\]'):
+        conv(x, EDGE_INDEX.t())
+    with pytest.raises(ValueError, match=r'shape \[2, num_edges\]'):
+        conv(x, EDGE_INDEX[0])
+    with pytest.raises(ValueError, match='out of range'):
+        conv(x, torch.tensor([[0, NUM_NODES], [1, 0]]))
+    with pytest.raises(ValueError, match='out of range'):
+        conv(x, torch.tensor([[0, -1], [1, 0]]))
+    with pytest.raises(ValueError, match='out of range'):  # bipartite target
+        conv((x, x[:2]), torch.tensor([[0, 1], [1, 2]]))
+    with pytest.raises(ValueError, match='with 5 channels'):
+        conv(torch.randn(NUM_NODES, 6), EDGE_INDEX)
+    with pytest.raises(ValueError, match='num_nodes, channels'):
+        conv(torch.randn(NUM_NODES), EDGE_INDEX)
+    with pytest.raises(TypeError, match='floating-point node features'):
+        conv(torch.ones(NUM_NODES, 5, dtype=torch.long), EDGE_INDEX)
+    with pytest.raises(ValueError, match="without 'edge_dim'"):
+        conv(x, EDGE_INDEX, torch.randn(EDGE_INDEX.size(1), 2))
+    with pytest.raises(ValueError, match='sparse adjacency of size'):
+        conv(x, to_torch_sparse_tensor(EDGE_INDEX, size=(NUM_NODES, 3)))
+
+    conv = GATEConv(5, 4, edge_dim=2)
+    with pytest.raises(ValueError, match=r"'edge_attr' of shape \[8, 2\]"):
+        conv(x, EDGE_INDEX, torch.randn(EDGE_INDEX.size(1), 3))
+    with pytest.raises(ValueError, match=r"'edge_attr' of shape \[8, 2\]"):
+        conv(x, EDGE_INDEX, torch.randn(5, 2))
+
+    # int32 indices are accepted:
+    assert torch.allclose(conv(x, EDGE_INDEX.int()), conv(x, EDGE_INDEX))
