@@ -1,0 +1,52 @@
+import re
+from pathlib import Path
+
+import pytest
+
+import torch_geometric_gate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_commands():
+    block = re.search(
+        r'```bash\n(.*?)```', (ROOT / 'README.md').read_text(), re.S
+    ).group(1)
+    return [
+        line
+        for line in block.splitlines()
+        if line and not line.startswith('#')
+    ]
+
+
+def test_readme_opens_with_the_two_commands():
+    main_job, tests = readme_commands()
+    for command in (main_job, tests):
+        assert command.startswith('python3 -m venv .venv')
+        assert 'pip install torch==2.13.0' in command  # CPU wheel pin
+    assert command.endswith('python -m pytest')
+    assert (ROOT / main_job.split('python ')[-1]).is_file()
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    _, tests = readme_commands()
+    ci = (ROOT / '.ci' / 'run').read_text().splitlines()
+    assert tests in ci
+
+
+def test_version_lives_in_one_place():
+    tomllib = pytest.importorskip('tomllib')  # Python >= 3.11
+    meta = tomllib.loads((ROOT / 'pyproject.toml').read_text())
+    assert 'version' in meta['project']['dynamic']
+    assert 'version' not in meta['project']
+    assert re.fullmatch(
+        r'\d+\.\d+\.\d+(\.dev\d+)?', torch_geometric_gate.__version__
+    )
+    assert (ROOT / 'torch_geometric_gate' / 'py.typed').is_file()
+
+
+def test_public_imports():
+    from torch_geometric_gate import GATEConv
+    from torch_geometric_gate.nn import GATEConv as GATEConv2
+
+    assert GATEConv is GATEConv2
