@@ -1,1 +1,7 @@
-__all__ = []
+from .neighbor_dependent_er import NeighborDependentER
+from .self_sufficient_er import SelfSufficientER
+
+__all__ = [
+    'SelfSufficientER',
+    'NeighborDependentER',
+]

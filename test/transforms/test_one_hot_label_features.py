@@ -1,0 +1,44 @@
+import copy
+
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from torch_geometric_gate.transforms import OneHotLabelFeatures
+
+
+def test_one_hot_label_features():
+    y = torch.tensor([2, 0, 1, 2])
+    data = Data(
+        x=torch.randn(4, 5), y=y, edge_index=torch.tensor([[0, 1], [1, 2]])
+    )
+    before = copy.copy(data)
+    out = OneHotLabelFeatures()(data)
+    assert out.x.dtype == torch.float
+    assert torch.equal(out.x, torch.eye(3)[y])  # num_classes from data.y
+    assert torch.equal(data.x, before.x)  # Input unchanged.
+    assert out.edge_index is data.edge_index and out.y is data.y
+
+    out = OneHotLabelFeatures(num_classes=5, dtype=torch.long)(data)
+    assert out.x.dtype == torch.long
+    assert torch.equal(out.x, torch.eye(5, dtype=torch.long)[y])
+    assert str(OneHotLabelFeatures(5)) == 'OneHotLabelFeatures(num_classes=5)'
+
+
+def test_one_hot_label_features_errors():
+    with pytest.raises(ValueError, match='data.y'):
+        OneHotLabelFeatures()(Data(num_nodes=3))
+    with pytest.raises(ValueError, match='integer'):
+        OneHotLabelFeatures()(Data(y=torch.tensor([0.0, 1.0])))
+    with pytest.raises(ValueError, match='integer'):
+        OneHotLabelFeatures()(Data(y=torch.tensor([[0], [1]])))
+    with pytest.raises(ValueError, match='non-negative'):
+        OneHotLabelFeatures()(Data(y=torch.tensor([0, -1])))
+    with pytest.raises(ValueError, match='does not fit'):
+        OneHotLabelFeatures(num_classes=2)(Data(y=torch.tensor([0, 2])))
+    with pytest.raises(ValueError, match='at least 1'):
+        OneHotLabelFeatures(num_classes=0)
+    with pytest.raises(TypeError, match='num_classes'):
+        OneHotLabelFeatures(num_classes=2.0)
+    with pytest.raises(TypeError, match='dtype'):
+        OneHotLabelFeatures(dtype='float')

@@ -1,0 +1,88 @@
+import os
+import os.path as osp
+import random
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Data
+from torch_geometric.transforms import Compose
+
+from torch_geometric_gate.transforms import OneHotLabelFeatures, RandomLabels
+
+DATA = os.environ.get(
+    'GATE_SHARED_DATA',
+    osp.join(osp.dirname(__file__), '..', '..', '..', 'shared', 'data'),
+)
+
+
+def test_random_labels():
+    data = Data(x=torch.randn(7000, 3), y=torch.zeros(7000, dtype=torch.long))
+    state = torch.get_rng_state()
+    np_state = np.random.get_state()
+    py_state = random.getstate()
+
+    out = RandomLabels(7, seed=1)(data)
+    assert out.y.dtype == torch.long and out.y.size() == (7000,)
+    # Uniform: each count ~ Binomial(7000, 1/7), std 29.3.
+    counts = out.y.bincount(minlength=7)
+    assert ((counts - 1000).abs() < 5 * 29.3).all()
+
+    assert torch.equal(RandomLabels(7, seed=1)(data).y, out.y)
+    assert not torch.equal(RandomLabels(7, seed=2)(data).y, out.y)
+    assert torch.equal(data.y, torch.zeros(7000, dtype=torch.long))
+    assert out.x is data.x
+
+    assert torch.equal(torch.get_rng_state(), state)
+    new_np_state = np.random.get_state()
+    assert all(
+        np.array_equal(x, y)
+        for x, y in zip(np_state, new_np_state, strict=True)
+    )
+    assert random.getstate() == py_state
+
+    assert str(RandomLabels(7, seed=1)) == 'RandomLabels(7, seed=1)'
+
+
+@pytest.mark.filterwarnings('ignore:Unable to accurately infer')
+def test_random_labels_errors():
+    with pytest.raises(ValueError, match='num_classes'):
+        RandomLabels(0)
+    with pytest.raises(ValueError, match='seed'):
+        RandomLabels(2, seed=-1)
+    with pytest.raises(TypeError, match='num_classes'):
+        RandomLabels(2.0)
+    with pytest.raises(ValueError, match='number of nodes'):
+        RandomLabels(2)(Data())
+
+
+def test_cora_self_sufficient_variants(tmp_path):
+    # Table 1's Cora variants: Cora's graph and standard split, features the
+    # one-hot encoding of Cora's own labels or of random labels.
+    from torch_geometric.datasets import Planetoid
+
+    src = osp.join(DATA, 'Planetoid', 'Cora')
+    if not osp.isdir(src):
+        pytest.skip(f"Cora is not available at '{src}'")
+    shutil.copytree(src, tmp_path / 'Cora')
+    cora = Planetoid(str(tmp_path), 'Cora')[0]
+
+    original = Planetoid(
+        str(tmp_path), 'Cora', transform=OneHotLabelFeatures(7)
+    )[0]
+    assert torch.equal(original.x, torch.eye(7)[cora.y])
+    assert torch.equal(original.y, cora.y)
+
+    transform = Compose([RandomLabels(7, seed=0), OneHotLabelFeatures(7)])
+    dataset = Planetoid(str(tmp_path), 'Cora', transform=transform)
+    rand = dataset[0]
+    assert torch.equal(rand.x, torch.eye(7)[rand.y])
+    assert torch.equal(dataset[0].y, rand.y)  # The same at every access.
+    # Random labels agree with Cora's at chance level (1/7 = 0.143):
+    assert abs(float((rand.y == cora.y).float().mean()) - 1 / 7) < 0.03
+    for key in ('edge_index', 'train_mask', 'val_mask', 'test_mask'):
+        assert torch.equal(rand[key], cora[key])
+    assert [
+        int(rand[f'{m}_mask'].sum()) for m in ('train', 'val', 'test')
+    ] == [140, 500, 1000]

@@ -1,0 +1,144 @@
+from typing import Callable, Optional, Sequence
+
+import torch
+from torch_geometric.data import Data, InMemoryDataset
+from torch_geometric.utils import one_hot
+
+from ._synthetic import check_er_args, child_seeds, er_graph, fmt, split_masks
+
+
+class SelfSufficientER(InMemoryDataset):
+    r"""The synthetic *self-sufficient* node classification task of Sec. 5.1
+    ("Learning self-sufficient node labels", Table 1) of the `"GATE: How to
+    Keep Out Intrusive Neighbors" <https://arxiv.org/abs/2406.00418>`_
+    paper.
+
+    Tests the *self-sufficient* end of the spectrum: a node's label is in
+    its own features and its neighbors are noise, so the best model ignores
+    them (:math:`\alpha_{v,v} \to 1`).
+
+    The dataset holds one graph: an undirected Erdős–Rényi graph
+    :math:`G(N, p)` without self-loops (PyG's
+    :func:`~torch_geometric.utils.erdos_renyi_graph`), labels :math:`y_v`
+    drawn uniformly at random from :obj:`num_classes` classes, features the
+    one-hot encoding :math:`\mathbf{h}^0_v = \mathbf{1}_{y_v}` of the label,
+    and disjoint boolean :obj:`train_mask`, :obj:`val_mask` and
+    :obj:`test_mask` drawn at random in the ratios of :obj:`split` (2:1:1,
+    i.e. 500/250/250 nodes, by default). The paper uses :math:`N = 1000`,
+    :math:`p = 0.01` and :math:`C \in \{2, \dots, 8\}`.
+
+    The same arguments give the same graph bit for bit: every random step
+    draws from its own generator, seeded from :obj:`seed`, and the caller's
+    global random state is left alone. The processed file name encodes every
+    argument, so a changed argument never reuses a stale file (a changed
+    :obj:`pre_transform` is only warned about, as in PyG; pass
+    :obj:`force_reload=True`). Invalid arguments raise before anything is
+    written to :obj:`root`.
+
+    Args:
+        root (str): Root directory where the dataset should be saved.
+        num_nodes (int, optional): The number of nodes :math:`N`.
+            (default: :obj:`1000`)
+        edge_prob (float, optional): The edge probability :math:`p`.
+            (default: :obj:`0.01`)
+        num_classes (int, optional): The number of classes :math:`C`
+            (at least :obj:`2`, at most :obj:`num_nodes`).
+            (default: :obj:`2`)
+        split (tuple, optional): The fractions of training, validation and
+            test nodes; non-negative and summing to :obj:`1`.
+            (default: :obj:`(0.5, 0.25, 0.25)`)
+        seed (int, optional): The random seed. (default: :obj:`0`)
+        transform (callable, optional): A function/transform that takes in a
+            :class:`torch_geometric.data.Data` object and returns a
+            transformed version. The data object will be transformed before
+            every access. (default: :obj:`None`)
+        pre_transform (callable, optional): A function/transform that takes
+            in a :class:`torch_geometric.data.Data` object and returns a
+            transformed version. The data object will be transformed before
+            being saved to disk. (default: :obj:`None`)
+        force_reload (bool, optional): Whether to re-process the dataset.
+            (default: :obj:`False`)
+
+    Example:
+        >>> import tempfile
+        >>> from torch_geometric_gate.datasets import SelfSufficientER
+        >>> dataset = SelfSufficientER(tempfile.mkdtemp(), num_classes=3)
+        >>> dataset
+        SelfSufficientER(num_nodes=1000, edge_prob=0.01, num_classes=3)
+        >>> data = dataset[0]
+        >>> data
+        Data(x=[1000, 3], edge_index=[2, ...], y=[1000], train_mask=[1000],
+             val_mask=[1000], test_mask=[1000])
+        >>> bool((data.x.argmax(dim=-1) == data.y).all())
+        True
+        >>> int(data.train_mask.sum()), int(data.test_mask.sum())
+        (500, 250)
+    """
+
+    def __init__(
+        self,
+        root: str,
+        num_nodes: int = 1000,
+        edge_prob: float = 0.01,
+        num_classes: int = 2,
+        split: Sequence[float] = (0.5, 0.25, 0.25),
+        seed: int = 0,
+        transform: Optional[Callable] = None,
+        pre_transform: Optional[Callable] = None,
+        force_reload: bool = False,
+    ) -> None:
+        # Validate before the base class creates any directory under `root`.
+        edge_prob, split = check_er_args(
+            num_nodes, edge_prob, num_classes, split, seed
+        )
+        self.num_nodes = num_nodes
+        self.edge_prob = edge_prob
+        self._num_classes = num_classes
+        self.split = split
+        self.seed = seed
+        super().__init__(
+            root, transform, pre_transform, force_reload=force_reload
+        )
+        self.load(self.processed_paths[0])
+
+    @property
+    def raw_file_names(self) -> list:
+        return []
+
+    @property
+    def processed_file_names(self) -> str:
+        split = '-'.join(fmt(s) for s in self.split)
+        return (
+            f'self_sufficient_er_n{self.num_nodes}_p{fmt(self.edge_prob)}'
+            f'_c{self._num_classes}_split{split}_seed{self.seed}.pt'
+        )
+
+    def process(self) -> None:
+        graph_seed, label_seed, split_seed = child_seeds(self.seed, 3)
+        edge_index = er_graph(self.num_nodes, self.edge_prob, graph_seed)
+
+        gen = torch.Generator().manual_seed(label_seed)
+        y = torch.randint(self._num_classes, (self.num_nodes,), generator=gen)
+        x = one_hot(y, self._num_classes)
+
+        train_mask, val_mask, test_mask = split_masks(
+            self.num_nodes, self.split, split_seed
+        )
+        data = Data(
+            x=x,
+            edge_index=edge_index,
+            y=y,
+            train_mask=train_mask,
+            val_mask=val_mask,
+            test_mask=test_mask,
+        )
+        if self.pre_transform is not None:
+            data = self.pre_transform(data)
+        self.save([data], self.processed_paths[0])
+
+    def __repr__(self) -> str:
+        return (
+            f'{self.__class__.__name__}(num_nodes={self.num_nodes}, '
+            f'edge_prob={self.edge_prob}, '
+            f'num_classes={self._num_classes})'
+        )

@@ -1,0 +1,90 @@
+from typing import Optional
+
+import torch
+from torch_geometric.data import Data
+from torch_geometric.transforms import BaseTransform
+from torch_geometric.utils import one_hot
+
+
+class OneHotLabelFeatures(BaseTransform):
+    r"""Replaces the node features by the one-hot encoding of the node
+    labels, :math:`\mathbf{h}^0_v = \mathbf{1}_{y_v}`, as in the
+    self-sufficient Cora variants of Sec. 5.1 ("Learning self-sufficient
+    node labels", Table 1) of the `"GATE: How to Keep Out Intrusive
+    Neighbors" <https://arxiv.org/abs/2406.00418>`_ paper.
+
+    Tests the *self-sufficient* end of the spectrum: every node's features
+    hold its label, so any aggregation of neighbors can only hurt
+    (:math:`\alpha_{v,v} \to 1`).
+
+    Combine it with :class:`RandomLabels` (labels first) for the
+    random-label variant. The input :class:`~torch_geometric.data.Data` is
+    not modified; the returned copy differs from it in :obj:`x` only.
+
+    Args:
+        num_classes (int, optional): The length of the encoding. If not
+            given, :obj:`data.y.max() + 1`. (default: :obj:`None`)
+        dtype (torch.dtype, optional): The feature dtype.
+            (default: :obj:`torch.float`)
+
+    Example:
+        >>> import torch
+        >>> from torch_geometric.data import Data
+        >>> from torch_geometric_gate.transforms import OneHotLabelFeatures
+        >>> data = Data(y=torch.tensor([0, 2, 1]),
+        ...             edge_index=torch.tensor([[0, 1], [1, 2]]))
+        >>> OneHotLabelFeatures(num_classes=4)(data).x
+        tensor([[1., 0., 0., 0.],
+                [0., 0., 1., 0.],
+                [0., 1., 0., 0.]])
+    """
+
+    def __init__(
+        self,
+        num_classes: Optional[int] = None,
+        dtype: torch.dtype = torch.float,
+    ) -> None:
+        if num_classes is not None:
+            if isinstance(num_classes, bool) or not isinstance(
+                num_classes, int
+            ):
+                raise TypeError(
+                    "'num_classes' must be an int or None "
+                    f'(got {num_classes!r})'
+                )
+            if num_classes < 1:
+                raise ValueError(
+                    f"'num_classes' must be at least 1 (got {num_classes})"
+                )
+        if not isinstance(dtype, torch.dtype):
+            raise TypeError(f"'dtype' must be a torch.dtype (got {dtype!r})")
+        self.num_classes = num_classes
+        self.dtype = dtype
+
+    def forward(self, data: Data) -> Data:
+        y = getattr(data, 'y', None)
+        if y is None:
+            raise ValueError(
+                "'OneHotLabelFeatures' needs node labels 'data.y'"
+            )
+        if y.dim() != 1 or y.dtype.is_floating_point or y.dtype == torch.bool:
+            raise ValueError(
+                "Expected integer node labels 'data.y' of shape "
+                f'[num_nodes] (got {y.dtype} {list(y.shape)})'
+            )
+        if y.numel() > 0 and int(y.min()) < 0:
+            raise ValueError("Node labels 'data.y' must be non-negative")
+        if (
+            self.num_classes is not None
+            and y.numel() > 0
+            and int(y.max()) >= self.num_classes
+        ):
+            raise ValueError(
+                f'Node label {int(y.max())} does not fit '
+                f"'num_classes={self.num_classes}'"
+            )
+        data.x = one_hot(y, self.num_classes, dtype=self.dtype)
+        return data
+
+    def __repr__(self) -> str:
+        return f'{self.__class__.__name__}(num_classes={self.num_classes})'

@@ -1,0 +1,72 @@
+import torch
+from torch_geometric.data import Data
+from torch_geometric.transforms import BaseTransform
+
+
+class RandomLabels(BaseTransform):
+    r"""Replaces the node labels by labels drawn uniformly at random from
+    :obj:`num_classes` classes, as in the randomized-label Cora variant of
+    Sec. 5.1 ("Learning self-sufficient node labels", Table 1) of the
+    `"GATE: How to Keep Out Intrusive Neighbors"
+    <https://arxiv.org/abs/2406.00418>`_ paper.
+
+    Together with :class:`OneHotLabelFeatures` it tests the
+    *self-sufficient* end of the spectrum on a real graph whose labels owe
+    nothing to the structure: the neighbors carry no information at all.
+
+    The labels are drawn from a private :class:`torch.Generator` seeded with
+    :obj:`seed`: the same seed and number of nodes give the same labels
+    (also when used as a :obj:`transform`, applied at every access), and
+    the caller's global random state is left alone. The input
+    :class:`~torch_geometric.data.Data` is not modified; the returned copy
+    differs from it in :obj:`y` only.
+
+    Args:
+        num_classes (int): The number of classes.
+        seed (int, optional): The seed of the labels. (default: :obj:`0`)
+
+    Example:
+        >>> import torch
+        >>> from torch_geometric.data import Data
+        >>> from torch_geometric.transforms import Compose
+        >>> from torch_geometric_gate.transforms import (
+        ...     OneHotLabelFeatures, RandomLabels)
+        >>> data = Data(num_nodes=6)
+        >>> transform = Compose([RandomLabels(7, seed=0),
+        ...                      OneHotLabelFeatures(7)])
+        >>> out = transform(data)
+        >>> out.y.shape, out.x.shape, bool((out.x.argmax(1) == out.y).all())
+        (torch.Size([6]), torch.Size([6, 7]), True)
+        >>> torch.equal(transform(data).y, out.y)
+        True
+    """
+
+    def __init__(self, num_classes: int, seed: int = 0) -> None:
+        for name, value, minimum in (
+            ('num_classes', num_classes, 1),
+            ('seed', seed, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"'{name}' must be an int (got {value!r})")
+            if value < minimum:
+                raise ValueError(
+                    f"'{name}' must be at least {minimum} (got {value})"
+                )
+        self.num_classes = num_classes
+        self.seed = seed
+
+    def forward(self, data: Data) -> Data:
+        num_nodes = data.num_nodes
+        if num_nodes is None:
+            raise ValueError(
+                "'RandomLabels' needs to know the number of "
+                "nodes (set 'data.x' or 'data.num_nodes')"
+            )
+        gen = torch.Generator().manual_seed(self.seed)
+        data.y = torch.randint(self.num_classes, (num_nodes,), generator=gen)
+        return data
+
+    def __repr__(self) -> str:
+        return (
+            f'{self.__class__.__name__}({self.num_classes}, seed={self.seed})'
+        )
