@@ -17,8 +17,8 @@ from ._synthetic import (
 
 class NeighborDependentER(InMemoryDataset):
     r"""The synthetic *neighbor-dependent* node classification task of
-    Sec. 5.1 ("Learning neighbor-dependent node labels", Table 2, Fig. 3) of
-    the `"GATE: How to Keep Out Intrusive Neighbors"
+    Sec. 5.1 ("Learning neighbor-dependent node labels", Table 2) of the
+    `"GATE: How to Keep Out Intrusive Neighbors"
     <https://arxiv.org/abs/2406.00418>`_ paper.
 
     Tests the *neighbor-dependent* end of the spectrum: a node's label is a

@@ -83,7 +83,8 @@ class RandomGATLabels(BaseTransform):
       compared with ours in the test suite.
 
     All parameters are drawn from a private :class:`torch.Generator` seeded
-    with :obj:`seed`, and K-means gets :obj:`random_state=seed`: the same
+    with :obj:`seed`, and K-means gets :obj:`random_state=seed` (modulo
+    :math:`2^{32}`): the same
     arguments and the same graph give the same labels, and the caller's
     global random state is left alone. The network is evaluated in
     :obj:`float64`. The input :class:`~torch_geometric.data.Data` is not
