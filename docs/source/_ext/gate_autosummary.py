@@ -1,0 +1,249 @@
+r"""API pages that follow each module's ``__all__``.
+
+The directive
+
+.. code-block:: rst
+
+    .. gate-autosummary:: torch_geometric_gate.datasets
+
+expands to an :mod:`sphinx.ext.autosummary` table of every public name the
+module exports in ``__all__`` (classes first, then functions), with one
+generated page per name under ``generated/``, as PyG's own API docs are laid
+out. New public names therefore appear in the docs without editing them.
+
+- A module that does not exist yet (a sibling feature still on its way) or
+  whose ``__all__`` is empty renders a short note, not a warning.
+- A module that exists but fails to import is a real error: it is reported
+  as a Sphinx warning, which ``-W`` turns into a failed build.
+- An object exported by several documented modules (for example a model that
+  both ``torch_geometric_gate.nn`` and ``torch_geometric_gate.nn.models``
+  export) is documented once, on the page of the most specific module that
+  contains its definition, so no object is described twice.
+
+The stub pages are written at ``builder-inited``, before Sphinx reads any
+source file; stubs of names that left ``__all__`` are removed, so a renamed
+class never leaves an orphan page behind.
+"""
+
+import importlib
+import inspect
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+logger = logging.getLogger(__name__)
+
+DIRECTIVE = 'gate-autosummary'
+TOCTREE = 'generated'  # relative to the source root
+# The modules named by a directive anywhere in the project, collected at
+# `builder-inited` (before any page is read).
+_MODULES = []
+_DIRECTIVE_RE = re.compile(
+    r'^\s*\.\.\s+' + re.escape(DIRECTIVE) + r'::\s*([A-Za-z0-9_.]+)\s*$'
+)
+
+
+class MissingModule(Exception):
+    pass
+
+
+def import_module(name):
+    r"""Imports :obj:`name`; raises :class:`MissingModule` if the module (or
+    a parent package) does not exist, and re-raises every other error."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        parts = name.split('.')
+        missing = {'.'.join(parts[: i + 1]) for i in range(len(parts))}
+        if e.name in missing:
+            raise MissingModule(name) from e
+        raise
+
+
+def public_names(module):
+    r"""Returns ``(kind, name, obj)`` for every entry of ``__all__``."""
+    names = getattr(module, '__all__', None)
+    if names is None:
+        raise ValueError(
+            f"Module '{module.__name__}' defines no '__all__'; "
+            f'the API pages list exactly what it exports'
+        )
+    out = []
+    for name in names:
+        if not hasattr(module, name):
+            raise ValueError(
+                f"'{module.__name__}.__all__' lists '{name}', "
+                f'which the module does not define'
+            )
+        obj = getattr(module, name)
+        if inspect.ismodule(obj):
+            continue  # Sub-packages get their own page.
+        if inspect.isclass(obj):
+            kind = 'class'
+        elif callable(obj):
+            kind = 'function'
+        else:
+            continue  # Constants such as `__version__`.
+        out.append((kind, name, obj))
+    return out
+
+
+def _owner(obj, modules):
+    r"""The most specific of :obj:`modules` that encloses the definition of
+    :obj:`obj` (or :obj:`None` if none does)."""
+    defined_in = getattr(obj, '__module__', '') or ''
+    best = None
+    for mod in modules:
+        if defined_in == mod or defined_in.startswith(mod + '.'):
+            if best is None or len(mod) > len(best):
+                best = mod
+    return best
+
+
+def _scan(srcdir):
+    r"""All modules named by the directive in the source tree."""
+    modules = []
+    for path in sorted(Path(srcdir).rglob('*.rst')):
+        if TOCTREE in path.relative_to(srcdir).parts[:1]:
+            continue
+        for line in path.read_text(encoding='utf-8').splitlines():
+            m = _DIRECTIVE_RE.match(line)
+            if m and m.group(1) not in modules:
+                modules.append(m.group(1))
+    return modules
+
+
+def entries(module_name):
+    r"""What the directive for :obj:`module_name` lists: ``(kind, fullname)``
+    for the names this page owns, or a note when there is nothing to list."""
+    try:
+        module = import_module(module_name)
+    except MissingModule:
+        return None, (
+            f'The module :mod:`{module_name}` is not part of this release yet.'
+        )
+    documented = _MODULES
+    out = []
+    for kind, name, obj in public_names(module):
+        owner = _owner(obj, documented)
+        if owner is not None and owner != module_name:
+            continue  # Documented on the page of `owner`.
+        out.append((kind, f'{module_name}.{name}'))
+    if not out:
+        return None, (
+            f'The module :mod:`{module_name}` exports no public names yet.'
+        )
+    return out, None
+
+
+def _autosummary_lines(items, toctree):
+    lines = []
+    for kind, title in (('class', 'Classes'), ('function', 'Functions')):
+        names = [name for k, name in items if k == kind]
+        if not names:
+            continue
+        lines += [
+            f'.. rubric:: {title}',
+            '',
+            '.. autosummary::',
+            '   :nosignatures:',
+            f'   :toctree: {toctree}',
+            f'   :template: autosummary/{kind}.rst',
+            '',
+        ]
+        lines += [f'   {name}' for name in names]
+        lines.append('')
+    return lines
+
+
+def generate_stubs(app):
+    r"""Writes one page per documented name (``builder-inited`` hook)."""
+    srcdir = Path(app.srcdir)
+    _MODULES[:] = _scan(srcdir)
+    outdir = srcdir / TOCTREE
+    items = []
+    for module_name in _MODULES:
+        try:
+            found, _ = entries(module_name)
+        except Exception as e:  # Reported again, with location, on parse.
+            logger.warning(f'{DIRECTIVE}: {module_name}: {e!r}')
+            continue
+        items += found or []
+
+    from sphinx.ext.autosummary.generate import generate_autosummary_docs
+
+    written = []
+    if items:
+        tmp = Path(tempfile.mkdtemp(prefix='gate-autosummary-'))
+        try:
+            source = tmp / 'index.rst'
+            source.write_text(
+                '\n'.join(_autosummary_lines(items, str(outdir))) + '\n',
+                encoding='utf-8',
+            )
+            written = generate_autosummary_docs(
+                [str(source)],
+                suffix='.rst',
+                app=app,
+                imported_members=True,
+                overwrite=True,
+            )
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    keep = {Path(p).resolve() for p in written}
+    if outdir.is_dir():
+        for stale in outdir.glob('*.rst'):
+            if stale.resolve() not in keep:
+                stale.unlink()
+
+
+class GateAutosummary(SphinxDirective):
+    r"""``.. gate-autosummary:: module``: the module's public API."""
+
+    required_arguments = 1
+    has_content = False
+
+    def run(self):
+        module_name = self.arguments[0]
+        try:
+            items, note = entries(module_name)
+        except Exception as e:
+            logger.warning(
+                f'{DIRECTIVE}: {module_name}: {e!r}',
+                location=self.get_location(),
+            )
+            return []
+        if items is None:
+            lines = ['.. note::', '', f'   {note}', '']
+        else:
+            # Stub pages live in `generated/` under the source root.
+            docdir = Path(self.env.doc2path(self.env.docname)).parent
+            rel = os.path.relpath(Path(self.env.srcdir) / TOCTREE, docdir)
+            short = [
+                (kind, name[len(module_name) + 1 :]) for kind, name in items
+            ]
+            lines = [f'.. currentmodule:: {module_name}', '']
+            lines += _autosummary_lines(short, Path(rel).as_posix())
+        container = nodes.section()
+        container.document = self.state.document
+        self.state.nested_parse(
+            StringList(lines, source=self.get_source_info()[0]),
+            self.content_offset,
+            container,
+            match_titles=False,
+        )
+        return container.children
+
+
+def setup(app):
+    app.add_directive(DIRECTIVE, GateAutosummary)
+    # Before autosummary's own `builder-inited` hook (priority 500).
+    app.connect('builder-inited', generate_stubs, priority=400)
+    return {'parallel_read_safe': True, 'parallel_write_safe': True}
