@@ -11,6 +11,8 @@ module exports in ``__all__`` (classes first, then functions), with one
 generated page per name under ``generated/``, as PyG's own API docs are laid
 out. New public names therefore appear in the docs without editing them.
 
+- A module without ``__all__`` is documented by the public names (no
+  leading underscore) that it defines itself, not those it imports.
 - A module that does not exist yet (a sibling feature still on its way) or
   whose ``__all__`` is empty renders a short note, not a warning.
 - A module that exists but fails to import is a real error: it is reported
@@ -68,13 +70,16 @@ def import_module(name):
 
 
 def public_names(module):
-    r"""Returns ``(kind, name, obj)`` for every entry of ``__all__``."""
+    r"""Returns ``(kind, name, obj)`` for every entry of ``__all__`` (or,
+    without ``__all__``, for every public name the module defines)."""
     names = getattr(module, '__all__', None)
-    if names is None:
-        raise ValueError(
-            f"Module '{module.__name__}' defines no '__all__'; "
-            f'the API pages list exactly what it exports'
-        )
+    if names is None:  # The public names the module defines itself.
+        names = [
+            name
+            for name, obj in vars(module).items()
+            if not name.startswith('_')
+            and getattr(obj, '__module__', None) == module.__name__
+        ]
     out = []
     for name in names:
         if not hasattr(module, name):

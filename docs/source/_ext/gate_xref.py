@@ -39,6 +39,15 @@ _TORCH_PAGES = {
     'torch.device': 'tensor_attributes.html',
     'torch.Generator': 'generated/torch.Generator.html',
 }
+# Namespaces whose classes and functions PyTorch documents one per page,
+# under `generated/<dotted name>.html`.
+_TORCH_GENERATED = {
+    'torch',
+    'torch.nn',
+    'torch.nn.functional',
+    'torch.jit',
+    'torch.optim',
+}
 
 
 def _import(path):
@@ -121,7 +130,9 @@ def external_url(path):
         return f'{TORCH_URL}{_TORCH_PAGES[page]}#{anchor}'
     if page.startswith('torch.nn.init.'):
         return f'{TORCH_URL}nn.init.html#{anchor}'
-    return f'{TORCH_URL}generated/{page}.html#{anchor}'
+    if page.rsplit('.', 1)[0] in _TORCH_GENERATED:
+        return f'{TORCH_URL}generated/{page}.html#{anchor}'
+    return None  # Other namespaces are laid out differently; plain text.
 
 
 def _documented(app, env):
