@@ -135,12 +135,19 @@ def entries(module_name):
             f'The module :mod:`{module_name}` is not part of this release yet.'
         )
     documented = _MODULES
-    out = []
+    out, elsewhere = [], []
     for kind, name, obj in public_names(module):
         owner = _owner(obj, documented)
         if owner is not None and owner != module_name:
-            continue  # Documented on the page of `owner`.
+            elsewhere.append(f':mod:`{owner}`')  # Documented there.
+            continue
         out.append((kind, f'{module_name}.{name}'))
+    if not out and elsewhere:
+        return None, (
+            f'The public names of :mod:`{module_name}` are documented with '
+            f'the modules that define them: '
+            f'{", ".join(sorted(set(elsewhere)))}.'
+        )
     if not out:
         return None, (
             f'The module :mod:`{module_name}` exports no public names yet.'
@@ -184,7 +191,6 @@ def generate_stubs(app):
 
     from sphinx.ext.autosummary.generate import generate_autosummary_docs
 
-    written = []
     if items:
         tmp = Path(tempfile.mkdtemp(prefix='gate-autosummary-'))
         try:
@@ -193,7 +199,7 @@ def generate_stubs(app):
                 '\n'.join(_autosummary_lines(items, str(outdir))) + '\n',
                 encoding='utf-8',
             )
-            written = generate_autosummary_docs(
+            generate_autosummary_docs(
                 [str(source)],
                 suffix='.rst',
                 app=app,
@@ -202,7 +208,8 @@ def generate_stubs(app):
             )
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    keep = {Path(p).resolve() for p in written}
+    # One stub per documented name (`autosummary_filename_map` is unused).
+    keep = {(outdir / f'{name}.rst').resolve() for _, name in items}
     if outdir.is_dir():
         for stale in outdir.glob('*.rst'):
             if stale.resolve() not in keep:
