@@ -12,17 +12,16 @@ neighbours, 0: it ignores itself).
 """
 
 import argparse
+import tempfile
 import time
 
 import torch
 import torch.nn.functional as F
-from torch_geometric.data import Data
 from torch_geometric.nn import GATv2Conv
-from torch_geometric.transforms import RandomNodeSplit
-from torch_geometric.utils import erdos_renyi_graph
 from tqdm import tqdm
 
 from torch_geometric_gate import GATEConv
+from torch_geometric_gate.datasets import SelfSufficientER
 from torch_geometric_gate.utils import self_loop_attention
 
 
@@ -51,12 +50,15 @@ class Net(torch.nn.Module):
 
 
 def make_graph(num_nodes, edge_prob, num_classes, seed):
-    torch.manual_seed(seed)
-    edge_index = erdos_renyi_graph(num_nodes, edge_prob)  # undirected
-    y = torch.randint(num_classes, (num_nodes,))
-    x = F.one_hot(y, num_classes).float()
-    data = Data(x=x, edge_index=edge_index, y=y)
-    return RandomNodeSplit(num_val=0.25, num_test=0.25)(data)
+    root = tempfile.mkdtemp()  # generated here, nothing is downloaded
+    dataset = SelfSufficientER(
+        root,
+        num_nodes=num_nodes,
+        edge_prob=edge_prob,
+        num_classes=num_classes,
+        seed=seed,
+    )
+    return dataset[0]
 
 
 def train(model, data, epochs, lr, desc):
