@@ -1,0 +1,5 @@
+from .gate import GATE
+
+__all__ = [
+    'GATE',
+]
