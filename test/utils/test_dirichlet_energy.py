@@ -1,0 +1,73 @@
+import pytest
+import torch
+from torch_geometric.utils import erdos_renyi_graph
+
+from torch_geometric_gate.utils import dirichlet_energy
+
+
+def _dense(x, edge_index=None):
+    x = x.double()
+    dist = torch.cdist(x, x).pow(2)  # N x N, fine for the test.
+    if edge_index is None:
+        return 0.5 * dist.sum()
+    return 0.5 * dist[edge_index[0], edge_index[1]].sum()
+
+
+def test_against_dense_computation():
+    torch.manual_seed(0)
+    x = torch.randn(40, 5) * 3 + 100  # A large mean: cancellation test.
+    edge_index = erdos_renyi_graph(40, 0.2)
+    assert torch.allclose(dirichlet_energy(x).double(), _dense(x), rtol=1e-5)
+    assert torch.allclose(
+        dirichlet_energy(x, edge_index).double(),
+        _dense(x, edge_index),
+        rtol=1e-5,
+    )
+    assert dirichlet_energy(x).dtype == torch.float32
+
+
+def test_paper_normalisation():
+    # One-hot features of two classes: every ordered pair of different
+    # classes contributes 2, and 1/2 sum over ordered pairs counts each
+    # unordered pair once: 2 * n0 * n1.
+    y = torch.tensor([0, 0, 0, 1, 1])
+    x = torch.nn.functional.one_hot(y).float()
+    assert float(dirichlet_energy(x)) == 2 * 3 * 2
+    # An undirected edge stored in both directions counts once:
+    edge_index = torch.tensor([[0, 3, 0, 1], [3, 0, 1, 0]])
+    assert float(dirichlet_energy(x, edge_index)) == 2.0
+
+
+def test_invariances():
+    torch.manual_seed(1)
+    x = torch.randn(30, 4, dtype=torch.float64)
+    edge_index = erdos_renyi_graph(30, 0.3)
+    for ei in (None, edge_index):
+        e = dirichlet_energy(x, ei)
+        assert torch.allclose(dirichlet_energy(x + 5.0, ei), e)
+        assert torch.allclose(dirichlet_energy(2 * x, ei), 4 * e)
+        perm = torch.randperm(30)
+        if ei is None:
+            assert torch.allclose(dirichlet_energy(x[perm]), e)
+    assert float(dirichlet_energy(torch.ones(6, 3))) == 0.0
+    assert (
+        float(dirichlet_energy(x, torch.empty(2, 0, dtype=torch.long))) == 0.0
+    )
+
+
+def test_large_graph_without_dense_matrix():
+    x = torch.randn(100_000, 8)
+    edge_index = torch.randint(0, 100_000, (2, 500_000))
+    assert dirichlet_energy(x) > 0
+    assert dirichlet_energy(x, edge_index) > 0
+
+
+def test_errors():
+    with pytest.raises(TypeError, match='floating-point'):
+        dirichlet_energy(torch.ones(3, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match=r'\[num_nodes, channels\]'):
+        dirichlet_energy(torch.ones(3, 2, 2))
+    with pytest.raises(ValueError, match=r'\[2, num_edges\]'):
+        dirichlet_energy(torch.ones(3, 2), torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match='out of range'):
+        dirichlet_energy(torch.ones(3, 2), torch.tensor([[0], [3]]))

@@ -1,0 +1,69 @@
+import pytest
+import torch
+import torch.nn.functional as F
+from torch_geometric.testing import withPackage
+
+from torch_geometric_gate.nn.models import GATE
+from torch_geometric_gate.utils import (
+    SelfAttentionRecorder,
+    plot_self_attention_histogram,
+    plot_self_attention_history,
+)
+
+
+def _tiny_run():
+    torch.manual_seed(0)
+    x = torch.randn(10, 3)
+    edge_index = torch.randint(0, 10, (2, 30))
+    y = torch.randint(0, 2, (10,))
+    model = GATE(3, 8, 3, out_channels=2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    recorder = SelfAttentionRecorder()
+    for _ in range(15):
+        optimizer.zero_grad()
+        out, alphas = model.forward_with_self_attention(x, edge_index)
+        F.cross_entropy(out, y).backward()
+        optimizer.step()
+        recorder.record(alphas)
+    return recorder
+
+
+@withPackage('matplotlib')
+@pytest.mark.parametrize('ext', ['png', 'pdf'])
+def test_plots_on_a_tiny_run(tmp_path, ext):
+    recorder = _tiny_run()
+    path = tmp_path / f'history.{ext}'
+    fig = plot_self_attention_history(
+        recorder, path, title='tiny', layer_names=['a', 'b', 'c']
+    )
+    assert [ax.get_title() for ax in fig.axes] == ['a', 'b', 'c']
+    assert path.stat().st_size > 1000
+
+    path = tmp_path / f'histogram.{ext}'
+    fig = plot_self_attention_histogram(recorder, path, bins=10)
+    assert len(fig.axes) == 3
+    assert path.stat().st_size > 1000
+    # The bars are the fractions of nodes per bin:
+    heights = [p.get_height() for p in fig.axes[0].patches]
+    assert len(heights) == 10 and abs(sum(heights) - 1.0) < 1e-6
+
+    magic = b'\x89PNG' if ext == 'png' else b'%PDF'
+    assert path.read_bytes()[:4] == magic
+
+
+@withPackage('matplotlib')
+def test_plot_errors():
+    with pytest.raises(ValueError, match='no records'):
+        plot_self_attention_history(SelfAttentionRecorder())
+    with pytest.raises(TypeError, match='SelfAttentionRecorder'):
+        plot_self_attention_history([torch.rand(3)])
+    with pytest.raises(ValueError, match='no last values'):
+        plot_self_attention_histogram(SelfAttentionRecorder())
+    with pytest.raises(TypeError, match='list of tensors'):
+        plot_self_attention_histogram(torch.rand(3))
+    with pytest.raises(ValueError, match="'bins' must be"):
+        plot_self_attention_histogram([torch.rand(3)], bins=0)
+    recorder = SelfAttentionRecorder()
+    recorder.record([torch.rand(3)])
+    with pytest.raises(ValueError, match="Expected 1 'layer_names'"):
+        plot_self_attention_history(recorder, layer_names=['a', 'b'])

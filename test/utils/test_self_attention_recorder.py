@@ -1,0 +1,91 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from torch_geometric_gate.nn.models import GATE
+from torch_geometric_gate.utils import SelfAttentionRecorder
+
+
+def test_recorder_on_a_tiny_run():
+    torch.manual_seed(0)
+    x = torch.randn(10, 3)
+    edge_index = torch.randint(0, 10, (2, 30))
+    y = torch.randint(0, 2, (10,))
+    model = GATE(3, 8, 2, out_channels=2, heads=2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    recorder = SelfAttentionRecorder()
+    for epoch in range(1, 41):  # More records than the initial buffer.
+        optimizer.zero_grad()
+        out, alphas = model.forward_with_self_attention(x, edge_index)
+        F.cross_entropy(out, y).backward()
+        optimizer.step()
+        recorder.record(alphas, epoch)
+
+    assert len(recorder) == 40 and recorder.num_layers == 2
+    assert torch.equal(recorder.epochs, torch.arange(1, 41))
+    history = recorder.history()
+    assert (
+        history.shape
+        == (40, 2, len(SelfAttentionRecorder.STATS))
+        == (40, 2, 13)
+    )
+    # The last row summarises the last alphas (both heads pooled):
+    for layer, alpha_vv in enumerate(alphas):
+        values = alpha_vv.detach().reshape(-1)
+        expected = torch.cat(
+            [
+                torch.stack(
+                    [values.mean(), values.std(), values.min(), values.max()]
+                ),
+                torch.quantile(values, torch.linspace(0.1, 0.9, 9)),
+            ]
+        )
+        assert torch.allclose(history[-1, layer], expected, atol=1e-6)
+        assert torch.equal(recorder.last[layer], alpha_vv.detach())
+        assert torch.equal(
+            recorder.stat('median', layer), history[:, layer, 8]
+        )
+    # The distribution changed during training:
+    assert not torch.allclose(history[0], history[-1])
+    q = history[..., 4:]
+    assert bool((q[..., 1:] >= q[..., :-1]).all())
+    assert bool((history[..., 2:3] <= q).all())
+    assert bool((q <= history[..., 3:4]).all())
+
+    state = recorder.state_dict()
+    assert state['stats'][0] == 'mean' and state['history'].shape[0] == 40
+
+
+def test_recorder_is_memory_light():
+    recorder = SelfAttentionRecorder(keep_last=False)
+    alpha_vv = torch.rand(100_000, 1)
+    for _ in range(3):
+        recorder.record([alpha_vv, alpha_vv])
+    assert recorder.last is None
+    assert torch.equal(recorder.epochs, torch.arange(3))
+    # Only the summaries are kept:
+    assert recorder.history().numel() == 3 * 2 * 13
+    assert recorder._buffer.numel() <= 16 * 2 * 13
+    # Deciles of 100k uniform values:
+    assert torch.allclose(
+        recorder.history(0)[0, 4:], torch.linspace(0.1, 0.9, 9), atol=0.01
+    )
+
+
+def test_recorder_errors():
+    recorder = SelfAttentionRecorder()
+    with pytest.raises(ValueError, match='Nothing recorded'):
+        recorder.history()
+    with pytest.raises(TypeError, match='list of tensors'):
+        recorder.record(torch.rand(4, 1))
+    with pytest.raises(ValueError, match='at least one layer'):
+        recorder.record([])
+    with pytest.raises(ValueError, match='non-empty'):
+        recorder.record([torch.empty(0, 1)])
+    recorder.record([torch.rand(4)])
+    with pytest.raises(ValueError, match='Expected alpha_vv of 1 layers'):
+        recorder.record([torch.rand(4), torch.rand(4)])
+    with pytest.raises(ValueError, match="'layer' must be in"):
+        recorder.history(layer=1)
+    with pytest.raises(ValueError, match='Unknown statistic'):
+        recorder.stat('q55', 0)

@@ -1,0 +1,51 @@
+from typing import List, Sequence, Union
+
+from torch import Tensor
+
+
+def import_figure():
+    r"""Imports :class:`matplotlib.figure.Figure` lazily, with a clear error
+    when matplotlib is missing. Figures are built without :mod:`pyplot`, so
+    no global state or interactive backend is touched.
+    """
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as e:  # pragma: no cover
+        raise ImportError(
+            'Plotting the self-attention requires matplotlib; install it '
+            "with 'pip install matplotlib' (or the 'full' extra of "
+            'torch-geometric-gate)'
+        ) from e
+    return Figure
+
+
+def layer_names(
+    num_layers: int, names: Union[Sequence[str], None]
+) -> List[str]:
+    if names is None:
+        return [f'layer {i + 1}' for i in range(num_layers)]
+    names = list(names)
+    if len(names) != num_layers:
+        raise ValueError(
+            f"Expected {num_layers} 'layer_names' (got {len(names)})"
+        )
+    return names
+
+
+def save(fig, path):
+    if path is not None:
+        fig.savefig(path, bbox_inches='tight')
+
+
+def check_alpha_list(alpha_vv) -> List[Tensor]:
+    if isinstance(alpha_vv, Tensor) or not isinstance(alpha_vv, (list, tuple)):
+        raise TypeError(
+            "'alpha_vv' must be a list of tensors, one per "
+            f'layer (got {type(alpha_vv).__name__})'
+        )
+    if len(alpha_vv) == 0:
+        raise ValueError("'alpha_vv' must hold at least one layer")
+    for i, a in enumerate(alpha_vv):
+        if not isinstance(a, Tensor) or a.numel() == 0:
+            raise ValueError(f'Expected a non-empty tensor for layer {i}')
+    return list(alpha_vv)

@@ -1,0 +1,89 @@
+from typing import Optional
+
+import torch  # noqa: F401 (used in the docstring example)
+from torch import Tensor
+
+
+def dirichlet_energy(x: Tensor, edge_index: Optional[Tensor] = None) -> Tensor:
+    r"""Returns the Dirichlet energy of the node features :obj:`x`, the
+    over-smoothing measure of the GATE paper's Appendix D, over all node
+    pairs (:obj:`edge_index=None`) or over adjacent pairs.
+
+    .. math::
+        E_{\textrm{all}}(\mathbf{X}) = \frac{1}{2} \sum_{i, j \in
+        \mathcal{V}} \| \mathbf{x}_i - \mathbf{x}_j \|^2, \qquad
+        E_{\textrm{adj}}(\mathbf{X}) = \frac{1}{2} \sum_{(i, j) \in
+        \mathcal{E}} \| \mathbf{x}_i - \mathbf{x}_j \|^2.
+
+    This is the normalisation the authors' scripts used ("plain Dirichlet
+    energy :math:`\frac{1}{2} \sum \|\mathbf{x}_i - \mathbf{x}_j\|^2`"): the
+    sum runs over *ordered* pairs, so :math:`E_{\textrm{all}}` is the sum
+    over unordered pairs, and for an undirected graph that stores every edge
+    in both directions :math:`E_{\textrm{adj}}` is the sum over its
+    undirected edges (self-loops contribute nothing). No degree
+    normalisation and no division by the number of pairs are applied; the
+    energy is translation invariant and scales with the square of the
+    features.
+
+    No :math:`N \times N` matrix is built: all pairs use
+
+    .. math::
+        \frac{1}{2} \sum_{i,j} \| \mathbf{x}_i - \mathbf{x}_j \|^2 =
+        N \sum_i \|\mathbf{x}_i\|^2 - \Big\| \sum_i \mathbf{x}_i \Big\|^2 =
+        N \sum_i \| \mathbf{x}_i - \bar{\mathbf{x}} \|^2,
+
+    evaluated in the centred, cancellation-free form in :obj:`float64`;
+    adjacent pairs gather the two ends of every edge. Memory is
+    :math:`O(N F)` and :math:`O(|\mathcal{E}| F)`, so 100k-node graphs are
+    no problem.
+
+    Args:
+        x (torch.Tensor): The node features :obj:`[num_nodes, channels]`
+            (a one-dimensional tensor is read as one channel).
+        edge_index (torch.Tensor, optional): The edges :obj:`[2, num_edges]`
+            whose pairs to sum over; all pairs if :obj:`None`.
+            (default: :obj:`None`)
+
+    :rtype: :class:`torch.Tensor` (a scalar of the dtype of :obj:`x`)
+
+    Example:
+        >>> x = torch.tensor([[0.0], [1.0], [3.0]])
+        >>> dirichlet_energy(x)  # 1 + 9 + 4 over the unordered pairs
+        tensor(14.)
+        >>> dirichlet_energy(x, torch.tensor([[0, 1], [1, 0]]))
+        tensor(1.)
+    """
+    if not isinstance(x, Tensor) or not torch.is_floating_point(x):
+        raise TypeError("'x' must be a floating-point tensor of node features")
+    if x.dim() == 1:
+        x = x.view(-1, 1)
+    if x.dim() != 2:
+        raise ValueError(
+            f"Expected 'x' of shape [num_nodes, channels] (got "
+            f'{list(x.size())})'
+        )
+    x64 = x.double()
+
+    if edge_index is None:
+        centred = x64 - x64.mean(dim=0, keepdim=True)
+        energy = x64.size(0) * centred.pow(2).sum()
+        return energy.to(x.dtype)
+
+    if (
+        not isinstance(edge_index, Tensor)
+        or edge_index.dim() != 2
+        or edge_index.size(0) != 2
+        or torch.is_floating_point(edge_index)
+    ):
+        raise ValueError(
+            "Expected an integer 'edge_index' of shape [2, num_edges]"
+        )
+    if edge_index.numel() > 0 and (
+        int(edge_index.min()) < 0 or int(edge_index.max()) >= x.size(0)
+    ):
+        raise ValueError(
+            f"'edge_index' holds node indices out of range for "
+            f'{x.size(0)} nodes'
+        )
+    diff = x64[edge_index[0]] - x64[edge_index[1]]
+    return (0.5 * diff.pow(2).sum()).to(x.dtype)

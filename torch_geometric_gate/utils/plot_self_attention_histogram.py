@@ -1,0 +1,109 @@
+import os
+from typing import List, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from torch_geometric_gate.utils._plotting import (
+    check_alpha_list,
+    import_figure,
+    save,
+)
+from torch_geometric_gate.utils._plotting import layer_names as _names
+from torch_geometric_gate.utils.self_attention_recorder import (
+    SelfAttentionRecorder,
+)
+
+
+def plot_self_attention_histogram(
+    alpha_vv: Union[List[Tensor], SelfAttentionRecorder],
+    path: Union[str, os.PathLike, None] = None,
+    bins: int = 20,
+    title: Optional[str] = None,
+    layer_names: Optional[Sequence[str]] = None,
+    color: str = 'tab:blue',
+):
+    r"""Plots the histogram of the self-attention :math:`\alpha_{v,v}` over
+    the nodes, one panel per layer, on :math:`[0, 1]`, with the mean marked.
+    Typically the values after training: the second output of
+    :meth:`~torch_geometric_gate.nn.models.GATE.forward_with_self_attention`,
+    or a :class:`~torch_geometric_gate.utils.SelfAttentionRecorder` (its
+    :attr:`last` values). With several heads, all heads of a layer are
+    pooled.
+
+    Requires :obj:`matplotlib` (imported only when called).
+
+    Args:
+        alpha_vv (list of torch.Tensor or SelfAttentionRecorder): One
+            :obj:`[num_nodes]` or :obj:`[num_nodes, heads]` tensor per layer.
+        path (str or os.PathLike, optional): If given, saves the figure there;
+            the extension picks the format. (default: :obj:`None`)
+        bins (int, optional): The number of bins on :math:`[0, 1]`.
+            (default: :obj:`20`)
+        title (str, optional): A title over all panels.
+            (default: :obj:`None`)
+        layer_names (list of str, optional): One panel title per layer.
+            (default: :obj:`"layer 1"`, :obj:`"layer 2"`, ...)
+        color (str, optional): The matplotlib color of the bars.
+            (default: :obj:`"tab:blue"`)
+
+    :rtype: :class:`matplotlib.figure.Figure`
+
+    Example:
+        >>> import torch
+        >>> from torch_geometric_gate.utils import (
+        ...     plot_self_attention_histogram)
+        >>> fig = plot_self_attention_histogram([torch.rand(50, 1)] * 2)
+        >>> len(fig.axes)
+        2
+    """
+    if isinstance(alpha_vv, SelfAttentionRecorder):
+        if alpha_vv.last is None:
+            raise ValueError(
+                'The recorder holds no last values (record at '
+                "least once with 'keep_last=True')"
+            )
+        alpha_vv = alpha_vv.last
+    alpha_vv = check_alpha_list(alpha_vv)
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+        raise ValueError(f"'bins' must be a positive int (got {bins!r})")
+    Figure = import_figure()
+    num_layers = len(alpha_vv)
+    names = _names(num_layers, layer_names)
+
+    fig = Figure(figsize=(3.0 * num_layers + 0.5, 2.6))
+    axes = fig.subplots(1, num_layers, sharey=True, squeeze=False)[0]
+    for i, ax in enumerate(axes):
+        values = alpha_vv[i].detach().reshape(-1).float().cpu()
+        counts = torch.histc(
+            values.clamp(0.0, 1.0), bins=bins, min=0.0, max=1.0
+        )
+        frac = (counts / values.numel()).numpy()
+        edges = torch.linspace(0.0, 1.0, bins + 1).numpy()
+        ax.bar(
+            edges[:-1],
+            frac,
+            width=1.0 / bins,
+            align='edge',
+            color=color,
+            edgecolor='white',
+            linewidth=0.5,
+        )
+        mean = float(values.mean())
+        ax.axvline(
+            mean,
+            color='tab:red',
+            linestyle='--',
+            linewidth=1.0,
+            label=f'mean {mean:.3f}',
+        )
+        ax.set_xlim(0.0, 1.0)
+        ax.set_title(names[i])
+        ax.set_xlabel(r'$\alpha_{vv}$')
+        ax.legend(fontsize='small', frameon=False, loc='upper center')
+    axes[0].set_ylabel('fraction of nodes')
+    if title is not None:
+        fig.suptitle(title)
+    fig.tight_layout()
+    save(fig, path)
+    return fig
