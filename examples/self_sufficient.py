@@ -21,7 +21,9 @@ run, the alpha_vv history and final histogram plots to ``--out-dir``.
 
 import argparse
 import os
+import shlex
 import shutil
+import sys
 import tempfile
 import time
 
@@ -83,12 +85,23 @@ def main():
     parser.add_argument(
         '--quick',
         action='store_true',
-        help='at most 200 epochs per run (minutes)',
+        help='er8 and cora-rand, depths 1 and 5, at most 200 epochs '
+        'per run (minutes)',
     )
     parser.add_argument(
-        '--datasets', nargs='+', default=list(DATASETS), choices=DATASETS
+        '--datasets',
+        nargs='+',
+        default=None,
+        choices=DATASETS,
+        help='default: all; with --quick: er8 cora-rand',
     )
-    parser.add_argument('--depths', nargs='+', type=int, default=[1, 2, 5])
+    parser.add_argument(
+        '--depths',
+        nargs='+',
+        type=int,
+        default=None,
+        help='default: 1 2 5; with --quick: 1 5',
+    )
     parser.add_argument(
         '--models', nargs='+', default=list(MODELS), choices=MODELS
     )
@@ -212,8 +225,7 @@ def main():
     ]
     text = (
         '# Self-sufficient task (Table 1)\n\n'
-        f'Command: `python examples/self_sufficient.py '
-        f'{"--quick " if args.quick else ""}` (max epochs '
+        f'Command: `python {shlex.join(sys.argv)}` (max epochs '
         f'{args.max_epochs}, lr {args.lr}, width {args.hidden}, stop at '
         f'training loss < {args.stop_loss}, seed {args.seed}); wall time '
         f'{total:.0f} s.\n\n'

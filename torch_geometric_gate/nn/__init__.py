@@ -1,10 +1,8 @@
-from . import inits, models
+from . import inits, models  # noqa: F401
 from .conv import GATEConv
 from .models import GATE
 
 __all__ = [
     'GATEConv',
     'GATE',
-    'inits',
-    'models',
 ]

@@ -103,3 +103,6 @@ def looks_linear_orthogonal_(weight: Tensor, position: str) -> Tensor:
     with torch.no_grad():
         weight.copy_(d)
     return weight
+
+
+__all__ = ['looks_linear_orthogonal_']
