@@ -33,6 +33,10 @@ else:
         return func
 
 
+# Largest `heads * heads * out_channels` scored with one block-diagonal GEMM
+# (see `GATEConv._score`); measured crossover on CPU, see `benchmark/`.
+_MAX_BLOCK_DIAGONAL = 2048
+
 _FILL_REDUCTIONS = ('add', 'sum', 'mean', 'min', 'max', 'mul')
 
 
@@ -236,6 +240,9 @@ class GATEConv(MessagePassing):
         self.edge_dim = edge_dim
         self.residual = residual
         self.fill_value = fill_value
+        self._block_diagonal_score = (
+            heads * heads * out_channels <= _MAX_BLOCK_DIAGONAL
+        )
 
         # W (values), U (source side of the score), V (target side):
         self.lin = Linear(
@@ -520,9 +527,8 @@ class GATEConv(MessagePassing):
 
         # Score every edge with both vectors in one pass over `z` (no
         # `[E, H, C]` product is materialized), then pick a_t on self-loops:
-        att = torch.cat([self.att_neighbor, self.att_self], dim=0)
-        score = torch.einsum('ehc,khc->ehk', z, att)
-        e = torch.where(self_mask.view(-1, 1), score[..., 1], score[..., 0])
+        score = self._score(z)
+        e = torch.where(self_mask.view(-1, 1), score[:, 1], score[:, 0])
         if drop_mask is not None:
             e = e.masked_fill(drop_mask.view(-1, 1), float('-inf'))
 
@@ -532,6 +538,25 @@ class GATEConv(MessagePassing):
 
     def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
         return x_j * alpha.unsqueeze(-1)
+
+    def _score(self, z: Tensor) -> Tensor:
+        r"""Returns :math:`\mathbf{a}_s^{\top} \mathbf{z}` and
+        :math:`\mathbf{a}_t^{\top} \mathbf{z}` of every edge and head as a
+        :obj:`[E, 2, H]` tensor, for :obj:`z` of shape :obj:`[E, H, C]`.
+        """
+        H, C = self.heads, self.out_channels
+        att = torch.cat([self.att_neighbor, self.att_self], dim=0)  # [2,H,C]
+        if self._block_diagonal_score:
+            # One GEMM of `z` as `[E, H * C]` with the block-diagonal
+            # `[H * C, 2 * H]` matrix of both vectors: `z` is read once and
+            # its gradient comes back contiguous. The zero blocks cost
+            # `H` times the necessary FLOPs, so large `H * H * C` takes the
+            # batched path instead.
+            eye = torch.eye(H, dtype=att.dtype, device=att.device)
+            weight = att.permute(1, 2, 0).unsqueeze(-1) * eye.view(H, 1, 1, H)
+            out = z.reshape(-1, H * C) @ weight.reshape(H * C, 2 * H)
+            return out.view(-1, 2, H)
+        return torch.einsum('ehc,khc->ekh', z, att)
 
     # Helpers #################################################################
 
