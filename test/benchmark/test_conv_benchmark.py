@@ -1,0 +1,114 @@
+import csv
+import importlib.util
+import json
+import os
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+
+
+def _load_benchmark():
+    path = os.path.join(ROOT, 'benchmark', 'conv.py')
+    spec = importlib.util.spec_from_file_location('gate_bench_conv', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load_benchmark()
+
+
+def test_quick_benchmark_writes_table_csv_and_plot(tmp_path):
+    pytest.importorskip('matplotlib')
+    argv = [
+        '--quick',
+        '--graphs',
+        'random-1e3',
+        '--heads',
+        '1',
+        '2',
+        '--reps',
+        '2',
+        '--threads',
+        '1',
+        '--out',
+        str(tmp_path),
+        '--plot',
+    ]
+    rows = bench.main(argv)
+
+    # One row per heads and mode, each with a pair of positive timings:
+    assert len(rows) == 2 * len(bench.MODES)
+    assert {(r['heads'], r['mode']) for r in rows} == {
+        (h, m) for h in (1, 2) for m in bench.MODES
+    }
+    for r in rows:
+        assert r['reps'] == 2 and r['variant'] == 'eager'
+        assert r['gate_ms'] > 0 and r['gatv2_ms'] > 0
+        assert r['ratio_min'] <= r['ratio'] <= r['ratio_max']
+        assert r['gate_ns_per_edge'] == pytest.approx(
+            1e6 * r['gate_ms'] / r['num_edges']
+        )
+    train = [r for r in rows if r['mode'] == 'train']
+    assert all(
+        r['gate_saved_mb'] > 0 and r['gatv2_saved_mb'] > 0 for r in train
+    )
+
+    with open(tmp_path / 'conv.csv') as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == len(rows)
+    assert table[0]['graph'] == 'random-1e3'
+    text = (tmp_path / 'conv.md').read_text()
+    assert 'training step' in text and 'torch-scatter' in text
+    assert 'GPU' in text
+    assert (tmp_path / 'conv.png').stat().st_size > 0
+
+
+def test_random_graph_has_no_loops_or_duplicates():
+    x, edge_index = bench.random_graph(500, channels=3, degree=5, seed=1)
+    assert x.shape == (100, 3)
+    assert bool((edge_index[0] != edge_index[1]).all())
+    key = edge_index[0] * 100 + edge_index[1]
+    assert key.unique().numel() == key.numel()
+    x2, edge_index2 = bench.random_graph(500, channels=3, degree=5, seed=1)
+    assert torch.equal(edge_index, edge_index2) and torch.equal(x, x2)
+
+
+def test_saved_for_backward_counts_each_storage_once():
+    lin = torch.nn.Linear(4, 4, bias=False)
+    x = torch.randn(10, 4)
+
+    class Model(torch.nn.Module):
+        def forward(self, x, edge_index):
+            h = lin(x)  # Saves `x` (weight is not saved for `x`'s grad).
+            return h * h  # Saves `h` twice: one storage.
+
+    nbytes = bench.saved_for_backward_bytes(Model(), x, None)
+    assert nbytes == 2 * x.numel() * x.element_size()
+
+
+def test_rss_worker_reports_peak(capsys):
+    spec = dict(
+        graph='random-1e3',
+        channels=8,
+        data_root='',
+        layer='GATE',
+        hidden=8,
+        heads=2,
+        concat=False,
+        threads=1,
+    )
+    bench.rss_worker(spec)
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert 0 < res['before'] <= res['peak']
+
+
+def test_unknown_graph_and_layer_raise():
+    with pytest.raises(ValueError, match='Unknown graph'):
+        bench.load_graph('karate', 8, '')
+    with pytest.raises(ValueError, match='Unknown layer'):
+        bench.make_layer('GCN', 8, 8, 1, True)
+    with pytest.raises(FileNotFoundError, match='data-root'):
+        bench.real_graph('cora', '/nonexistent')
