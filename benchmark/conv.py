@@ -220,21 +220,51 @@ def _maxrss_bytes() -> int:
     return rss if sys.platform == 'darwin' else rss * 1024
 
 
+def _reset_peak_rss() -> bool:
+    r"""Resets the peak resident size (Linux :obj:`VmHWM`) to the current
+    one, so that the peak of the step is not hidden by the graph's
+    construction. Returns :obj:`False` where this is not supported.
+    """
+    try:
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+        return _vm_hwm_bytes() is not None
+    except OSError:
+        return False
+
+
+def _vm_hwm_bytes() -> Optional[int]:
+    try:
+        with open('/proc/self/status') as f:
+            for line in f:
+                if line.startswith('VmHWM:'):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def rss_worker(spec: dict):
     r"""Runs in a fresh process: one eager training step of one layer,
-    printing the peak resident size before and after it as JSON.
+    printing the peak resident size before and after it as JSON (Linux:
+    the peak is reset after the graph is built).
     """
     torch.set_num_threads(spec['threads'])
     x, edge_index = load_graph(
         spec['graph'], spec['channels'], spec['data_root']
     )
     model = make_layer(
-        spec['layer'], x.size(1), spec['hidden'], spec['heads'], spec['concat']
+        spec['layer'],
+        x.size(1),
+        spec['hidden'],
+        spec['heads'],
+        spec['concat'],
     )
     params = list(model.parameters())
-    before = _maxrss_bytes()
+    peak = _vm_hwm_bytes if _reset_peak_rss() else _maxrss_bytes
+    before = peak()
     run_step(model, x, edge_index, 'train', params)
-    print(json.dumps({'before': before, 'peak': _maxrss_bytes()}))
+    print(json.dumps({'before': before, 'peak': peak()}))
 
 
 def peak_rss(spec: dict) -> Tuple[int, int]:
@@ -704,9 +734,11 @@ def markdown(rows: List[dict], args, argv) -> str:
                 f'## {device.upper()}: memory of one eager training step',
                 '',
                 'Saved for backward: distinct storages packed by '
-                '`saved_tensors_hooks`. Peak RSS: `ru_maxrss` of a fresh '
-                'process (imports, graph and one step); *step* is its '
-                'growth during the step. CUDA: `max_memory_allocated` '
+                '`saved_tensors_hooks`. Peak RSS: peak resident size of a '
+                'fresh process that builds the graph and runs one step '
+                '(Linux `VmHWM`, reset after the graph is built; elsewhere '
+                '`ru_maxrss`); *step* is its growth during the step. '
+                'CUDA: `max_memory_allocated` '
                 'above the memory allocated before the step.',
                 '',
                 '| graph | edges | heads | concat | GATv2 saved MB | '
