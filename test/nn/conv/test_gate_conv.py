@@ -433,6 +433,18 @@ def test_gate_conv_compile_without_graph_breaks(add_self_loops):
     assert torch.equal(ei, ei_ref)
     assert torch.allclose(alpha, alpha_ref, atol=1e-6)
 
+    # The compiled graph scores edges differently (fused, per-edge choice of
+    # a_s or a_t); its gradients must equal eager ones:
+    grads = []
+    for module in (compiled, conv):
+        conv.zero_grad()
+        (module(x, EDGE_INDEX) ** 2).sum().backward()
+        grads.append([p.grad.clone() for p in conv.parameters()])
+    for g_compiled, g_eager in zip(*grads):
+        assert torch.allclose(g_compiled, g_eager, atol=1e-5)
+    names = [name for name, _ in conv.named_parameters()]
+    assert grads[1][names.index('att_self')].abs().sum() > 0
+
 
 @pytest.mark.parametrize('share_weights', [False, True])
 def test_gate_conv_gradcheck(share_weights):
