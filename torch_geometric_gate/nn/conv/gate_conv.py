@@ -27,10 +27,6 @@ if typing.TYPE_CHECKING:  # pragma: no cover
     from typing import overload
 
     from torch_geometric.typing import NoneType
-else:
-
-    def overload(func):  # Only static type checkers read the overloads.
-        return func
 
 
 # Largest `heads * heads * out_channels` scored with one block-diagonal GEMM
@@ -173,11 +169,11 @@ class GATEConv(MessagePassing):
         ...                         return_attention_weights=True)
         >>> out.shape, ei.shape, alpha.shape
         (torch.Size([4, 32]), torch.Size([2, 8]), torch.Size([8, 2]))
-        >>> self_loop_attention(ei, alpha)  # zero attention: uniform weights
+        >>> self_loop_attention(ei, alpha.detach())  # zero attention: uniform
         tensor([[0.5000, 0.5000],
                 [0.5000, 0.5000],
                 [0.5000, 0.5000],
-                [0.5000, 0.5000]], grad_fn=<...>)
+                [0.5000, 0.5000]])
     """
 
     def __init__(
