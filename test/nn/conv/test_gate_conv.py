@@ -334,19 +334,35 @@ def test_gate_conv_sparse_inputs():
 @withPackage('torch_sparse')
 def test_gate_conv_sparse_tensor():  # pragma: no cover
     x = torch.randn(NUM_NODES, 5)
-    edge_index = EDGE_INDEX[:, [0, 2, 3, 4, 5, 6, 7]]
-    conv = GATEConv(5, 4, heads=2)
-    randomize_attention(conv)
-    out = conv(x, edge_index)
+    edge_index = EDGE_INDEX[:, [0, 2, 3, 4, 5, 6, 7]]  # with a loop (2, 2)
     adj = SparseTensor.from_edge_index(
         edge_index, sparse_sizes=(NUM_NODES, NUM_NODES)
     )
-    assert torch.allclose(conv(x, adj.t()), out, atol=1e-6)
-    out2, adj_alpha = conv(x, adj.t(), return_attention_weights=True)
-    assert torch.allclose(out2, out, atol=1e-6)
-    assert adj_alpha.sizes() == [NUM_NODES, NUM_NODES, 2]
-    jit = torch.jit.script(conv)
-    assert torch.allclose(jit(x, adj.t()), out, atol=1e-6)
+    for add_self_loops in [True, False]:
+        conv = GATEConv(5, 4, heads=2, add_self_loops=add_self_loops)
+        randomize_attention(conv)
+        out, (ei, alpha) = conv(x, edge_index, return_attention_weights=True)
+        assert torch.allclose(conv(x, adj.t()), out, atol=1e-6)
+        out2, adj_alpha = conv(x, adj.t(), return_attention_weights=True)
+        assert torch.allclose(out2, out, atol=1e-6)
+        assert adj_alpha.sizes() == [NUM_NODES, NUM_NODES, 2]
+        dense = torch.zeros(NUM_NODES, NUM_NODES, 2)
+        dense[ei[1], ei[0]] += alpha
+        assert torch.allclose(adj_alpha.to_dense(), dense, atol=1e-6)
+        assert torch.allclose(
+            self_loop_attention(adj_alpha),
+            self_loop_attention(ei, alpha, NUM_NODES),
+            atol=1e-6,
+        )
+        jit = torch.jit.script(conv)
+        assert torch.allclose(jit(x, adj.t()), out, atol=1e-6)
+        out_jit, (ei_jit, alpha_jit) = jit.forward_with_attention(x, adj.t())
+        assert torch.allclose(out_jit, out, atol=1e-6)
+        assert torch.allclose(
+            self_loop_attention(ei_jit, alpha_jit, NUM_NODES),
+            self_loop_attention(ei, alpha, NUM_NODES),
+            atol=1e-6,
+        )
 
 
 class UserModel(torch.nn.Module):
