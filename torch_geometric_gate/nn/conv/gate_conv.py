@@ -1,5 +1,5 @@
 import typing
-from typing import Optional, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -374,7 +374,7 @@ class GATEConv(MessagePassing):
                 Not available under TorchScript: use
                 :meth:`forward_with_attention` there. (default: :obj:`None`)
         """
-        out, ei, alpha = self._attend(x, edge_index, edge_attr)
+        out, ei, alpha, drop_mask = self._attend(x, edge_index, edge_attr)
 
         if torch.jit.is_scripting():
             if return_attention_weights is not None:
@@ -387,23 +387,23 @@ class GATEConv(MessagePassing):
         if return_attention_weights is None:
             return out
 
+        # The sparse form leaves out the masked input self-loops:
+        if drop_mask is not None and (
+            isinstance(edge_index, SparseTensor)
+            or is_torch_sparse_tensor(edge_index)
+        ):
+            ei, alpha = ei[:, ~drop_mask], alpha[~drop_mask]
         if isinstance(edge_index, SparseTensor):
             num_src, num_dst = edge_index.size(1), edge_index.size(0)
-            keep = alpha.new_ones(ei.size(1), dtype=torch.bool)
-            if self.add_self_loops:  # Drop the masked input self-loops:
-                keep = self._appended_or_not_loop(ei, num_src, num_dst)
             adj = SparseTensor(
-                row=ei[1, keep],
-                col=ei[0, keep],
-                value=alpha[keep],
+                row=ei[1],
+                col=ei[0],
+                value=alpha,
                 sparse_sizes=(num_dst, num_src),
             )
             return out, adj
         if is_torch_sparse_tensor(edge_index):
             num_src, num_dst = edge_index.size(1), edge_index.size(0)
-            if self.add_self_loops:
-                keep = self._appended_or_not_loop(ei, num_src, num_dst)
-                ei, alpha = ei[:, keep], alpha[keep]
             adj = to_torch_sparse_tensor(
                 ei.flip(0),
                 alpha,
@@ -431,7 +431,7 @@ class GATEConv(MessagePassing):
         The scriptable counterpart of :obj:`return_attention_weights=True`:
         it works the same in eager mode and under :func:`torch.jit.script`.
         """
-        out, ei, alpha = self._attend(x, edge_index, edge_attr)
+        out, ei, alpha, _ = self._attend(x, edge_index, edge_attr)
         return out, (ei, alpha)
 
     def _attend(
@@ -439,7 +439,11 @@ class GATEConv(MessagePassing):
         x: Union[Tensor, PairTensor],
         edge_index: Adj,
         edge_attr: OptTensor,
-    ) -> Tuple[Tensor, Tensor, Tensor]:
+    ) -> Tuple[Tensor, Tensor, Tensor, OptTensor]:
+        r"""Returns the output, the edge index used, the attention weights
+        and, with :obj:`add_self_loops=True`, the mask of the masked input
+        self-loops.
+        """
         H, C = self.heads, self.out_channels
 
         if isinstance(x, Tensor):
@@ -468,10 +472,11 @@ class GATEConv(MessagePassing):
 
         drop_mask: OptTensor = None
         if self.add_self_loops:
-            ei, edge_attr, drop_mask = self._add_loops(
+            ei, edge_attr, self_mask, drop_mask = self._add_loops(
                 ei, edge_attr, min(num_src, num_dst), num_dst
             )
-        self_mask = ei[0] == ei[1]
+        else:
+            self_mask = ei[0] == ei[1]
 
         # edge_updater_type: (q: PairTensor, edge_attr: OptTensor, self_mask: Tensor, drop_mask: OptTensor)  # noqa: E501
         alpha = self.edge_updater(
@@ -497,7 +502,7 @@ class GATEConv(MessagePassing):
         if self.bias is not None:
             out = out + self.bias
 
-        return out, ei, alpha
+        return out, ei, alpha, drop_mask
 
     def edge_update(
         self,
@@ -639,13 +644,16 @@ class GATEConv(MessagePassing):
         if not is_compiling() and edge_index.numel() > 0:
             # One reduction and one host sync; skipped under torch.compile
             # so that the graph has no data-dependent control flow.
-            lo, hi = edge_index.min(), edge_index.amax(dim=1)
-            if bool(lo < 0) or int(hi[0]) >= num_src or int(hi[1]) >= num_dst:
+            bounds: List[int] = torch.cat(
+                [edge_index.min().view(1), edge_index.amax(dim=1)]
+            ).tolist()
+            low, src_max, dst_max = bounds[0], bounds[1], bounds[2]
+            if low < 0 or src_max >= num_src or dst_max >= num_dst:
                 raise ValueError(
                     f"'edge_index' holds node indices out of range: expected "
                     f'sources in [0, {num_src}) and targets in [0, '
-                    f'{num_dst}) (got minimum {int(lo)}, source maximum '
-                    f'{int(hi[0])}, target maximum {int(hi[1])})'
+                    f'{num_dst}) (got minimum {low}, source maximum '
+                    f'{src_max}, target maximum {dst_max})'
                 )
         return edge_index
 
@@ -679,9 +687,11 @@ class GATEConv(MessagePassing):
         edge_attr: OptTensor,
         num_loops: int,
         num_dst: int,
-    ) -> Tuple[Tensor, OptTensor, Tensor]:
+    ) -> Tuple[Tensor, OptTensor, Tensor, Tensor]:
         r"""Appends one self-loop per node and masks the input's own loops,
-        with shapes that do not depend on the data.
+        with shapes that do not depend on the data. Returns the new edge
+        index and edge features, the self-loop mask (scored with
+        :math:`\mathbf{a}_t`) and the mask of the input loops to drop.
         """
         input_loop = edge_index[0] == edge_index[1]
         loop = torch.arange(num_loops, device=edge_index.device)
@@ -693,10 +703,13 @@ class GATEConv(MessagePassing):
         edge_index = torch.cat(
             [edge_index, loop.view(1, -1).repeat(2, 1)], dim=1
         )
+        self_mask = torch.cat(
+            [input_loop, input_loop.new_ones(num_loops)], dim=0
+        )
         drop_mask = torch.cat(
             [input_loop, input_loop.new_zeros(num_loops)], dim=0
         )
-        return edge_index, edge_attr, drop_mask
+        return edge_index, edge_attr, self_mask, drop_mask
 
     def _loop_attr(
         self,
@@ -735,14 +748,6 @@ class GATEConv(MessagePassing):
         return edge_attr.new_full(
             (num_loops, edge_attr.size(1)), float(fill_value)
         )
-
-    def _appended_or_not_loop(
-        self, ei: Tensor, num_src: int, num_dst: int
-    ) -> Tensor:
-        # Mask of the edges that the softmax saw: all but the input's loops.
-        num_input = ei.size(1) - min(num_src, num_dst)
-        is_input = torch.arange(ei.size(1), device=ei.device) < num_input
-        return ~(is_input & (ei[0] == ei[1]))
 
     def __repr__(self) -> str:
         return (
