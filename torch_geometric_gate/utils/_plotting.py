@@ -46,6 +46,10 @@ def check_alpha_list(alpha_vv) -> List[Tensor]:
     if len(alpha_vv) == 0:
         raise ValueError("'alpha_vv' must hold at least one layer")
     for i, a in enumerate(alpha_vv):
-        if not isinstance(a, Tensor) or a.numel() == 0:
-            raise ValueError(f'Expected a non-empty tensor for layer {i}')
+        if not isinstance(a, Tensor) or a.numel() == 0 or a.dim() > 2:
+            raise ValueError(
+                f'Expected a non-empty [num_nodes] or [num_nodes, heads] '
+                f'tensor for layer {i} (got '
+                f'{list(a.size()) if isinstance(a, Tensor) else a!r})'
+            )
     return list(alpha_vv)

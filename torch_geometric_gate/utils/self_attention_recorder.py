@@ -3,6 +3,8 @@ from typing import List, Optional, Sequence
 import torch
 from torch import Tensor
 
+from torch_geometric_gate.utils._plotting import check_alpha_list
+
 _DECILES = tuple(round(0.1 * i, 1) for i in range(1, 10))
 
 
@@ -89,28 +91,12 @@ class SelfAttentionRecorder:
             epoch (int, optional): The epoch of this record. Defaults to the
                 number of records so far. (default: :obj:`None`)
         """
-        if isinstance(alpha_vv, Tensor) or not isinstance(
-            alpha_vv, (list, tuple)
-        ):
-            raise TypeError(
-                "'alpha_vv' must be a list of tensors, one per "
-                'layer (got '
-                f'{type(alpha_vv).__name__})'
-            )
-        if len(alpha_vv) == 0:
-            raise ValueError("'alpha_vv' must hold at least one layer")
+        alpha_vv = check_alpha_list(alpha_vv)
         if self._buffer is not None and len(alpha_vv) != self.num_layers:
             raise ValueError(
                 f'Expected alpha_vv of {self.num_layers} layers '
                 f'as before (got {len(alpha_vv)})'
             )
-        for i, a in enumerate(alpha_vv):
-            if not isinstance(a, Tensor) or a.numel() == 0 or a.dim() > 2:
-                raise ValueError(
-                    f'Expected a non-empty [num_nodes] or [num_nodes, heads] '
-                    f'tensor for layer {i} (got '
-                    f'{list(a.size()) if isinstance(a, Tensor) else a!r})'
-                )
         if epoch is None:
             epoch = self._size
 
