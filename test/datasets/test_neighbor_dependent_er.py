@@ -215,6 +215,9 @@ def test_neighbor_dependent_er_type_errors(tmp_path):
     ):
         with pytest.raises(TypeError):
             NeighborDependentER(str(root), **kwargs)
+    # Unknown label-generator arguments are named in the error:
+    with pytest.raises(TypeError, match="'hidden'"):
+        NeighborDependentER(str(root), hidden=3)
     assert not os.path.exists(root)
 
 

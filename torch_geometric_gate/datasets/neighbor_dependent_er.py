@@ -114,18 +114,6 @@ class NeighborDependentER(InMemoryDataset):
             num_nodes, edge_prob, num_classes, split, seed
         )
         check_int(num_features, 'num_features', 1)
-        if 'seed' in kwargs or 'num_classes' in kwargs:
-            raise TypeError(
-                "Pass 'seed' and 'num_classes' to the dataset, "
-                'not to the label generator'
-            )
-        unknown = set(kwargs) - {'act', 'negative_slope', 'init', 'n_init'}
-        if unknown:
-            raise TypeError(
-                f'Unknown arguments {sorted(unknown)}; expected '
-                "'act', 'negative_slope', 'init' or 'n_init' "
-                "of 'RandomGATLabels'"
-            )
         self.num_nodes = num_nodes
         self.edge_prob = edge_prob
         self._num_classes = num_classes
