@@ -530,7 +530,9 @@ class GATEConv(MessagePassing):
             # Inductor fuses the gathers, the activation, the choice of
             # a_s or a_t per edge and the reduction into one kernel, so no
             # `[E, H, C]` tensor is materialized. A matrix product here
-            # would force `z` into memory (measured: 2.5x slower training).
+            # would force `z` into memory (2.4-2.6x slower training than
+            # compiled GATv2Conv: benchmark/results/cpu-compile.md at
+            # commit c33d51b).
             att = torch.where(
                 self_mask.view(-1, 1, 1), self.att_self, self.att_neighbor
             )
