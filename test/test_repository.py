@@ -50,3 +50,13 @@ def test_public_imports():
     from torch_geometric_gate.nn import GATEConv as GATEConv2
 
     assert GATEConv is GATEConv2
+
+
+def test_readme_usage_snippet_runs():
+    snippet = re.search(
+        r'```python\n(.*?)```', (ROOT / 'README.md').read_text(), re.S
+    ).group(1)
+    scope = {}
+    exec(snippet, scope)
+    assert scope['out'].shape == (100, 128)  # as its comments say
+    assert scope['alpha_vv'].shape == (100, 4)
