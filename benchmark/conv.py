@@ -13,6 +13,8 @@ For every graph, :obj:`heads`, :obj:`concat`, mode (:obj:`forward`,
 alternately (GATE, GATv2, GATE, GATv2, ...) after warm-up; the table gives the
 median time of each and the median, minimum and maximum of the GATE/GATv2
 ratios of the pairs, so that the drift of a shared machine cancels.
+(:func:`torch_geometric.profile.benchmark` times each function in its own
+block and reports no paired ratios, hence the loop here.)
 
 Memory (eager training step): the bytes of the tensors saved for backward
 (:func:`torch.autograd.graph.saved_tensors_hooks`, each storage counted once);
