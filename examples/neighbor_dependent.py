@@ -20,6 +20,7 @@ seeds, t-distribution) and, per run, the alpha_vv plots to ``--out-dir``.
 """
 
 import argparse
+import functools
 import os
 import shlex
 import shutil
@@ -31,14 +32,15 @@ import numpy as np
 import torch
 from synthetic_common import (
     MODELS,
+    Task,
+    add_training_args,
     build_model,
-    markdown_table,
     mean_ci95,
+    run_tasks,
     train_run,
-    write_csv,
+    write_tables,
 )
 from torch_geometric.data import Data
-from tqdm import tqdm
 
 from torch_geometric_gate.datasets import NeighborDependentER
 
@@ -78,6 +80,30 @@ def load(k, paper_data, tmp_root, graph_seed):
         os.path.join(tmp_root, f'k{k}'), num_layers=k, seed=graph_seed
     )
     return dataset[0], 'ours'
+
+
+def run_one(config, task, pbar=None):
+    r"""Trains one run of the table (in a worker process with ``--jobs``)."""
+    k = int(task.dataset[1:])
+    data, _ = load(
+        k, config['paper_data'], config['tmp_root'], config['graph_seed']
+    )
+    torch.manual_seed(task.seed)
+    model = build_model(
+        task.model,
+        data.num_features,
+        task.hidden,
+        int(data.y.max()) + 1,
+        task.num_layers,
+    )
+    return train_run(
+        model,
+        data,
+        task,
+        config['plot_dir'],
+        pbar,
+        config['compile_after'],
+    )
 
 
 def main():
@@ -122,15 +148,12 @@ def main():
         default=None,
         help="directory with the authors' neighbor_dependent_k{1,2,3}.npz",
     )
-    parser.add_argument('--hidden', type=int, default=64)
-    parser.add_argument('--lr', type=float, default=0.005)
-    parser.add_argument('--max-epochs', type=int, default=10000)
-    parser.add_argument('--stop-loss', type=float, default=1e-4)
     parser.add_argument(
-        '--out-dir', default=os.path.join('runs', 'neighbor_dependent')
+        '--out-dir',
+        default=None,
+        help='default: runs/neighbor_dependent/ours or .../paper',
     )
-    parser.add_argument('--no-plots', action='store_true')
-    parser.add_argument('--threads', type=int, default=None)
+    add_training_args(parser)
     args = parser.parse_args()
     if args.quick:
         args.max_epochs = min(args.max_epochs, 200)
@@ -140,68 +163,99 @@ def main():
     args.seeds = args.seeds or [0, 1, 2, 3, 4]
     if args.threads:
         torch.set_num_threads(args.threads)
+    source = (
+        'paper' if args.paper_data is not None else f'ours-g{args.graph_seed}'
+    )
+    if args.out_dir is None:
+        args.out_dir = os.path.join(
+            'runs',
+            'neighbor_dependent',
+            'paper' if args.paper_data is not None else 'ours',
+        )
 
     os.makedirs(args.out_dir, exist_ok=True)
     tmp_root = tempfile.mkdtemp(prefix='gate_neighbor_dependent_')
-    runs = [
-        (k, k + e, m, s)
+    config = {
+        'paper_data': args.paper_data,
+        'tmp_root': tmp_root,
+        'graph_seed': args.graph_seed,
+        'plot_dir': None
+        if args.no_plots
+        else os.path.join(args.out_dir, 'plots'),
+        'compile_after': args.compile_after,
+    }
+    tasks = [
+        Task(
+            dataset=f'k{k}',
+            source=source,
+            model=m,
+            num_layers=k + e,
+            seed=s,
+            hidden=args.hidden,
+            lr=args.lr,
+            max_epochs=args.max_epochs,
+            stop_loss=args.stop_loss,
+        )
         for k in args.ks
         for e in args.extra_depths
         for m in args.models
         for s in args.seeds
     ]
-    results, source = [], None
     start = time.perf_counter()
     try:
-        with tqdm(runs, desc='runs', unit='run') as pbar:
-            for k, num_layers, name, seed in pbar:
-                data, source = load(
-                    k, args.paper_data, tmp_root, args.graph_seed
-                )
-                torch.manual_seed(seed)
-                model = build_model(
-                    name,
-                    data.num_features,
-                    args.hidden,
-                    int(data.y.max()) + 1,
-                    num_layers,
-                )
-                plot_dir = (
-                    None
-                    if args.no_plots
-                    else os.path.join(args.out_dir, 'plots')
-                )
-                results.append(
-                    train_run(
-                        model,
-                        data,
-                        f'k{k}',
-                        name,
-                        num_layers,
-                        seed,
-                        args.max_epochs,
-                        args.lr,
-                        args.stop_loss,
-                        plot_dir,
-                        pbar,
-                    )
-                )
+        for k in args.ks:  # generate each graph once, up front
+            load(k, args.paper_data, tmp_root, args.graph_seed)
+        results = run_tasks(
+            tasks,
+            functools.partial(run_one, config),
+            os.path.join(args.out_dir, 'table2.csv'),
+            jobs=args.jobs,
+            threads=args.threads,
+            resume=args.resume,
+        )
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
     total = time.perf_counter() - start
 
-    write_csv(results, os.path.join(args.out_dir, 'table2.csv'))
+    intro = (
+        f'Command: `python {shlex.join(sys.argv)}` (graphs: '
+        f'{source}; max epochs {args.max_epochs}, lr {args.lr}, width '
+        f'{args.hidden}, stop at training loss < {args.stop_loss}, model '
+        f'seeds {args.seeds}); this invocation took '
+        f'{total:.0f} s ({args.jobs} process(es)), the {len(results)} runs '
+        f'{sum(r.wall_s for r in results):.0f} s of run time in all'
+        '.\n\nMean test accuracy (%) at the epoch of minimum training '
+        'loss ± half-width of the 95% confidence interval of the mean '
+        f'(t-distribution, {len(args.seeds) - 1} degrees of freedom).\n'
+    )
+    print(
+        write_tables(
+            args.out_dir,
+            'table2',
+            'Neighbour-dependent task (Table 2)',
+            intro,
+            table2(
+                results, args.ks, args.extra_depths, args.models, args.seeds
+            ),
+        )
+    )
+
+
+def table2(results, ks, extra_depths, models, seeds):
+    r"""The paper-style table (mean ± 95% CI over the seeds) next to the
+    paper's numbers (``summary``), and a per-run table (``runs``), as
+    :func:`write_tables` takes them."""
     header = (
         ['k', 'L']
-        + [f'{m} (ours)' for m in args.models]
+        + [f'{m} (ours)' for m in models]
         + [f'{m} (paper)' for m in MODELS]
     )
     rows = []
-    for k in args.ks:
-        for e in args.extra_depths:
+    for k in ks:
+        for e in extra_depths:
             num_layers = k + e
             row = [str(k), str(num_layers)]
-            for m in args.models:
+            for m in models:
                 accs = [
                     100 * r.test_acc_at_min_loss
                     for r in results
@@ -209,13 +263,19 @@ def main():
                     and r.num_layers == num_layers
                     and r.model == m
                 ]
+                if not accs:
+                    row.append('not run')
+                    continue
                 mean, half = mean_ci95(accs)
-                row.append(f'{mean:.1f} ± {half:.1f}')
+                cell = f'{mean:.1f} ± {half:.1f}'
+                if len(accs) < len(seeds):
+                    cell += f' ({len(accs)} of {len(seeds)} seeds)'
+                row.append(cell)
             row += list(PAPER.get((k, num_layers), ('',) * 4))
             rows.append(row)
-    alpha_rows = [
+    run_rows = [
         [
-            r.dataset,
+            r.dataset[1:],
             str(r.num_layers),
             r.model,
             str(r.seed),
@@ -227,36 +287,27 @@ def main():
         ]
         for r in results
     ]
-    text = (
-        '# Neighbour-dependent task (Table 2)\n\n'
-        f'Command: `python {shlex.join(sys.argv)}` (graphs: '
-        f'{source}; max epochs {args.max_epochs}, lr {args.lr}, width '
-        f'{args.hidden}, stop at training loss < {args.stop_loss}, model '
-        f'seeds {args.seeds}); wall time {total:.0f} s.\n\n'
-        'Mean test accuracy (%) at the epoch of minimum training loss ± '
-        'half-width of the 95% confidence interval of the mean '
-        f'(t-distribution, {len(args.seeds) - 1} degrees of freedom).\n\n'
-        + markdown_table(header, rows)
-        + '\n## Per run: accuracy@epoch, final training accuracy, mean '
-        'alpha_vv per layer\n\n'
-        + markdown_table(
-            [
-                'k',
-                'L',
-                'model',
-                'seed',
-                'test acc@epoch',
-                'final train acc (%)',
-                'epochs',
-                'mean alpha_vv per layer',
-                'wall (s)',
-            ],
-            alpha_rows,
-        )
-    )
-    with open(os.path.join(args.out_dir, 'table2.md'), 'w') as f:
-        f.write(text)
-    print(text)
+    run_header = [
+        'k',
+        'L',
+        'model',
+        'seed',
+        'test acc@epoch',
+        'final train acc (%)',
+        'epochs',
+        'mean alpha_vv per layer',
+        'wall (s)',
+    ]
+    return [
+        ('summary', None, header, rows),
+        (
+            'runs',
+            'Per run: accuracy@epoch, final training accuracy, mean '
+            'alpha_vv per layer',
+            run_header,
+            run_rows,
+        ),
+    ]
 
 
 if __name__ == '__main__':

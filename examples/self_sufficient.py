@@ -20,6 +20,7 @@ run, the alpha_vv history and final histogram plots to ``--out-dir``.
 """
 
 import argparse
+import functools
 import os
 import shlex
 import shutil
@@ -30,14 +31,15 @@ import time
 import torch
 from synthetic_common import (
     MODELS,
+    Task,
+    add_training_args,
     build_model,
-    markdown_table,
+    run_tasks,
     train_run,
-    write_csv,
+    write_tables,
 )
 from torch_geometric.datasets import Planetoid
 from torch_geometric.transforms import Compose
-from tqdm import tqdm
 
 from torch_geometric_gate.datasets import SelfSufficientER
 from torch_geometric_gate.transforms import OneHotLabelFeatures, RandomLabels
@@ -80,6 +82,29 @@ def load(name, seed, tmp_root, planetoid_root):
     return Planetoid(planetoid_root, 'Cora', transform=transform)[0], 7
 
 
+def run_one(config, task, pbar=None):
+    r"""Trains one run of the table (in a worker process with ``--jobs``)."""
+    data, num_classes = load(
+        task.dataset, task.seed, config['tmp_root'], config['planetoid_root']
+    )
+    torch.manual_seed(task.seed)
+    model = build_model(
+        task.model,
+        data.num_features,
+        task.hidden,
+        num_classes,
+        task.num_layers,
+    )
+    return train_run(
+        model,
+        data,
+        task,
+        config['plot_dir'],
+        pbar,
+        config['compile_after'],
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument(
@@ -111,10 +136,6 @@ def main():
         default=0,
         help='seed of the graph, labels and model init',
     )
-    parser.add_argument('--hidden', type=int, default=64)
-    parser.add_argument('--lr', type=float, default=0.005)
-    parser.add_argument('--max-epochs', type=int, default=10000)
-    parser.add_argument('--stop-loss', type=float, default=1e-4)
     parser.add_argument(
         '--data-root',
         default=None,
@@ -125,8 +146,7 @@ def main():
     parser.add_argument(
         '--out-dir', default=os.path.join('runs', 'self_sufficient')
     )
-    parser.add_argument('--no-plots', action='store_true')
-    parser.add_argument('--threads', type=int, default=None)
+    add_training_args(parser)
     args = parser.parse_args()
     if args.quick:
         args.max_epochs = min(args.max_epochs, 200)
@@ -144,66 +164,88 @@ def main():
         planetoid_root = os.path.join(tmp_root, 'Planetoid')
         if os.path.isdir(SHARED_PLANETOID):
             shutil.copytree(SHARED_PLANETOID, planetoid_root)
+    config = {
+        'tmp_root': tmp_root,
+        'planetoid_root': planetoid_root,
+        'plot_dir': None
+        if args.no_plots
+        else os.path.join(args.out_dir, 'plots'),
+        'compile_after': args.compile_after,
+    }
 
-    runs = [
-        (d, L, m)
+    tasks = [
+        Task(
+            dataset=d,
+            source='ours' if d.startswith('er') else 'planetoid',
+            model=m,
+            num_layers=L,
+            seed=args.seed,
+            hidden=args.hidden,
+            lr=args.lr,
+            max_epochs=args.max_epochs,
+            stop_loss=args.stop_loss,
+        )
         for d in args.datasets
         for L in args.depths
         for m in args.models
     ]
-    results = []
     start = time.perf_counter()
     try:
-        with tqdm(runs, desc='runs', unit='run') as pbar:
-            for dataset, num_layers, name in pbar:
-                data, num_classes = load(
-                    dataset, args.seed, tmp_root, planetoid_root
-                )
-                torch.manual_seed(args.seed)
-                model = build_model(
-                    name,
-                    data.num_features,
-                    args.hidden,
-                    num_classes,
-                    num_layers,
-                )
-                plot_dir = (
-                    None
-                    if args.no_plots
-                    else os.path.join(args.out_dir, 'plots')
-                )
-                results.append(
-                    train_run(
-                        model,
-                        data,
-                        dataset,
-                        name,
-                        num_layers,
-                        args.seed,
-                        args.max_epochs,
-                        args.lr,
-                        args.stop_loss,
-                        plot_dir,
-                        pbar,
-                    )
-                )
+        for dataset in args.datasets:  # process each graph once, up front
+            load(dataset, args.seed, tmp_root, planetoid_root)
+        results = run_tasks(
+            tasks,
+            functools.partial(run_one, config),
+            os.path.join(args.out_dir, 'table1.csv'),
+            jobs=args.jobs,
+            threads=args.threads,
+            resume=args.resume,
+        )
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
     total = time.perf_counter() - start
 
-    write_csv(results, os.path.join(args.out_dir, 'table1.csv'))
+    intro = (
+        f'Command: `python {shlex.join(sys.argv)}` (max epochs '
+        f'{args.max_epochs}, lr {args.lr}, width {args.hidden}, stop at '
+        f'training loss < {args.stop_loss}, seed {args.seed}); this '
+        f'invocation took '
+        f'{total:.0f} s ({args.jobs} process(es)), the {len(results)} runs '
+        f'{sum(r.wall_s for r in results):.0f} s of run time in all'
+        '.\n\nTest accuracy (%) at the epoch of minimum training loss @ '
+        'that epoch. `*`: the training loss never fell below the stopping '
+        'threshold within the epoch budget.\n'
+    )
+    print(
+        write_tables(
+            args.out_dir,
+            'table1',
+            'Self-sufficient task (Table 1)',
+            intro,
+            table1(results, args.datasets, args.depths, args.models),
+        )
+    )
+
+
+def table1(results, datasets, depths, models):
+    r"""The paper-style table next to the paper's numbers (``summary``), and
+    per run the final training accuracy, the epochs and the mean alpha_vv
+    per layer (``runs``), as :func:`write_tables` takes them."""
     by_key = {(r.dataset, r.num_layers, r.model): r for r in results}
     header = (
         ['dataset', 'L']
-        + [f'{m} (ours)' for m in args.models]
+        + [f'{m} (ours)' for m in models]
         + ['GAT_S (paper)', 'GAT (paper)', 'GATE (paper)']
     )
     rows = []
-    for dataset in args.datasets:
-        for num_layers in args.depths:
+    for dataset in datasets:
+        for num_layers in depths:
             row = [dataset, str(num_layers)]
-            for m in args.models:
-                r = by_key[(dataset, num_layers, m)]
+            for m in models:
+                r = by_key.get((dataset, num_layers, m))
+                if r is None:
+                    row.append('not run')
+                    continue
                 mark = '' if r.stopped_early else '*'
                 row.append(
                     f'{100 * r.test_acc_at_min_loss:.1f}'
@@ -211,7 +253,7 @@ def main():
                 )
             row += list(PAPER.get((dataset, num_layers), ('',) * 3))
             rows.append(row)
-    alpha_rows = [
+    run_rows = [
         [
             r.dataset,
             str(r.num_layers),
@@ -223,33 +265,24 @@ def main():
         ]
         for r in results
     ]
-    text = (
-        '# Self-sufficient task (Table 1)\n\n'
-        f'Command: `python {shlex.join(sys.argv)}` (max epochs '
-        f'{args.max_epochs}, lr {args.lr}, width {args.hidden}, stop at '
-        f'training loss < {args.stop_loss}, seed {args.seed}); wall time '
-        f'{total:.0f} s.\n\n'
-        'Test accuracy (%) at the epoch of minimum training loss @ that '
-        'epoch. `*`: the training loss never fell below the stopping '
-        'threshold within the epoch budget.\n\n'
-        + markdown_table(header, rows)
-        + '\n## Final training accuracy and mean alpha_vv per layer\n\n'
-        + markdown_table(
-            [
-                'dataset',
-                'L',
-                'model',
-                'final train acc (%)',
-                'epochs',
-                'mean alpha_vv per layer',
-                'wall (s)',
-            ],
-            alpha_rows,
-        )
-    )
-    with open(os.path.join(args.out_dir, 'table1.md'), 'w') as f:
-        f.write(text)
-    print(text)
+    run_header = [
+        'dataset',
+        'L',
+        'model',
+        'final train acc (%)',
+        'epochs',
+        'mean alpha_vv per layer',
+        'wall (s)',
+    ]
+    return [
+        ('summary', None, header, rows),
+        (
+            'runs',
+            'Final training accuracy and mean alpha_vv per layer',
+            run_header,
+            run_rows,
+        ),
+    ]
 
 
 if __name__ == '__main__':

@@ -1,0 +1,133 @@
+import csv
+import os
+import os.path as osp
+import subprocess
+import sys
+
+import pytest
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+EXAMPLES = osp.join(ROOT, 'examples')
+DATA = os.environ.get(
+    'GATE_SHARED_DATA', osp.join(ROOT, '..', 'shared', 'data')
+)
+PAPER_DATA = osp.join(DATA, 'gate-synthetic')
+
+
+def _run(script, *argv):
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+    proc = subprocess.run(
+        [sys.executable, osp.join(EXAMPLES, script), *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def _rows(path):
+    with open(path, newline='') as f:
+        return list(csv.DictReader(f))
+
+
+def test_self_sufficient_resumes_and_runs_in_parallel(tmp_path):
+    pytest.importorskip('matplotlib')
+    pytest.importorskip('tqdm')
+    out = str(tmp_path / 'out')
+    common = ['--datasets', 'er2', '--max-epochs', '3', '--out-dir', out]
+    _run('self_sufficient.py', *common, '--depths', '1', '--models', 'GATE')
+    first = _rows(osp.join(out, 'table1.csv'))
+    assert [(r['model'], r['num_layers'], r['epochs_run']) for r in first] == [
+        ('GATE', '1', '3')
+    ]
+    plots = os.listdir(osp.join(out, 'plots'))
+    assert 'er2_ours_L1_GATE_seed0_alpha_history.png' in plots
+
+    # Resuming keeps the finished run as it is and adds only the new ones,
+    # here from two worker processes.
+    _run(
+        'self_sufficient.py',
+        *common,
+        '--depths',
+        '1',
+        '2',
+        '--models',
+        'GATE',
+        'GAT',
+        '--resume',
+        '--jobs',
+        '2',
+        '--no-plots',
+    )
+    rows = _rows(osp.join(out, 'table1.csv'))
+    assert rows[0] == first[0]
+    assert sorted((r['model'], r['num_layers']) for r in rows) == [
+        ('GAT', '1'),
+        ('GAT', '2'),
+        ('GATE', '1'),
+        ('GATE', '2'),
+    ]
+    table = open(osp.join(out, 'table1.md')).read()
+    assert '| er2 | 2 |' in table and '99.2@100' in table  # paper's numbers
+    summary = _rows(osp.join(out, 'table1_summary.csv'))
+    assert [(r['dataset'], r['L']) for r in summary] == [
+        ('er2', '1'),
+        ('er2', '2'),
+    ]
+    assert summary[1]['GAT (paper)'] == '99.2@119'
+    assert len(_rows(osp.join(out, 'table1_runs.csv'))) == 4
+
+    # Without --resume, the runs start afresh.
+    _run('self_sufficient.py', *common, '--depths', '1', '--models', 'GAT')
+    assert len(_rows(osp.join(out, 'table1.csv'))) == 1
+
+
+@pytest.mark.skipif(
+    not osp.isdir(PAPER_DATA), reason='needs ../shared/data/gate-synthetic'
+)
+def test_neighbor_dependent_on_paper_graphs(tmp_path):
+    pytest.importorskip('scipy')
+    out = str(tmp_path / 'out')
+    _run(
+        'neighbor_dependent.py',
+        '--paper-data',
+        PAPER_DATA,
+        '--ks',
+        '1',
+        '--extra-depths',
+        '0',
+        '--models',
+        'GATE',
+        '--seeds',
+        '0',
+        '1',
+        '2',
+        '--max-epochs',
+        '2',
+        '--no-plots',
+        '--out-dir',
+        out,
+    )
+    rows = _rows(osp.join(out, 'table2.csv'))
+    assert [(r['source'], r['seed']) for r in rows] == [
+        ('paper', '0'),
+        ('paper', '1'),
+        ('paper', '2'),
+    ]
+    table = open(osp.join(out, 'table2.md')).read()
+    assert '| 1 | 1 |' in table and '96.4 ± 0.7' in table  # paper's GATE_S
+    assert ' ± ' in table.split('| 1 | 1 | ')[1].split('|')[0]
+
+
+def test_results_csv_of_another_layout_is_refused(tmp_path):
+    sys.path.insert(0, EXAMPLES)
+    try:
+        from synthetic_common import read_csv
+    finally:
+        sys.path.remove(EXAMPLES)
+    path = tmp_path / 'old.csv'
+    path.write_text('dataset,model,num_layers\ner2,GATE,1\n')
+    with pytest.raises(ValueError, match='not a results CSV'):
+        read_csv(str(path))
