@@ -358,16 +358,21 @@ def run_tasks(
     every finished run; with ``resume=True`` the tasks it already holds are
     not run again (runs of other settings in it are kept as they are).
     With ``jobs > 1``, runs go to that many processes (``spawn``), each
-    with ``threads`` threads (default 1), longest runs first.
+    with ``threads`` threads (default 1). Runs start row by row of the
+    table (the order of ``tasks``), the longest of a row first.
     """
     kept: List[RunResult] = []
     if resume and os.path.exists(csv_path):
         kept = read_csv(csv_path)
     done = {r.task: r for r in kept}
+    # Whole rows first (a table cut short still compares the models on the
+    # rows it has), and the longest runs of a row first.
+    rows = {}
+    for t in tasks:
+        rows.setdefault((t.dataset, t.source, t.num_layers), len(rows))
     todo = sorted(
         (t for t in dict.fromkeys(tasks) if t not in done),
-        key=Task.cost,
-        reverse=True,
+        key=lambda t: (rows[t.dataset, t.source, t.num_layers], -t.cost()),
     )
     results = list(kept)
 
