@@ -253,6 +253,23 @@ def table1(results, datasets, depths, models):
                 )
             row += list(PAPER.get((dataset, num_layers), ('',) * 3))
             rows.append(row)
+    full_rows = []
+    for dataset in datasets:
+        for num_layers in depths:
+            row = [dataset, str(num_layers)]
+            for m in models:
+                r = by_key.get((dataset, num_layers, m))
+                if r is None:
+                    row.append('not run')
+                elif r.first_full_train_epoch == 0:
+                    row.append('never')
+                else:
+                    row.append(
+                        f'{100 * r.test_acc_at_first_full_train:.1f}'
+                        f'@{r.first_full_train_epoch}'
+                    )
+            row += list(PAPER.get((dataset, num_layers), ('',) * 3))
+            full_rows.append(row)
     run_rows = [
         [
             r.dataset,
@@ -276,6 +293,13 @@ def table1(results, datasets, depths, models):
     ]
     return [
         ('summary', None, header, rows),
+        (
+            'first_full',
+            'Test accuracy (%) at the first epoch of 100% training accuracy '
+            '@ that epoch (`never`: not reached)',
+            header,
+            full_rows,
+        ),
         (
             'runs',
             'Final training accuracy and mean alpha_vv per layer',
