@@ -78,6 +78,10 @@ def test_self_sufficient_resumes_and_runs_in_parallel(tmp_path):
     ]
     assert summary[1]['GAT (paper)'] == '99.2@119'
     assert len(_rows(osp.join(out, 'table1_runs.csv'))) == 4
+    # Three epochs are too few for 100% training accuracy:
+    assert {r['first_full_train_epoch'] for r in rows} == {'0'}
+    full = _rows(osp.join(out, 'table1_first_full.csv'))
+    assert full[0]['GATE (ours)'] == 'never'
 
     # Without --resume, the runs start afresh.
     _run('self_sufficient.py', *common, '--depths', '1', '--models', 'GAT')
@@ -131,3 +135,32 @@ def test_results_csv_of_another_layout_is_refused(tmp_path):
     path.write_text('dataset,model,num_layers\ner2,GATE,1\n')
     with pytest.raises(ValueError, match='not a results CSV'):
         read_csv(str(path))
+
+
+def test_self_sufficient_records_first_epoch_of_full_training_accuracy(
+    tmp_path,
+):
+    out = str(tmp_path / 'out')
+    _run(
+        'self_sufficient.py',
+        '--datasets',
+        'er8',
+        '--depths',
+        '5',
+        '--models',
+        'GATE',
+        '--max-epochs',
+        '80',
+        '--no-plots',
+        '--out-dir',
+        out,
+    )
+    (row,) = _rows(osp.join(out, 'table1.csv'))
+    # GATE switches aggregation off and fits the task well before the loss
+    # falls below 1e-4 (the run stops there).
+    assert row['stopped_early'] == 'True'
+    first = int(row['first_full_train_epoch'])
+    assert 1 <= first <= int(row['epochs_run']) == int(row['min_loss_epoch'])
+    assert float(row['test_acc_at_first_full_train']) >= 0.9
+    alphas = [float(a) for a in row['final_alpha_vv_mean'].split()]
+    assert min(alphas[1:]) > 0.95
