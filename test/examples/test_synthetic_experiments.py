@@ -1,4 +1,5 @@
 import csv
+import math
 import os
 import os.path as osp
 import subprocess
@@ -123,6 +124,31 @@ def test_neighbor_dependent_on_paper_graphs(tmp_path):
     table = open(osp.join(out, 'table2.md')).read()
     assert '| 1 | 1 |' in table and '96.4 ± 0.7' in table  # paper's GATE_S
     assert ' ± ' in table.split('| 1 | 1 | ')[1].split('|')[0]
+    for r in rows:  # the best epoch is at least as good as any other
+        assert float(r['max_test_acc']) >= float(r['test_acc_at_min_loss'])
+        assert 1 <= int(r['max_test_acc_epoch']) <= 2
+    assert len(_rows(osp.join(out, 'table2_max_test.csv'))) == 1
+
+
+def test_results_csv_of_an_earlier_version_is_read(tmp_path):
+    sys.path.insert(0, EXAMPLES)
+    try:
+        from synthetic_common import LATER_COLUMNS, read_csv, write_csv
+    finally:
+        sys.path.remove(EXAMPLES)
+    path = str(tmp_path / 'runs.csv')
+    old = _rows(osp.join(osp.dirname(__file__), 'table1_without_max_test.csv'))
+    assert set(LATER_COLUMNS).isdisjoint(old[0])
+    (result,) = read_csv(
+        osp.join(osp.dirname(__file__), 'table1_without_max_test.csv')
+    )
+    assert math.isnan(result.max_test_acc) and result.max_test_acc_epoch == 0
+    assert result.first_full_train_epoch == 40
+    write_csv([result], path)  # written back in the current layout
+    (again,) = read_csv(path)
+    assert math.isnan(again.max_test_acc)
+    again.max_test_acc = result.max_test_acc = 0.0
+    assert again == result
 
 
 def test_results_csv_of_another_layout_is_refused(tmp_path):
