@@ -22,9 +22,7 @@ seeds, t-distribution) and, per run, the alpha_vv plots to ``--out-dir``.
 import argparse
 import functools
 import os
-import shlex
 import shutil
-import sys
 import tempfile
 import time
 
@@ -36,6 +34,7 @@ from synthetic_common import (
     add_training_args,
     build_model,
     mean_ci95,
+    run_summary,
     run_tasks,
     train_run,
     write_tables,
@@ -212,18 +211,17 @@ def main():
             jobs=args.jobs,
             threads=args.threads,
             resume=args.resume,
+            tables_only=args.tables_only,
         )
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
     total = time.perf_counter() - start
 
     intro = (
-        f'Command: `python {shlex.join(sys.argv)}` (graphs: '
-        f'{source}; max epochs {args.max_epochs}, lr {args.lr}, width '
-        f'{args.hidden}, stop at training loss < {args.stop_loss}, model '
-        f'seeds {args.seeds}); this invocation took '
-        f'{total:.0f} s ({args.jobs} process(es)), the {len(results)} runs '
-        f'{sum(r.wall_s for r in results):.0f} s of run time in all'
+        f'Settings: graphs {source}, max epochs {args.max_epochs}, lr '
+        f'{args.lr}, width {args.hidden}, stop at training loss < '
+        f'{args.stop_loss}, model seeds {args.seeds}; '
+        f'{run_summary(args, results, total)}'
         '.\n\nMean test accuracy (%) at the epoch of minimum training '
         'loss ± half-width of the 95% confidence interval of the mean '
         f'(t-distribution, {len(args.seeds) - 1} degrees of freedom).\n'

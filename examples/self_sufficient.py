@@ -22,9 +22,7 @@ run, the alpha_vv history and final histogram plots to ``--out-dir``.
 import argparse
 import functools
 import os
-import shlex
 import shutil
-import sys
 import tempfile
 import time
 
@@ -34,6 +32,7 @@ from synthetic_common import (
     Task,
     add_training_args,
     build_model,
+    run_summary,
     run_tasks,
     train_run,
     write_tables,
@@ -200,18 +199,16 @@ def main():
             jobs=args.jobs,
             threads=args.threads,
             resume=args.resume,
+            tables_only=args.tables_only,
         )
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
     total = time.perf_counter() - start
 
     intro = (
-        f'Command: `python {shlex.join(sys.argv)}` (max epochs '
-        f'{args.max_epochs}, lr {args.lr}, width {args.hidden}, stop at '
-        f'training loss < {args.stop_loss}, seed {args.seed}); this '
-        f'invocation took '
-        f'{total:.0f} s ({args.jobs} process(es)), the {len(results)} runs '
-        f'{sum(r.wall_s for r in results):.0f} s of run time in all'
+        f'Settings: max epochs {args.max_epochs}, lr {args.lr}, width '
+        f'{args.hidden}, stop at training loss < {args.stop_loss}, seed '
+        f'{args.seed}; {run_summary(args, results, total)}'
         '.\n\nTest accuracy (%) at the epoch of minimum training loss @ '
         'that epoch. `*`: the training loss never fell below the stopping '
         'threshold within the epoch budget.\n'

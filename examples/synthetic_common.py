@@ -9,6 +9,8 @@ import csv
 import math
 import multiprocessing
 import os
+import shlex
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, fields
@@ -361,6 +363,12 @@ def add_training_args(parser: argparse.ArgumentParser):
         'only the missing ones',
     )
     parser.add_argument(
+        '--tables-only',
+        action='store_true',
+        help='run nothing: write the tables from the runs the CSV in '
+        '--out-dir holds (for a table that is still being filled)',
+    )
+    parser.add_argument(
         '--compile-after',
         type=int,
         default=None,
@@ -381,6 +389,7 @@ def run_tasks(
     jobs: int = 1,
     threads: Optional[int] = None,
     resume: bool = False,
+    tables_only: bool = False,
 ) -> List[RunResult]:
     r"""Runs every task with ``run_one(task, pbar)`` and returns the results
     in the order of ``tasks``. The CSV at ``csv_path`` is rewritten after
@@ -388,12 +397,21 @@ def run_tasks(
     not run again (runs of other settings in it are kept as they are).
     With ``jobs > 1``, runs go to that many processes (``spawn``), each
     with ``threads`` threads (default 1). Runs start row by row of the
-    table (the order of ``tasks``), the longest of a row first.
+    table (the order of ``tasks``), the longest of a row first. With
+    ``tables_only=True`` nothing runs: the results of the tasks the CSV
+    holds are returned.
     """
     kept: List[RunResult] = []
-    if resume and os.path.exists(csv_path):
-        kept = read_csv(csv_path)
+    if tables_only and not os.path.exists(csv_path):
+        raise ValueError(
+            f"--tables-only needs the results CSV '{csv_path}' of earlier "
+            'runs; it does not exist (check --out-dir)'
+        )
+    if resume or tables_only:
+        kept = read_csv(csv_path) if os.path.exists(csv_path) else []
     done = {r.task: r for r in kept}
+    if tables_only:
+        return [done[t] for t in tasks if t in done]
     # Whole rows first (a table cut short still compares the models on the
     # rows it has), and the longest runs of a row first.
     rows = {}
@@ -460,6 +478,22 @@ def markdown_table(header: List[str], rows: List[List[str]]) -> str:
     ]
     lines += ['| ' + ' | '.join(row) + ' |' for row in rows]
     return '\n'.join(lines) + '\n'
+
+
+def run_summary(args, results, total: float) -> str:
+    r"""The sentence on how the table's runs were made, for its intro."""
+    run_time = sum(r.wall_s for r in results)
+    if args.tables_only:
+        return (
+            f'tables of the {len(results)} finished runs in the results CSV '
+            f'(written by `python {shlex.join(sys.argv)}`; the runs took '
+            f'{run_time:.0f} s of run time in all)'
+        )
+    return (
+        f'command `python {shlex.join(sys.argv)}`; this invocation took '
+        f'{total:.0f} s ({args.jobs} process(es)), the {len(results)} runs '
+        f'{run_time:.0f} s of run time in all'
+    )
 
 
 def write_tables(out_dir: str, stem: str, title: str, intro: str, tables):

@@ -84,6 +84,26 @@ def test_self_sufficient_resumes_and_runs_in_parallel(tmp_path):
     full = _rows(osp.join(out, 'table1_first_full.csv'))
     assert full[0]['GATE (ours)'] == 'never'
 
+    # --tables-only runs nothing and writes the tables of the finished runs.
+    _run(
+        'self_sufficient.py',
+        *common,
+        '--depths',
+        '1',
+        '5',
+        '--models',
+        'GATE',
+        '--tables-only',
+    )
+    assert _rows(osp.join(out, 'table1.csv')) == rows
+    summary = _rows(osp.join(out, 'table1_summary.csv'))
+    assert summary[0]['GATE (ours)'].endswith('@3*')  # L=1: 3 epochs
+    assert summary[1]['GATE (ours)'] == 'not run'  # L=5 was never run
+    assert (
+        'tables of the 1 finished runs'
+        in open(osp.join(out, 'table1.md')).read()
+    )
+
     # Without --resume, the runs start afresh.
     _run('self_sufficient.py', *common, '--depths', '1', '--models', 'GAT')
     assert len(_rows(osp.join(out, 'table1.csv'))) == 1
