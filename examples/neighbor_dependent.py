@@ -32,11 +32,10 @@ from synthetic_common import (
     MODELS,
     Task,
     add_training_args,
-    build_model,
     mean_ci95,
     run_summary,
     run_tasks,
-    train_run,
+    train_task,
     write_tables,
 )
 from torch_geometric.data import Data
@@ -87,18 +86,10 @@ def run_one(config, task, pbar=None):
     data, _ = load(
         k, config['paper_data'], config['tmp_root'], config['graph_seed']
     )
-    torch.manual_seed(task.seed)
-    model = build_model(
-        task.model,
-        data.num_features,
-        task.hidden,
-        int(data.y.max()) + 1,
-        task.num_layers,
-    )
-    return train_run(
-        model,
-        data,
+    return train_task(
         task,
+        data,
+        int(data.y.max()) + 1,
         config['plot_dir'],
         pbar,
         config['compile_after'],
@@ -208,10 +199,7 @@ def main():
             tasks,
             functools.partial(run_one, config),
             os.path.join(args.out_dir, 'table2.csv'),
-            jobs=args.jobs,
-            threads=args.threads,
-            resume=args.resume,
-            tables_only=args.tables_only,
+            args,
         )
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)

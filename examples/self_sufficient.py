@@ -31,10 +31,9 @@ from synthetic_common import (
     MODELS,
     Task,
     add_training_args,
-    build_model,
     run_summary,
     run_tasks,
-    train_run,
+    train_task,
     write_tables,
 )
 from torch_geometric.datasets import Planetoid
@@ -86,18 +85,10 @@ def run_one(config, task, pbar=None):
     data, num_classes = load(
         task.dataset, task.seed, config['tmp_root'], config['planetoid_root']
     )
-    torch.manual_seed(task.seed)
-    model = build_model(
-        task.model,
-        data.num_features,
-        task.hidden,
-        num_classes,
-        task.num_layers,
-    )
-    return train_run(
-        model,
-        data,
+    return train_task(
         task,
+        data,
+        num_classes,
         config['plot_dir'],
         pbar,
         config['compile_after'],
@@ -196,10 +187,7 @@ def main():
             tasks,
             functools.partial(run_one, config),
             os.path.join(args.out_dir, 'table1.csv'),
-            jobs=args.jobs,
-            threads=args.threads,
-            resume=args.resume,
-            tables_only=args.tables_only,
+            args,
         )
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
@@ -234,39 +222,31 @@ def table1(results, datasets, depths, models):
         + [f'{m} (ours)' for m in models]
         + ['GAT_S (paper)', 'GAT (paper)', 'GATE (paper)']
     )
-    rows = []
-    for dataset in datasets:
-        for num_layers in depths:
-            row = [dataset, str(num_layers)]
-            for m in models:
-                r = by_key.get((dataset, num_layers, m))
-                if r is None:
-                    row.append('not run')
-                    continue
-                mark = '' if r.stopped_early else '*'
-                row.append(
-                    f'{100 * r.test_acc_at_min_loss:.1f}'
-                    f'@{r.min_loss_epoch}{mark}'
-                )
-            row += list(PAPER.get((dataset, num_layers), ('',) * 3))
-            rows.append(row)
-    full_rows = []
-    for dataset in datasets:
-        for num_layers in depths:
-            row = [dataset, str(num_layers)]
-            for m in models:
-                r = by_key.get((dataset, num_layers, m))
-                if r is None:
-                    row.append('not run')
-                elif r.first_full_train_epoch == 0:
-                    row.append('never')
-                else:
-                    row.append(
-                        f'{100 * r.test_acc_at_first_full_train:.1f}'
-                        f'@{r.first_full_train_epoch}'
-                    )
-            row += list(PAPER.get((dataset, num_layers), ('',) * 3))
-            full_rows.append(row)
+
+    def summary(cell):
+        rows = []
+        for dataset in datasets:
+            for num_layers in depths:
+                row = [dataset, str(num_layers)]
+                for m in models:
+                    r = by_key.get((dataset, num_layers, m))
+                    row.append('not run' if r is None else cell(r))
+                row += list(PAPER.get((dataset, num_layers), ('',) * 3))
+                rows.append(row)
+        return rows
+
+    def at_min_loss(r):
+        mark = '' if r.stopped_early else '*'
+        return f'{100 * r.test_acc_at_min_loss:.1f}@{r.min_loss_epoch}{mark}'
+
+    def at_first_full(r):
+        if r.first_full_train_epoch == 0:
+            return 'never'
+        return (
+            f'{100 * r.test_acc_at_first_full_train:.1f}'
+            f'@{r.first_full_train_epoch}'
+        )
+
     run_rows = [
         [
             r.dataset,
@@ -289,13 +269,13 @@ def table1(results, datasets, depths, models):
         'wall (s)',
     ]
     return [
-        ('summary', None, header, rows),
+        ('summary', None, header, summary(at_min_loss)),
         (
             'first_full',
             'Test accuracy (%) at the first epoch of 100% training accuracy '
             '@ that epoch (`never`: not reached)',
             header,
-            full_rows,
+            summary(at_first_full),
         ),
         (
             'runs',

@@ -13,8 +13,8 @@ import shlex
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field, fields
-from typing import Callable, List, Optional
+from dataclasses import asdict, dataclass, fields
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -141,17 +141,11 @@ class Task:
         return self.num_layers * (10.0 if slow else 1.0)
 
 
-@dataclass
-class RunResult:
-    dataset: str
-    source: str
-    model: str
-    num_layers: int
-    seed: int
-    hidden: int
-    lr: float
-    max_epochs: int
-    stop_loss: float
+@dataclass(frozen=True)
+class RunResult(Task):
+    r"""A finished run: its task (the first columns of a results CSV) and
+    what it measured."""
+
     min_loss_epoch: int  # 1-based
     min_train_loss: float
     test_acc_at_min_loss: float
@@ -165,7 +159,7 @@ class RunResult:
     epochs_run: int
     stopped_early: bool
     wall_s: float
-    final_alpha_vv_mean: List[float] = field(default_factory=list)
+    final_alpha_vv_mean: Tuple[float, ...] = ()
 
     @property
     def task(self) -> Task:
@@ -274,8 +268,29 @@ def train_run(
         epochs_run=epoch,
         stopped_early=loss_value < task.stop_loss,
         wall_s=wall,
-        final_alpha_vv_mean=[float(a.detach().mean()) for a in alphas],
+        final_alpha_vv_mean=tuple(float(a.detach().mean()) for a in alphas),
     )
+
+
+def train_task(
+    task: Task,
+    data: Data,
+    num_classes: int,
+    plot_dir: Optional[str] = None,
+    pbar=None,
+    compile_after: Optional[int] = None,
+) -> RunResult:
+    r"""Builds the task's model, seeded with ``task.seed``, and trains it
+    with :func:`train_run`."""
+    torch.manual_seed(task.seed)
+    model = build_model(
+        task.model,
+        data.num_features,
+        task.hidden,
+        num_classes,
+        task.num_layers,
+    )
+    return train_run(model, data, task, plot_dir, pbar, compile_after)
 
 
 def write_csv(results: List[RunResult], path: str):
@@ -321,7 +336,7 @@ def read_csv(path: str) -> List[RunResult]:
         'epochs_run': int,
         'stopped_early': lambda v: v == 'True',
         'wall_s': float,
-        'final_alpha_vv_mean': lambda v: [float(a) for a in v.split()],
+        'final_alpha_vv_mean': lambda v: tuple(float(a) for a in v.split()),
     }
     with open(path, newline='') as f:
         rows = list(csv.DictReader(f))
@@ -386,13 +401,12 @@ def run_tasks(
     tasks: List[Task],
     run_one: Callable,
     csv_path: str,
-    jobs: int = 1,
-    threads: Optional[int] = None,
-    resume: bool = False,
-    tables_only: bool = False,
+    args: argparse.Namespace,
 ) -> List[RunResult]:
     r"""Runs every task with ``run_one(task, pbar)`` and returns the results
-    in the order of ``tasks``. The CSV at ``csv_path`` is rewritten after
+    in the order of ``tasks``, as the arguments of
+    :func:`add_training_args` say (``jobs``, ``threads``, ``resume``,
+    ``tables_only``). The CSV at ``csv_path`` is rewritten after
     every finished run; with ``resume=True`` the tasks it already holds are
     not run again (runs of other settings in it are kept as they are).
     With ``jobs > 1``, runs go to that many processes (``spawn``), each
@@ -401,6 +415,8 @@ def run_tasks(
     ``tables_only=True`` nothing runs: the results of the tasks the CSV
     holds are returned.
     """
+    jobs, threads = args.jobs, args.threads
+    resume, tables_only = args.resume, args.tables_only
     kept: List[RunResult] = []
     if tables_only and not os.path.exists(csv_path):
         raise ValueError(
