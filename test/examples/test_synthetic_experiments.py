@@ -17,6 +17,7 @@ PAPER_DATA = osp.join(DATA, 'gate-synthetic')
 
 
 def _run(script, *argv):
+    pytest.importorskip('tqdm')  # the scripts' progress bars
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
     proc = subprocess.run(
         [sys.executable, osp.join(EXAMPLES, script), *argv],
@@ -36,7 +37,6 @@ def _rows(path):
 
 def test_self_sufficient_resumes_and_runs_in_parallel(tmp_path):
     pytest.importorskip('matplotlib')
-    pytest.importorskip('tqdm')
     out = str(tmp_path / 'out')
     common = ['--datasets', 'er2', '--max-epochs', '3', '--out-dir', out]
     _run('self_sufficient.py', *common, '--depths', '1', '--models', 'GATE')
