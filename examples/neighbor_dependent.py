@@ -193,8 +193,9 @@ def main():
     ]
     start = time.perf_counter()
     try:
-        for k in args.ks:  # generate each graph once, up front
-            load(k, args.paper_data, tmp_root, args.graph_seed)
+        if not args.tables_only:  # no graph is needed for the tables
+            for k in args.ks:  # generate each graph once, up front
+                load(k, args.paper_data, tmp_root, args.graph_seed)
         results = run_tasks(
             tasks,
             functools.partial(run_one, config),

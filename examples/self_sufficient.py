@@ -181,8 +181,9 @@ def main():
     ]
     start = time.perf_counter()
     try:
-        for dataset in args.datasets:  # process each graph once, up front
-            load(dataset, args.seed, tmp_root, planetoid_root)
+        if not args.tables_only:  # no graph is needed for the tables
+            for dataset in args.datasets:  # process each graph once, up front
+                load(dataset, args.seed, tmp_root, planetoid_root)
         results = run_tasks(
             tasks,
             functools.partial(run_one, config),

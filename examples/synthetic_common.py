@@ -134,8 +134,9 @@ class Task:
     stop_loss: float
 
     def cost(self) -> float:
-        r"""A rough relative cost, so that long runs start first: GAT
-        models rarely meet the stopping rule, GATE models usually do.
+        r"""A rough relative cost, so that the long runs of a table row
+        start first: GAT models rarely meet the stopping rule, GATE models
+        usually do.
         """
         slow = self.model in ('GAT', 'GAT_S')
         return self.num_layers * (10.0 if slow else 1.0)
@@ -299,11 +300,10 @@ def write_csv(results: List[RunResult], path: str):
         row['final_alpha_vv_mean'] = ' '.join(
             f'{v:.4f}' for v in row['final_alpha_vv_mean']
         )
+    names = [f.name for f in fields(RunResult)]
     tmp = path + '.tmp'
-    with open(tmp, 'w', newline='') as f:
-        writer = csv.DictWriter(
-            f, fieldnames=[f.name for f in fields(RunResult)]
-        )
+    with open(tmp, 'w', newline='') as out:
+        writer = csv.DictWriter(out, fieldnames=names)
         writer.writeheader()
         writer.writerows(rows)
     os.replace(tmp, path)
@@ -314,30 +314,19 @@ def write_csv(results: List[RunResult], path: str):
 LATER_COLUMNS = {'max_test_acc': 'nan', 'max_test_acc_epoch': '0'}
 
 
+# How a CSV cell becomes the value of a field of each type.
+_PARSE = {
+    str: str,
+    int: int,
+    float: float,
+    bool: lambda text: text == 'True',
+    Tuple[float, ...]: lambda text: tuple(float(v) for v in text.split()),
+}
+
+
 def read_csv(path: str) -> List[RunResult]:
     r"""Reads the rows :func:`write_csv` wrote back into results."""
-    casts = {
-        'num_layers': int,
-        'seed': int,
-        'hidden': int,
-        'lr': float,
-        'max_epochs': int,
-        'stop_loss': float,
-        'min_loss_epoch': int,
-        'min_train_loss': float,
-        'test_acc_at_min_loss': float,
-        'train_acc_at_min_loss': float,
-        'first_full_train_epoch': int,
-        'test_acc_at_first_full_train': float,
-        'max_test_acc': float,
-        'max_test_acc_epoch': int,
-        'final_train_acc': float,
-        'final_test_acc': float,
-        'epochs_run': int,
-        'stopped_early': lambda v: v == 'True',
-        'wall_s': float,
-        'final_alpha_vv_mean': lambda v: tuple(float(a) for a in v.split()),
-    }
+    casts = {f.name: _PARSE[f.type] for f in fields(RunResult)}
     with open(path, newline='') as f:
         rows = list(csv.DictReader(f))
     expected = {f.name for f in fields(RunResult)}
