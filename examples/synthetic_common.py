@@ -188,7 +188,8 @@ def train_run(
     With ``compile_after=n``, a run still going after ``n`` epochs switches
     to :func:`torch.compile` of the forward pass (the same function, fused
     kernels; 1.4-1.8x faster per epoch on the CPU), so that short runs do
-    not pay the compilation.
+    not pay the compilation. Each run compiles afresh, whatever ran before
+    it in the same process.
     """
     optimizer = torch.optim.Adam(model.parameters(), lr=task.lr)
     recorder = SelfAttentionRecorder()
@@ -202,6 +203,10 @@ def train_run(
     epoch = 0
     for epoch in range(1, task.max_epochs + 1):
         if compile_after is not None and epoch == compile_after + 1:
+            # Forget the graphs of earlier runs in this process: without
+            # this, PyG's GATv2Conv.forward hits dynamo's recompile limit
+            # after a few runs and then runs eagerly for the rest of them.
+            torch._dynamo.reset()
             forward = torch.compile(forward, dynamic=False)
         model.train()
         optimizer.zero_grad()
