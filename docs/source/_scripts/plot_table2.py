@@ -44,39 +44,35 @@ if not rows:
     sys.exit(f"'{csv_path}' holds no complete row")
 
 fig, axes = plt.subplots(
-    1, len(rows), figsize=(2.2 * len(rows) + 1, 3.2), sharey=True
+    1,
+    len(rows),
+    figsize=(2.2 * len(rows) + 1, 3.2),
+    sharey=True,
+    squeeze=False,
 )
-axes = [axes] if len(rows) == 1 else list(axes)
-for ax, (k, num_layers) in zip(axes, rows):
+for ax, (k, num_layers) in zip(axes[0], rows):
     for i, model in enumerate(MODELS):
-        mean, half = mean_ci95(cells[(k, num_layers, model)])
-        ax.errorbar(
-            i - 0.12,
-            mean,
-            yerr=half,
-            fmt='o',
-            color='C0',
-            capsize=3,
-            label='ours' if i == 0 else None,
+        paper = tuple(map(float, PAPER[(k, num_layers)][i].split(' ± ')))
+        points = (
+            (-0.12, mean_ci95(cells[(k, num_layers, model)]), 'o', 'ours'),
+            (0.12, paper, 's', 'paper'),
         )
-        paper_mean, paper_half = map(
-            float, PAPER[(k, num_layers)][i].split(' ± ')
-        )
-        ax.errorbar(
-            i + 0.12,
-            paper_mean,
-            yerr=paper_half,
-            fmt='s',
-            color='C1',
-            capsize=3,
-            label='paper' if i == 0 else None,
-        )
+        for color, (shift, (mean, half), fmt, label) in enumerate(points):
+            ax.errorbar(
+                i + shift,
+                mean,
+                yerr=half,
+                fmt=fmt,
+                color=f'C{color}',
+                capsize=3,
+                label=label if i == 0 else None,
+            )
     ax.set_title(f'k={k}, L={num_layers}')
     ax.set_xticks(range(len(MODELS)))
     ax.set_xticklabels(MODELS, rotation=45)
     ax.grid(axis='y', alpha=0.3)
-axes[0].set_ylabel('test accuracy (%)')
-axes[0].legend(loc='lower left')
+axes[0, 0].set_ylabel('test accuracy (%)')
+axes[0, 0].legend(loc='lower left')
 fig.suptitle(
     f'Neighbour-dependent task (Table 2): mean ± 95% CI, {seeds} seeds'
 )
