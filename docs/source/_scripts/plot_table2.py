@@ -72,7 +72,7 @@ for ax, (k, num_layers) in zip(axes[0], rows):
     ax.set_xticklabels(MODELS, rotation=45)
     ax.grid(axis='y', alpha=0.3)
 axes[0, 0].set_ylabel('test accuracy (%)')
-axes[0, 0].legend(loc='lower left')
+axes[0, -1].legend(loc='best')  # where it hides no point
 fig.suptitle(
     f'Neighbour-dependent task (Table 2): mean ± 95% CI, {seeds} seeds'
 )
