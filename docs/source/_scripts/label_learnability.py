@@ -11,10 +11,14 @@ seed 0) and prints the training accuracy it reaches on:
   PyTorch's default init). The activation between layers is not varied:
   a one-layer network has none.
 
+The argument is the folder of the authors' graphs, as ``--paper-data`` of
+``examples/neighbor_dependent.py``, whose loader this script reuses:
+
     python docs/source/_scripts/label_learnability.py \
-        ../shared/data/gate-synthetic/neighbor_dependent_k1.npz
+        ../shared/data/gate-synthetic
 """
 
+import os
 import sys
 import tempfile
 
@@ -24,8 +28,12 @@ import torch.nn.functional as F
 from torch_geometric.data import Data
 from torch_geometric.nn import GATv2Conv
 
-from torch_geometric_gate.datasets import NeighborDependentER
 from torch_geometric_gate.transforms import RandomGATLabels
+
+sys.path.insert(
+    0, os.path.join(os.path.dirname(__file__), '..', '..', '..', 'examples')
+)
+from neighbor_dependent import load  # noqa: E402
 
 
 def train_acc(data: Data, epochs: int = 1500) -> float:
@@ -49,18 +57,13 @@ def report(name: str, accs: list) -> None:
     )
 
 
-def main(npz_path: str) -> None:
+def main(paper_data: str) -> None:
     torch.set_num_threads(1)
-    z = np.load(npz_path)
-    authors = Data(
-        x=torch.from_numpy(z['x']).float(),
-        edge_index=torch.from_numpy(z['edge_index']).long(),
-        y=torch.from_numpy(z['y']).long(),
-        train_mask=torch.from_numpy(z['train_mask']).bool(),
-    )
+    tmp_root = tempfile.mkdtemp()
+    authors, _ = load(1, paper_data, tmp_root, 0)
     print(f"authors' graph: {train_acc(authors):.3f}", flush=True)
     graphs = [
-        NeighborDependentER(tempfile.mkdtemp(), seed=seed)[0]
+        load(1, None, os.path.join(tmp_root, f'seed{seed}'), seed)[0]
         for seed in range(10)
     ]
     report('ours, graph seeds 0-9', [train_acc(data) for data in graphs])
@@ -79,4 +82,6 @@ def main(npz_path: str) -> None:
 
 
 if __name__ == '__main__':
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
     main(sys.argv[1])
