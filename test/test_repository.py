@@ -1,7 +1,9 @@
+import os
 import re
 from pathlib import Path
 
 import pytest
+import torch
 
 import torch_geometric_gate
 
@@ -60,3 +62,21 @@ def test_readme_usage_snippet_runs():
     exec(snippet, scope)
     assert scope['out'].shape == (100, 128)  # as its comments say
     assert scope['alpha_vv'].shape == (100, 4)
+
+
+def test_ci_has_the_sparse_accelerators():
+    # CI installs the `[sparse]` extra so that the `SparseTensor` and
+    # mini-batch loader tests run there instead of skipping; fail loudly if
+    # that install silently degrades.
+    if os.environ.get('CI', '').lower() not in ('1', 'true'):
+        pytest.skip('only checked in CI (CI=true)')
+    import torch_geometric.typing as pyg_typing
+    from torch_geometric.data import Data
+
+    assert pyg_typing.WITH_TORCH_SCATTER
+    assert pyg_typing.WITH_TORCH_SPARSE
+    from torch_geometric.loader import NeighborLoader
+
+    data = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
+    batch = next(iter(NeighborLoader(data, num_neighbors=[1], batch_size=1)))
+    assert batch.num_nodes == 2
