@@ -1,13 +1,17 @@
 """Input checks shared by the utilities and transforms (private)."""
 
-from typing import Optional
+from typing import List, Optional
 
 import torch
 from torch import Tensor
+from torch_geometric import is_compiling
 
 
 def check_edge_index(
-    edge_index, num_nodes: Optional[int], name: str = 'edge_index'
+    edge_index,
+    num_nodes: Optional[int],
+    name: str = 'edge_index',
+    check_range: bool = True,
 ) -> Tensor:
     r"""Checks that :obj:`edge_index` is an integer :obj:`[2, num_edges]`
     tensor with node indices in :obj:`[0, num_nodes)` (only non-negative
@@ -15,6 +19,10 @@ def check_edge_index(
     :class:`~torch_geometric_gate.nn.conv.GATEConv` does: a bool index would
     be read as a mask and a negative one would wrap around to the last
     nodes. Returns it as a :obj:`torch.long` tensor.
+
+    The range check costs one host sync; it is skipped under
+    :func:`torch.compile` (no data-dependent control flow) and with
+    :obj:`check_range=False`.
     """
     if not isinstance(edge_index, Tensor):
         raise TypeError(
@@ -34,8 +42,11 @@ def check_edge_index(
             f"Expected '{name}' of shape [2, num_edges] "
             f'(got {list(edge_index.size())})'
         )
-    if edge_index.numel() > 0:
-        low, high = int(edge_index.min()), int(edge_index.max())
+    if check_range and not is_compiling() and edge_index.numel() > 0:
+        bounds: List[int] = torch.stack(
+            [edge_index.min(), edge_index.max()]
+        ).tolist()
+        low, high = bounds[0], bounds[1]
         if low < 0 or (num_nodes is not None and high >= num_nodes):
             expected = (
                 'non-negative node indices'
