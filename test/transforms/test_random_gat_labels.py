@@ -262,6 +262,17 @@ def test_random_gat_labels_rejects_bad_edge_index():
     )
 
 
+def test_random_gat_labels_numpy_negative_slope():
+    # A numpy float is a number: np.float32 was rejected as not one.
+    data = random_graph()
+    transform = RandomGATLabels(negative_slope=np.float32(0.0))
+    assert transform.negative_slope == 0.0
+    assert torch.equal(
+        transform.embed(data.x, data.edge_index),
+        RandomGATLabels(negative_slope=0.0).embed(data.x, data.edge_index),
+    )
+
+
 def test_random_gat_labels_repr():
     t = RandomGATLabels(
         num_layers=3,

@@ -1,4 +1,5 @@
 import math
+import numbers
 import warnings
 from typing import Callable, Dict, List, Tuple
 
@@ -156,7 +157,7 @@ class RandomGATLabels(BaseTransform):
             )
         if (
             isinstance(negative_slope, bool)
-            or not isinstance(negative_slope, (int, float))
+            or not isinstance(negative_slope, numbers.Real)
             or not negative_slope >= 0
         ):
             raise ValueError(
