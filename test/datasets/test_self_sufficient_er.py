@@ -212,3 +212,18 @@ def test_self_sufficient_er_task(tmp_path):
             assert accuracy(x.numpy(), data) == 1.0
             chance = 1 / num_classes
             assert abs(accuracy(neighbors.numpy(), data) - chance) < 0.08
+
+
+def test_self_sufficient_er_numpy_numbers(tmp_path):
+    # numpy floats are numbers: np.float32 was rejected as "must be a
+    # probability in [0, 1]".
+    kwargs = dict(num_nodes=40, seed=3)
+    ref = SelfSufficientER(
+        str(tmp_path / 'a'), edge_prob=0.25, split=(0.5, 0.25, 0.25), **kwargs
+    )[0]
+    split = tuple(np.float32(s) for s in (0.5, 0.25, 0.25))
+    data = SelfSufficientER(
+        str(tmp_path / 'b'), edge_prob=np.float32(0.25), split=split, **kwargs
+    )[0]
+    for key in ('x', 'y', 'edge_index', 'train_mask', 'test_mask'):
+        assert torch.equal(data[key], ref[key])

@@ -237,6 +237,42 @@ def test_random_gat_labels_errors():
         RandomGATLabels(seed=None)
 
 
+@withPackage('sklearn')
+def test_random_gat_labels_rejects_bad_edge_index():
+    # A negative index used to wrap around to the last node, and a bool
+    # index was read as a mask: labels of another graph, without an error.
+    data = random_graph()
+    transform = RandomGATLabels()
+    bad = data.edge_index.clone()
+    bad[0, 0] = -1
+    with pytest.raises(ValueError, match=r'out of range.*\[0, 60\).*-1'):
+        transform(Data(x=data.x, edge_index=bad))
+    bad[0, 0] = 60
+    with pytest.raises(ValueError, match=r'out of range.*\[0, 60\).*60'):
+        transform(Data(x=data.x, edge_index=bad))
+    for dtype in [torch.float, torch.bool]:
+        with pytest.raises(TypeError, match='integer dtype'):
+            transform.embed(data.x, data.edge_index.to(dtype))
+    with pytest.raises(TypeError, match='torch.Tensor'):
+        transform.embed(data.x, data.edge_index.tolist())
+    # int32 indices are fine and give the same network output:
+    assert torch.equal(
+        transform.embed(data.x, data.edge_index.int()),
+        transform.embed(data.x, data.edge_index),
+    )
+
+
+def test_random_gat_labels_numpy_negative_slope():
+    # A numpy float is a number: np.float32 was rejected as not one.
+    data = random_graph()
+    transform = RandomGATLabels(negative_slope=np.float32(0.0))
+    assert transform.negative_slope == 0.0
+    assert torch.equal(
+        transform.embed(data.x, data.edge_index),
+        RandomGATLabels(negative_slope=0.0).embed(data.x, data.edge_index),
+    )
+
+
 def test_random_gat_labels_repr():
     t = RandomGATLabels(
         num_layers=3,

@@ -71,3 +71,18 @@ def test_errors():
         dirichlet_energy(torch.ones(3, 2), torch.tensor([0, 1]))
     with pytest.raises(ValueError, match='out of range'):
         dirichlet_energy(torch.ones(3, 2), torch.tensor([[0], [3]]))
+
+
+def test_rejects_non_integer_and_negative_edge_index():
+    x = torch.tensor([[0.0], [1.0]])
+    edge_index = torch.tensor([[0, 1], [1, 0]])
+    assert dirichlet_energy(x, edge_index) == 1.0
+    # A bool index was read as a mask (0.5) and a float one as indices:
+    for dtype in [torch.bool, torch.float]:
+        with pytest.raises(TypeError, match='integer dtype'):
+            dirichlet_energy(x, edge_index.to(dtype))
+    with pytest.raises(TypeError, match='torch.Tensor'):
+        dirichlet_energy(x, edge_index.tolist())
+    with pytest.raises(ValueError, match=r'\[0, 2\).*minimum -1'):
+        dirichlet_energy(x, torch.tensor([[0, -1], [1, 0]]))
+    assert dirichlet_energy(x, edge_index.int()) == 1.0

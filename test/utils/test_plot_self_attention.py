@@ -67,3 +67,16 @@ def test_plot_errors():
     recorder.record([torch.rand(3)])
     with pytest.raises(ValueError, match="Expected 1 'layer_names'"):
         plot_self_attention_history(recorder, layer_names=['a', 'b'])
+
+
+@withPackage('matplotlib')
+def test_plot_to_a_directory_raises(tmp_path):
+    # matplotlib used to write '<dir>.png' beside the directory:
+    recorder = SelfAttentionRecorder()
+    recorder.record([torch.rand(3)])
+    for plot in [plot_self_attention_history, plot_self_attention_histogram]:
+        for path in [tmp_path, str(tmp_path)]:
+            with pytest.raises(ValueError, match='got the directory'):
+                plot(recorder, path)
+    assert list(tmp_path.iterdir()) == []
+    assert not tmp_path.with_suffix('.png').exists()

@@ -89,3 +89,21 @@ def test_recorder_errors():
         recorder.history(layer=1)
     with pytest.raises(ValueError, match='Unknown statistic'):
         recorder.stat('q55', 0)
+
+
+def test_recorder_rejects_nan():
+    # NaN self-attention means that training diverged: the summary used to
+    # mix a NaN mean with finite quantiles (median 0.5 of [0.5, nan, 0.2]).
+    recorder = SelfAttentionRecorder()
+    recorder.record([torch.rand(3), torch.rand(3)], epoch=0)
+    before = recorder.history().clone()
+    last = [a.clone() for a in recorder.last]
+    bad = torch.tensor([0.5, float('nan'), 0.2])
+    with pytest.raises(ValueError, match='layer 1 at epoch 7 holds 1 NaN'):
+        recorder.record([torch.rand(3), bad], epoch=7)
+    with pytest.raises(ValueError, match='layer 0 at epoch 1 .*diverged'):
+        recorder.record([torch.tensor([float('inf'), 0.1, 0.2]), bad])
+    # Nothing of the failed calls is kept:
+    assert len(recorder) == 1
+    assert torch.equal(recorder.history(), before)
+    assert all(torch.equal(a, b) for a, b in zip(recorder.last, last))

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 from torch_geometric.utils import to_torch_sparse_tensor
@@ -37,3 +38,43 @@ def test_self_loop_attention_errors():
     adj = to_torch_sparse_tensor(edge_index, size=(2, 2))
     with pytest.raises(ValueError, match="'alpha' must be None"):
         self_loop_attention(adj, torch.rand(2))
+
+
+def test_self_loop_attention_rejects_bad_input():
+    edge_index = torch.tensor([[0, 1, 1], [1, 0, 1]])
+    alpha = torch.tensor([0.25, 0.5, 0.5])
+    with pytest.raises(TypeError, match="'alpha' to be a torch.Tensor"):
+        self_loop_attention(edge_index, alpha.numpy())
+    with pytest.raises(TypeError, match='floating-point attention'):
+        self_loop_attention(edge_index, alpha.long())
+    with pytest.raises(ValueError, match=r'\[num_edges, heads\]'):
+        self_loop_attention(edge_index, alpha.view(3, 1, 1))
+    for dtype in [torch.bool, torch.float]:
+        with pytest.raises(TypeError, match='integer dtype'):
+            self_loop_attention(edge_index.to(dtype), alpha)
+    # A negative index used to wrap around to the last node:
+    with pytest.raises(ValueError, match='non-negative.*minimum -1'):
+        self_loop_attention(torch.tensor([[0, -1], [1, -1]]), alpha[:2], 2)
+    with pytest.raises(ValueError, match=r"'num_nodes' \(1\) is too small"):
+        self_loop_attention(edge_index, alpha, 1)
+    with pytest.raises(ValueError, match="'num_nodes' must be non-negative"):
+        self_loop_attention(edge_index, alpha, -1)
+    with pytest.raises(TypeError, match="'num_nodes' must be an int"):
+        self_loop_attention(edge_index, alpha, 2.0)
+    # Integer types of numpy are ints; int32 indices are fine:
+    expected = torch.tensor([0.0, 0.5, 0.0])
+    assert torch.equal(self_loop_attention(edge_index, alpha, 3), expected)
+    out = self_loop_attention(edge_index.int(), alpha, np.int64(3))
+    assert torch.equal(out, expected)
+    jit = torch.jit.script(self_loop_attention)
+    with pytest.raises(Exception, match=r"'num_nodes' \(1\) is too small"):
+        jit(edge_index, alpha, 1)
+
+
+def test_self_loop_attention_leaves_uncoalesced_input_alone():
+    adj = torch.sparse_coo_tensor(
+        torch.tensor([[1, 0, 1], [1, 1, 0]]), torch.tensor([0.5, 1.0, 0.5])
+    )
+    out = self_loop_attention(adj)
+    assert torch.equal(out, torch.tensor([0.0, 0.5]))
+    assert not adj.is_coalesced()

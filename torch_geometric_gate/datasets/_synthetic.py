@@ -1,6 +1,7 @@
 """Shared pieces of the synthetic test-bed datasets (private)."""
 
 import math
+import numbers
 from typing import List, Sequence, Tuple
 
 import numpy as np
@@ -31,7 +32,7 @@ def check_er_args(
         )
     if (
         isinstance(edge_prob, bool)
-        or not isinstance(edge_prob, (int, float))
+        or not isinstance(edge_prob, numbers.Real)
         or not 0.0 <= edge_prob <= 1.0
     ):
         raise ValueError(
@@ -42,7 +43,7 @@ def check_er_args(
         or not isinstance(split, Sequence)
         or len(split) != 3
         or any(
-            isinstance(s, bool) or not isinstance(s, (int, float))
+            isinstance(s, bool) or not isinstance(s, numbers.Real)
             for s in split
         )
     ):

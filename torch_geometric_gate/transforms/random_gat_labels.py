@@ -1,4 +1,5 @@
 import math
+import numbers
 import warnings
 from typing import Callable, Dict, List, Tuple
 
@@ -8,6 +9,8 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 from torch_geometric.utils import remove_self_loops, scatter, softmax
+
+from torch_geometric_gate.utils._validation import check_edge_index
 
 _ACTIVATIONS: Dict[str, Callable[[Tensor], Tensor]] = {
     'relu': F.relu,
@@ -154,7 +157,7 @@ class RandomGATLabels(BaseTransform):
             )
         if (
             isinstance(negative_slope, bool)
-            or not isinstance(negative_slope, (int, float))
+            or not isinstance(negative_slope, numbers.Real)
             or not negative_slope >= 0
         ):
             raise ValueError(
@@ -219,19 +222,15 @@ class RandomGATLabels(BaseTransform):
         Args:
             x (torch.Tensor): The node features :obj:`[num_nodes, d]`.
             edge_index (torch.Tensor): The edge indices :obj:`[2, E]`
-                (source to target); self-loops are dropped.
+                (source to target, integers in :obj:`[0, num_nodes)`);
+                self-loops are dropped.
         """
         if not isinstance(x, Tensor) or x.dim() != 2 or x.size(1) < 1:
             raise ValueError(
                 "Expected node features 'x' of shape [num_nodes, num_features]"
             )
-        if (
-            not isinstance(edge_index, Tensor)
-            or edge_index.dim() != 2
-            or edge_index.size(0) != 2
-        ):
-            raise ValueError("Expected 'edge_index' of shape [2, num_edges]")
         num_nodes = x.size(0)
+        edge_index = check_edge_index(edge_index, num_nodes)
         edge_index, _ = remove_self_loops(edge_index)
         src, dst = edge_index[0], edge_index[1]
         act = _ACTIVATIONS[self.act]

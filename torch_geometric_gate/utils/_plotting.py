@@ -1,3 +1,4 @@
+import os
 from typing import List, Sequence, Union
 
 from torch import Tensor
@@ -33,8 +34,15 @@ def layer_names(
 
 
 def save(fig, path):
-    if path is not None:
-        fig.savefig(path, bbox_inches='tight')
+    if path is None:
+        return
+    if isinstance(path, (str, os.PathLike)) and os.path.isdir(path):
+        # matplotlib would write '<dir>.png' beside the directory.
+        raise ValueError(
+            f"'path' must be the path of a file, such as 'alpha_vv.png' "
+            f'(got the directory {os.fspath(path)!r})'
+        )
+    fig.savefig(path, bbox_inches='tight')
 
 
 def check_alpha_list(alpha_vv) -> List[Tensor]:

@@ -3,6 +3,8 @@ from typing import Optional
 import torch  # noqa: F401 (used in the docstring example)
 from torch import Tensor
 
+from torch_geometric_gate.utils._validation import check_edge_index
+
 
 def dirichlet_energy(x: Tensor, edge_index: Optional[Tensor] = None) -> Tensor:
     r"""Returns the Dirichlet energy of the node features :obj:`x`, the
@@ -41,7 +43,8 @@ def dirichlet_energy(x: Tensor, edge_index: Optional[Tensor] = None) -> Tensor:
         x (torch.Tensor): The node features :obj:`[num_nodes, channels]`
             (a one-dimensional tensor is read as one channel).
         edge_index (torch.Tensor, optional): The edges :obj:`[2, num_edges]`
-            whose pairs to sum over; all pairs if :obj:`None`.
+            (integer node indices in :obj:`[0, num_nodes)`) whose pairs to
+            sum over; all pairs if :obj:`None`.
             (default: :obj:`None`)
 
     :rtype: :class:`torch.Tensor` (a scalar of the dtype of :obj:`x`)
@@ -69,21 +72,6 @@ def dirichlet_energy(x: Tensor, edge_index: Optional[Tensor] = None) -> Tensor:
         energy = x64.size(0) * centred.pow(2).sum()
         return energy.to(x.dtype)
 
-    if (
-        not isinstance(edge_index, Tensor)
-        or edge_index.dim() != 2
-        or edge_index.size(0) != 2
-        or torch.is_floating_point(edge_index)
-    ):
-        raise ValueError(
-            "Expected an integer 'edge_index' of shape [2, num_edges]"
-        )
-    if edge_index.numel() > 0 and (
-        int(edge_index.min()) < 0 or int(edge_index.max()) >= x.size(0)
-    ):
-        raise ValueError(
-            f"'edge_index' holds node indices out of range for "
-            f'{x.size(0)} nodes'
-        )
+    edge_index = check_edge_index(edge_index, x.size(0))
     diff = x64[edge_index[0]] - x64[edge_index[1]]
     return (0.5 * diff.pow(2).sum()).to(x.dtype)

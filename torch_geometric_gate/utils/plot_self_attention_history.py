@@ -36,9 +36,9 @@ def plot_self_attention_history(
 
     Args:
         recorder (SelfAttentionRecorder): The recorded summaries.
-        path (str or os.PathLike, optional): If given, saves the figure there;
-            the extension (:obj:`.png`, :obj:`.pdf`, ...) picks the format.
-            (default: :obj:`None`)
+        path (str or os.PathLike, optional): If given, saves the figure to
+            this file (not a directory); the extension (:obj:`.png`,
+            :obj:`.pdf`, ...) picks the format. (default: :obj:`None`)
         title (str, optional): A title over all panels.
             (default: :obj:`None`)
         layer_names (list of str, optional): One panel title per layer.

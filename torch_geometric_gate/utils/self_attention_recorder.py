@@ -90,6 +90,12 @@ class SelfAttentionRecorder:
                 :meth:`~torch_geometric_gate.nn.models.GATE.forward_with_self_attention`.
             epoch (int, optional): The epoch of this record. Defaults to the
                 number of records so far. (default: :obj:`None`)
+
+        Raises:
+            ValueError: If a layer's :math:`\alpha_{v,v}` holds a NaN (or an
+                infinite value), the sign that training diverged. Nothing
+                of that call is recorded: a summary of the finite values
+                only would mix a NaN mean with finite quantiles.
         """
         alpha_vv = check_alpha_list(alpha_vv)
         if self._buffer is not None and len(alpha_vv) != self.num_layers:
@@ -101,8 +107,16 @@ class SelfAttentionRecorder:
             epoch = self._size
 
         rows = []
-        for a in alpha_vv:
+        for i, a in enumerate(alpha_vv):
             values = a.detach().reshape(-1).float()
+            num_bad = int((~torch.isfinite(values)).sum())
+            if num_bad > 0:
+                raise ValueError(
+                    f'alpha_vv of layer {i} at epoch {epoch} holds '
+                    f'{num_bad} NaN or infinite values (of {values.numel()}):'
+                    f' training diverged; '
+                    f'nothing was recorded for this epoch'
+                )
             if self._qs is None or self._qs.device != values.device:
                 self._qs = torch.tensor(_DECILES, device=values.device)
             std = values.std() if values.numel() > 1 else values.new_zeros(())

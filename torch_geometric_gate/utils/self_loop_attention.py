@@ -1,13 +1,17 @@
-from typing import Optional, Union
+import numbers
+from typing import List, Optional, Union
 
-import torch  # noqa: F401 (used in the docstring example)
+import torch
 from torch import Tensor
+from torch_geometric import is_compiling
 from torch_geometric.typing import SparseTensor
 from torch_geometric.utils import (
     is_torch_sparse_tensor,
     scatter,
     to_edge_index,
 )
+
+from torch_geometric_gate.utils._validation import check_edge_index
 
 
 def self_loop_attention(
@@ -35,8 +39,9 @@ def self_loop_attention(
             :obj:`[num_edges]` or :obj:`[num_edges, heads]`. Must be
             :obj:`None` for sparse input, whose values are used.
             (default: :obj:`None`)
-        num_nodes (int, optional): The number of (target) nodes. Inferred
-            from :obj:`edge_index` if not given. (default: :obj:`None`)
+        num_nodes (int, optional): The number of (target) nodes, more than
+            the largest target index. Inferred from :obj:`edge_index` if not
+            given. (default: :obj:`None`)
 
     :rtype: :class:`torch.Tensor` of shape :obj:`[num_nodes, heads]`
         (:obj:`[num_nodes]` for one-dimensional :obj:`alpha`)
@@ -47,6 +52,10 @@ def self_loop_attention(
         >>> self_loop_attention(edge_index, alpha)
         tensor([0.7500, 0.5000])
     """
+    if not torch.jit.is_scripting():
+        # TorchScript enforces these types itself:
+        num_nodes = _check_python_args(alpha, num_nodes)
+
     if isinstance(edge_index, SparseTensor):
         if alpha is not None:
             raise ValueError(
@@ -63,23 +72,75 @@ def self_loop_attention(
                 'its values are the attention weights'
             )
         num_nodes = edge_index.size(0) if num_nodes is None else num_nodes
+        if (
+            edge_index.layout == torch.sparse_coo
+            and not edge_index.is_coalesced()
+        ):
+            # `to_edge_index` would flag the caller's tensor as coalesced.
+            edge_index = edge_index.coalesce()
         adj_index, weights = to_edge_index(edge_index)
         index = adj_index.flip(0)
     else:
         if alpha is None:
             raise ValueError("'alpha' is required with an edge index tensor")
-        index, weights = edge_index, alpha
+        index = check_edge_index(edge_index, None, check_range=False)
+        weights = alpha
 
-    if index.dim() != 2 or index.size(0) != 2:
-        raise ValueError("Expected 'edge_index' of shape [2, num_edges]")
+    if not torch.is_floating_point(weights):
+        raise TypeError(
+            f'Expected floating-point attention weights (got '
+            f"'{weights.dtype}')"
+        )
+    if weights.dim() not in (1, 2):
+        raise ValueError(
+            f'Expected attention weights of shape [num_edges] or '
+            f'[num_edges, heads] (got {list(weights.size())})'
+        )
     if weights.size(0) != index.size(1):
         raise ValueError(
             f'Expected one attention weight row per edge (got '
             f'{weights.size(0)} rows for {index.size(1)} edges)'
         )
+    if num_nodes is not None and num_nodes < 0:
+        raise ValueError(f"'num_nodes' must be non-negative (got {num_nodes})")
+    if not is_compiling() and index.numel() > 0:
+        # One host sync for all checks; skipped under torch.compile.
+        bounds: List[int] = torch.stack(
+            [index.min(), index.max(), index[1].max()]
+        ).tolist()
+        if bounds[0] < 0:
+            raise ValueError(
+                f"'edge_index' holds node indices out of range: expected "
+                f'non-negative node indices (got minimum {bounds[0]})'
+            )
+        if num_nodes is None:
+            num_nodes = bounds[1] + 1
+        elif bounds[2] >= num_nodes:
+            raise ValueError(
+                f"'num_nodes' ({num_nodes}) is too small: 'edge_index' has "
+                f'target node {bounds[2]}; expected targets in '
+                f'[0, num_nodes)'
+            )
     if num_nodes is None:
         num_nodes = int(index.max()) + 1 if index.numel() > 0 else 0
 
     is_loop = index[0] == index[1]
     is_loop = is_loop.view([-1] + [1] * (weights.dim() - 1))
     return scatter(weights * is_loop, index[1], 0, num_nodes, 'sum')
+
+
+@torch.jit.unused
+def _check_python_args(alpha, num_nodes) -> Optional[int]:
+    if alpha is not None and not isinstance(alpha, Tensor):
+        raise TypeError(
+            f"Expected 'alpha' to be a torch.Tensor (got "
+            f'{type(alpha).__name__}; convert it with torch.as_tensor)'
+        )
+    if num_nodes is not None and (
+        isinstance(num_nodes, bool)
+        or not isinstance(num_nodes, numbers.Integral)
+    ):
+        raise TypeError(
+            f"'num_nodes' must be an int (got {type(num_nodes).__name__})"
+        )
+    return None if num_nodes is None else int(num_nodes)

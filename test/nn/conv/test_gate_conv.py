@@ -331,6 +331,50 @@ def test_gate_conv_sparse_inputs():
         )
 
 
+def test_gate_conv_sparse_inputs_edge_attr_order():
+    # `edge_attr` of sparse input follows the coalesced order (by target,
+    # then source) in every layout, CSC and uncoalesced COO included:
+    torch.manual_seed(0)
+    x = torch.randn(NUM_NODES, 5)
+    edge_index = EDGE_INDEX[:, [0, 2, 3, 4, 5, 6, 7]]  # no duplicates
+    edge_attr = torch.randn(edge_index.size(1), 3)
+    src, dst = edge_index.tolist()
+    perm = sorted(range(len(src)), key=lambda k: (dst[k], src[k]))
+    for add_self_loops in [True, False]:
+        conv = GATEConv(
+            5, 4, heads=2, edge_dim=3, add_self_loops=add_self_loops
+        )
+        randomize_attention(conv)
+        out, (ei, alpha) = conv(
+            x, edge_index, edge_attr, return_attention_weights=True
+        )
+        dense = torch.zeros(NUM_NODES, NUM_NODES, 2)
+        dense[ei[1], ei[0]] += alpha
+        uncoalesced = torch.sparse_coo_tensor(
+            edge_index.flip(0),
+            torch.ones(edge_index.size(1)),
+            (NUM_NODES, NUM_NODES),
+        )
+        adjs = [uncoalesced] + [
+            to_torch_sparse_tensor(
+                edge_index.flip(0), layout=layout, size=(NUM_NODES, NUM_NODES)
+            )
+            for layout in [
+                torch.sparse_coo,
+                torch.sparse_csr,
+                torch.sparse_csc,
+            ]
+        ]
+        for adj_t in adjs:
+            out_sparse, (adj, _) = conv(
+                x, adj_t, edge_attr[perm], return_attention_weights=True
+            )
+            assert torch.allclose(out_sparse, out, atol=1e-6), adj_t.layout
+            assert adj.layout == adj_t.layout
+            assert torch.allclose(adj.to_dense(), dense, atol=1e-6)
+        assert not uncoalesced.is_coalesced()  # the input is left as it was
+
+
 @withPackage('torch_sparse')
 def test_gate_conv_sparse_tensor():  # pragma: no cover
     x = torch.randn(NUM_NODES, 5)
@@ -363,6 +407,26 @@ def test_gate_conv_sparse_tensor():  # pragma: no cover
             self_loop_attention(ei, alpha, NUM_NODES),
             atol=1e-6,
         )
+
+
+@withPackage('torch_sparse')
+def test_gate_conv_sparse_tensor_edge_attr_order():  # pragma: no cover
+    torch.manual_seed(0)
+    x = torch.randn(NUM_NODES, 5)
+    edge_index = EDGE_INDEX[:, [0, 2, 3, 4, 5, 6, 7]]
+    edge_attr = torch.randn(edge_index.size(1), 3)
+    src, dst = edge_index.tolist()
+    perm = sorted(range(len(src)), key=lambda k: (dst[k], src[k]))
+    adj_t = SparseTensor.from_edge_index(
+        edge_index.flip(0), sparse_sizes=(NUM_NODES, NUM_NODES)
+    )
+    for add_self_loops in [True, False]:
+        conv = GATEConv(
+            5, 4, heads=2, edge_dim=3, add_self_loops=add_self_loops
+        )
+        randomize_attention(conv)
+        out = conv(x, edge_index, edge_attr)
+        assert torch.allclose(conv(x, adj_t, edge_attr[perm]), out, atol=1e-6)
 
 
 class UserModel(torch.nn.Module):

@@ -16,6 +16,7 @@ from torch_geometric.typing import (
     SparseTensor,
 )
 from torch_geometric.utils import (
+    coalesce,
     is_torch_sparse_tensor,
     scatter,
     softmax,
@@ -363,8 +364,13 @@ class GATEConv(MessagePassing):
                 :class:`torch.sparse` adjacency matrix (COO, CSR or CSC), or
                 a transposed :class:`torch_sparse.SparseTensor`.
             edge_attr (torch.Tensor, optional): The edge features, in the
-                order of :obj:`edge_index` (for sparse input: of its
-                coalesced nonzero entries). (default: :obj:`None`)
+                order of :obj:`edge_index`. For sparse input, in the order
+                of its coalesced entries in every layout: sorted by target
+                (row), then by source (column), the order of
+                :obj:`adj_t.to_sparse_coo().coalesce()`. This is the storage
+                order of CSR and of a coalesced COO tensor, but not of CSC;
+                duplicate entries of an uncoalesced COO tensor are one edge.
+                (default: :obj:`None`)
             return_attention_weights (bool, optional): If set to a value
                 (:obj:`True` or :obj:`False`), additionally returns the tuple
                 :obj:`(edge_index, attention_weights)` of the edges actually
@@ -625,8 +631,7 @@ class GATEConv(MessagePassing):
             _check_sparse_size(
                 edge_index.size(0), edge_index.size(1), num_src, num_dst
             )
-            adj_index, _ = to_edge_index(edge_index)  # `adj_t`
-            return adj_index.flip(0)
+            return _sparse_to_edge_index(edge_index, num_src, num_dst)
 
         if (
             torch.is_floating_point(edge_index)
@@ -790,6 +795,28 @@ def _check_in_channels(in_channels) -> Tuple[int, int]:
                 f'lazy initialization (got {in_channels})'
             )
     return pair[0], pair[1]
+
+
+def _sparse_to_edge_index(adj_t: Tensor, num_src: int, num_dst: int) -> Tensor:
+    r"""Returns the :obj:`[2, E]` (source, target) edge index of a transposed
+    :class:`torch.sparse` adjacency in the coalesced order of its entries
+    (sorted by target, then by source) for every layout, the order in which
+    :obj:`edge_attr` is read.
+    """
+    if adj_t.layout == torch.sparse_coo:
+        # Not `to_edge_index`: it flags an uncoalesced input as coalesced
+        # in place and reads its entries in storage order.
+        index = adj_t._indices()
+        if not adj_t.is_coalesced():
+            index = coalesce(index, num_nodes=max(num_src, num_dst))
+        return index.flip(0)
+    index, _ = to_edge_index(adj_t)
+    if adj_t.layout == torch.sparse_csc:
+        # CSC stores its entries column by column (by source), each column
+        # sorted by row: a stable sort by row (target) gives the order of
+        # COO and CSR.
+        index = index[:, torch.argsort(index[0], stable=True)]
+    return index.flip(0)
 
 
 def _check_sparse_size(rows: int, cols: int, num_src: int, num_dst: int):
