@@ -56,6 +56,7 @@ try:
 except ImportError:  # Run as a script without the package installed.
     sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
     from torch_geometric_gate import GATEConv
+from torch_geometric_gate._cli import int_at_least, positive_float
 
 RANDOM_GRAPHS = ['random-1e3', 'random-1e4', 'random-1e5', 'random-1e6']
 REAL_GRAPHS = ['cora', 'minesweeper', 'tolokers']
@@ -324,6 +325,28 @@ def measure_pair(models, x, edge_index, mode, device, args) -> dict:
     }
 
 
+def graph_name(text: str) -> str:
+    r"""An :mod:`argparse` type: a real graph's name or :obj:`random-N`,
+    a random graph of :obj:`N >= 100` edges (e.g. :obj:`random-1e4`)."""
+    if text in REAL_GRAPHS:
+        return text
+    if text.startswith('random-'):
+        try:
+            num_edges = float(text.split('-', 1)[1])
+        except ValueError:
+            num_edges = math.nan
+        if (
+            math.isfinite(num_edges)
+            and num_edges >= 100
+            and num_edges % 1 == 0
+        ):
+            return text
+    raise argparse.ArgumentTypeError(
+        f'expected one of {REAL_GRAPHS} or random-N with an integer N >= '
+        f'100 edges (e.g. random-1e4), got {text!r}'
+    )
+
+
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description='Benchmark GATEConv against GATv2Conv.'
@@ -332,9 +355,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         '--graphs',
         nargs='+',
         default=RANDOM_GRAPHS + REAL_GRAPHS,
+        type=graph_name,
         help='random-1e3 ... random-1e6, cora, minesweeper, tolokers',
     )
-    parser.add_argument('--heads', nargs='+', type=int, default=[1, 8])
+    parser.add_argument(
+        '--heads', nargs='+', type=int_at_least(1), default=[1, 8]
+    )
     parser.add_argument(
         '--concat',
         nargs='+',
@@ -351,7 +377,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     )
     parser.add_argument(
         '--compile-min-edges',
-        type=int,
+        type=int_at_least(0),
         default=0,
         help='compile only on graphs with this many edges',
     )
@@ -363,31 +389,34 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     )
     parser.add_argument(
         '--channels',
-        type=int,
+        type=int_at_least(1),
         default=64,
         help='input channels of the random graphs',
     )
     parser.add_argument(
-        '--hidden', type=int, default=64, help='heads * out_channels'
+        '--hidden',
+        type=int_at_least(1),
+        default=64,
+        help='heads * out_channels (a multiple of every --heads)',
     )
-    parser.add_argument('--warmup', type=int, default=1)
+    parser.add_argument('--warmup', type=int_at_least(0), default=1)
     parser.add_argument(
         '--reps',
-        type=int,
+        type=int_at_least(1),
         default=None,
         help='pairs per config (default: adaptive)',
     )
     parser.add_argument(
         '--target-time',
-        type=float,
+        type=positive_float,
         default=3.0,
         help='seconds of timed pairs per config (adaptive)',
     )
-    parser.add_argument('--min-reps', type=int, default=3)
-    parser.add_argument('--max-reps', type=int, default=20)
+    parser.add_argument('--min-reps', type=int_at_least(1), default=3)
+    parser.add_argument('--max-reps', type=int_at_least(1), default=20)
     parser.add_argument(
         '--threads',
-        type=int,
+        type=int_at_least(1),
         default=None,
         help='torch.set_num_threads (default: torch default)',
     )
@@ -401,7 +430,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         action='store_true',
         help='peak RSS of a separate process per config',
     )
-    parser.add_argument('--rss-min-edges', type=int, default=0)
+    parser.add_argument('--rss-min-edges', type=int_at_least(0), default=0)
     parser.add_argument('--data-root', default=DEFAULT_DATA)
     parser.add_argument(
         '--out',
@@ -420,6 +449,18 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     )
     parser.add_argument('--rss-worker', default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    for heads in args.heads:
+        if args.hidden % heads:
+            parser.error(
+                f'argument --hidden: expected a multiple of every --heads '
+                f'value (heads * out_channels), got {args.hidden} for '
+                f'--heads {heads}'
+            )
+    if args.max_reps < args.min_reps:
+        parser.error(
+            f'argument --max-reps: expected at least --min-reps '
+            f'({args.min_reps}), got {args.max_reps}'
+        )
     if args.quick:
         given = set(a.split('=')[0] for a in (argv or sys.argv[1:]))
         if '--graphs' not in given:

@@ -40,6 +40,7 @@ from synthetic_common import (
 )
 from torch_geometric.data import Data
 
+from torch_geometric_gate._cli import int_at_least
 from torch_geometric_gate.datasets import NeighborDependentER
 
 # The paper's Table 2 (mean test accuracy +- 95% CI over 5 runs):
@@ -96,7 +97,7 @@ def run_one(config, task, pbar=None):
     )
 
 
-def main():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument(
         '--quick',
@@ -106,14 +107,14 @@ def main():
     parser.add_argument(
         '--ks',
         nargs='+',
-        type=int,
+        type=int_at_least(1),
         default=None,
         help='default: 1 2 3; with --quick: 1',
     )
     parser.add_argument(
         '--extra-depths',
         nargs='+',
-        type=int,
+        type=int_at_least(0),
         default=[0, 1, 2],
         help='depths are k + these',
     )
@@ -123,13 +124,13 @@ def main():
     parser.add_argument(
         '--seeds',
         nargs='+',
-        type=int,
+        type=int_at_least(0),
         default=None,
         help='model seeds (default: 0 1 2 3 4; with --quick: 0 1)',
     )
     parser.add_argument(
         '--graph-seed',
-        type=int,
+        type=int_at_least(0),
         default=0,
         help='seed of NeighborDependentER (one graph per k)',
     )
@@ -144,7 +145,11 @@ def main():
         help='default: runs/neighbor_dependent/ours or .../paper',
     )
     add_training_args(parser)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main():
+    args = parse_args()
     if args.quick:
         args.max_epochs = min(args.max_epochs, 200)
         args.ks = args.ks or [1]

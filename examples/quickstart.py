@@ -21,6 +21,7 @@ from torch_geometric.nn import GATv2Conv
 from tqdm import tqdm
 
 from torch_geometric_gate import GATEConv
+from torch_geometric_gate._cli import int_at_least, positive_float, probability
 from torch_geometric_gate.datasets import SelfSufficientER
 from torch_geometric_gate.utils import self_loop_attention
 
@@ -81,17 +82,27 @@ def train(model, data, epochs, lr, desc):
     return loss.item(), accs, alpha_vv
 
 
-def main():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--num-nodes', type=int, default=1000)
-    parser.add_argument('--edge-prob', type=float, default=0.01)
-    parser.add_argument('--num-classes', type=int, default=8)
-    parser.add_argument('--num-layers', type=int, default=5)
-    parser.add_argument('--hidden', type=int, default=64)
-    parser.add_argument('--epochs', type=int, default=200)
-    parser.add_argument('--lr', type=float, default=0.005)
-    parser.add_argument('--seed', type=int, default=0)
-    args = parser.parse_args()
+    parser.add_argument('--num-nodes', type=int_at_least(2), default=1000)
+    parser.add_argument('--edge-prob', type=probability, default=0.01)
+    parser.add_argument('--num-classes', type=int_at_least(2), default=8)
+    parser.add_argument('--num-layers', type=int_at_least(1), default=5)
+    parser.add_argument('--hidden', type=int_at_least(1), default=64)
+    parser.add_argument('--epochs', type=int_at_least(1), default=200)
+    parser.add_argument('--lr', type=positive_float, default=0.005)
+    parser.add_argument('--seed', type=int_at_least(0), default=0)
+    args = parser.parse_args(argv)
+    if args.num_classes > args.num_nodes:
+        parser.error(
+            f'argument --num-classes: expected at most --num-nodes '
+            f'({args.num_nodes}), got {args.num_classes}'
+        )
+    return args
+
+
+def main():
+    args = parse_args()
 
     data = make_graph(
         args.num_nodes, args.edge_prob, args.num_classes, args.seed

@@ -39,6 +39,7 @@ from synthetic_common import (
 from torch_geometric.datasets import Planetoid
 from torch_geometric.transforms import Compose
 
+from torch_geometric_gate._cli import int_at_least
 from torch_geometric_gate.datasets import SelfSufficientER
 from torch_geometric_gate.transforms import OneHotLabelFeatures, RandomLabels
 
@@ -95,7 +96,7 @@ def run_one(config, task, pbar=None):
     )
 
 
-def main():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument(
         '--quick',
@@ -113,7 +114,7 @@ def main():
     parser.add_argument(
         '--depths',
         nargs='+',
-        type=int,
+        type=int_at_least(1),
         default=None,
         help='default: 1 2 5; with --quick: 1 5',
     )
@@ -122,7 +123,7 @@ def main():
     )
     parser.add_argument(
         '--seed',
-        type=int,
+        type=int_at_least(0),
         default=0,
         help='seed of the graph, labels and model init',
     )
@@ -137,7 +138,11 @@ def main():
         '--out-dir', default=os.path.join('runs', 'self_sufficient')
     )
     add_training_args(parser)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main():
+    args = parse_args()
     if args.quick:
         args.max_epochs = min(args.max_epochs, 200)
         args.datasets = args.datasets or ['er8', 'cora-rand']

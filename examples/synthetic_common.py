@@ -23,6 +23,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GATv2Conv
 from tqdm import tqdm
 
+from torch_geometric_gate._cli import int_at_least, positive_float
 from torch_geometric_gate.nn.inits import looks_linear_orthogonal_
 from torch_geometric_gate.nn.models import GATE
 from torch_geometric_gate.utils import (
@@ -352,19 +353,19 @@ def read_csv(path: str) -> List[RunResult]:
 def add_training_args(parser: argparse.ArgumentParser):
     r"""The arguments both scripts share: Appendix C's settings, and how
     the runs are executed."""
-    parser.add_argument('--hidden', type=int, default=64)
-    parser.add_argument('--lr', type=float, default=0.005)
-    parser.add_argument('--max-epochs', type=int, default=10000)
-    parser.add_argument('--stop-loss', type=float, default=1e-4)
+    parser.add_argument('--hidden', type=int_at_least(1), default=64)
+    parser.add_argument('--lr', type=positive_float, default=0.005)
+    parser.add_argument('--max-epochs', type=int_at_least(1), default=10000)
+    parser.add_argument('--stop-loss', type=positive_float, default=1e-4)
     parser.add_argument('--no-plots', action='store_true')
     parser.add_argument(
         '--jobs',
-        type=int,
+        type=int_at_least(1),
         default=1,
         help='runs in parallel processes (each with --threads threads, '
         'default 1)',
     )
-    parser.add_argument('--threads', type=int, default=None)
+    parser.add_argument('--threads', type=int_at_least(1), default=None)
     parser.add_argument(
         '--resume',
         action='store_true',
@@ -379,7 +380,7 @@ def add_training_args(parser: argparse.ArgumentParser):
     )
     parser.add_argument(
         '--compile-after',
-        type=int,
+        type=int_at_least(0),
         default=None,
         metavar='N',
         help='torch.compile the forward of runs still going after N '

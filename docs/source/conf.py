@@ -92,3 +92,21 @@ if os.environ.get('GATE_DOCS_INTERSPHINX') == '1':
             None,
         ),
     }
+
+
+def _public_bases(app, name, obj, options, bases):
+    # 'Bases:' shows a private base of ours (the synthetic datasets' shared
+    # `datasets._synthetic.SyntheticDataset`) as its own bases.
+    i = 0
+    while i < len(bases):
+        parts = getattr(bases[i], '__module__', '').split('.')
+        if parts[0] == 'torch_geometric_gate' and any(
+            p.startswith('_') for p in parts
+        ):
+            bases[i : i + 1] = bases[i].__bases__
+        else:
+            i += 1
+
+
+def setup(app):
+    app.connect('autodoc-process-bases', _public_bases)

@@ -2,6 +2,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 
 import pytest
 import torch
@@ -112,3 +113,36 @@ def test_unknown_graph_and_layer_raise():
         bench.make_layer('GCN', 8, 8, 1, True)
     with pytest.raises(FileNotFoundError, match='data-root'):
         bench.real_graph('cora', '/nonexistent')
+
+
+@pytest.mark.parametrize(
+    'argv, flag, expected',
+    [
+        (['--hidden', '-5'], '--hidden', 'integer >= 1'),
+        (['--hidden', '3', '--heads', '8'], '--hidden', 'multiple'),
+        (['--hidden', '64', '--heads', '1', '3'], '--hidden', 'multiple'),
+        (['--heads', '0'], '--heads', 'integer >= 1'),
+        (['--reps', '0'], '--reps', 'integer >= 1'),
+        (['--warmup', '-1'], '--warmup', 'integer >= 0'),
+        (['--min-reps', '5', '--max-reps', '2'], '--max-reps', 'at least'),
+        (['--target-time', '0'], '--target-time', r'\(0.0, inf\]'),
+        (['--channels', '0'], '--channels', 'integer >= 1'),
+        (['--threads', '0'], '--threads', 'integer >= 1'),
+        (['--graphs', 'random-0'], '--graphs', 'N >= 100'),
+        (['--graphs', 'random-inf'], '--graphs', 'N >= 100'),
+        (['--graphs', 'random-150.5'], '--graphs', 'N >= 100'),
+        (['--graphs', 'citeseer'], '--graphs', 'random-N'),
+    ],
+)
+def test_bad_flag_is_a_usage_error(capsys, argv, flag, expected):
+    with pytest.raises(SystemExit) as e:
+        bench.parse_args(argv)
+    assert e.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f'argument {flag}' in last and re.search(expected, last), last
+
+
+def test_good_graph_names_parse():
+    args = bench.parse_args(['--graphs', 'random-1e3', 'random-250', 'cora'])
+    assert args.graphs == ['random-1e3', 'random-250', 'cora']
+    assert bench.parse_args([]).hidden == 64

@@ -2,12 +2,18 @@
 
 import math
 import numbers
-from typing import List, Sequence, Tuple
+import os
+import os.path as osp
+import sys
+import uuid
+import warnings
+from typing import Any, List, Sequence, Tuple, Type
 
 import numpy as np
 import torch
 from torch import Tensor
-from torch_geometric.utils import erdos_renyi_graph
+from torch_geometric.data import Data, InMemoryDataset
+from torch_geometric.data.dataset import _repr, files_exist
 
 
 def check_int(value, name: str, minimum: int) -> None:
@@ -73,16 +79,128 @@ def child_seeds(seed: int, num: int) -> List[int]:
     return [int(c.generate_state(1, np.uint64)[0]) for c in children]
 
 
-def er_graph(num_nodes: int, edge_prob: float, seed: int) -> Tensor:
-    r"""PyG's :func:`~torch_geometric.utils.erdos_renyi_graph` (undirected,
-    no self-loops), made deterministic under :obj:`seed` without touching the
-    caller's random state: it draws from the global CPU generator, so that
-    generator is seeded inside :func:`torch.random.fork_rng`, which restores
-    its state on exit. Only the CPU generator is seeded (not
-    :func:`torch.manual_seed`, which would also reseed CUDA)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.default_generator.manual_seed(seed)
-        return erdos_renyi_graph(num_nodes, edge_prob, directed=False)
+# `graph_method='auto'` draws the exact graphs of PyG's
+# `erdos_renyi_graph` up to this many nodes (every result of this project
+# so far, at N = 1000) and skips to the edges above it.
+DENSE_MAX_NODES = 10_000
+GRAPH_METHODS = ('auto', 'dense', 'sparse')
+_CHUNK = 1 << 22  # uniforms per chunk of the dense draw (16 MB)
+
+
+def check_graph_method(method) -> None:
+    if method not in GRAPH_METHODS:
+        raise ValueError(
+            f"'graph_method' must be one of {GRAPH_METHODS} (got {method!r})"
+        )
+
+
+def resolve_graph_method(method: str, num_nodes: int) -> str:
+    r"""The generator :obj:`method` stands for at :obj:`num_nodes` nodes:
+    :obj:`'auto'` is :obj:`'dense'` up to :obj:`DENSE_MAX_NODES` nodes and
+    :obj:`'sparse'` above."""
+    check_graph_method(method)
+    if method == 'auto':
+        return 'dense' if num_nodes <= DENSE_MAX_NODES else 'sparse'
+    return method
+
+
+def er_graph(
+    num_nodes: int, edge_prob: float, seed: int, method: str = 'dense'
+) -> Tensor:
+    r"""An undirected Erdős–Rényi graph :math:`G(N, p)` without self-loops,
+    as a coalesced :obj:`edge_index` holding both directions of each edge,
+    deterministic under :obj:`seed` (the caller's random state is left
+    alone).
+
+    :obj:`method='dense'` draws one uniform number per node pair
+    :math:`i < j`, in the order of :func:`torch.combinations`, from a CPU
+    generator seeded with :obj:`seed`: the graph of PyG's
+    :func:`~torch_geometric.utils.erdos_renyi_graph` after
+    :obj:`torch.default_generator.manual_seed(seed)`, bit for bit, but
+    drawn in chunks, in :math:`O(N + |E|)` memory (PyG's needs
+    :math:`O(N^2)`); its time is still :math:`O(N^2)`.
+    :obj:`method='sparse'` skips from edge to edge (Batagelj and Brandes,
+    "Efficient generation of large random networks", 2005): the gaps
+    between consecutive edges in that order are geometric with parameter
+    :math:`p`, so the graph has the same distribution in
+    :math:`O(N + |E|)` time and memory, but it is a different draw."""
+    num_pairs = num_nodes * (num_nodes - 1) // 2
+    gen = torch.Generator().manual_seed(seed)
+    if method == 'dense':
+        hits = []
+        for start in range(0, num_pairs, _CHUNK):
+            size = min(_CHUNK, num_pairs - start)
+            mask = torch.rand(size, generator=gen) < edge_prob
+            hits.append(mask.nonzero().view(-1) + start)
+        index = torch.cat(hits) if hits else torch.empty(0, dtype=torch.long)
+    elif method == 'sparse':
+        index = _skip_pairs(num_pairs, edge_prob, gen)
+    else:
+        raise ValueError(
+            f"'method' must be 'dense' or 'sparse' (got {method!r})"
+        )
+    row, col = _pair_of_index(index, num_nodes)
+    return _undirected(row, col, num_nodes)
+
+
+def _skip_pairs(num_pairs: int, edge_prob: float, gen) -> Tensor:
+    r"""The sorted indices of the successes of :obj:`num_pairs` Bernoulli
+    trials with probability :obj:`edge_prob`, from geometric gaps."""
+    if num_pairs == 0 or edge_prob <= 0.0:
+        return torch.empty(0, dtype=torch.long)
+    if edge_prob >= 1.0:
+        return torch.arange(num_pairs)
+    log_q = math.log1p(-edge_prob)
+    parts, last = [], -1  # `last`: the index of the latest success
+    while True:
+        mean = (num_pairs - 1 - last) * edge_prob
+        size = int(mean + 6 * math.sqrt(mean) + 1024)
+        u = torch.rand(size, dtype=torch.float64, generator=gen)
+        # P(gap > g) = (1 - p)^g for 1 - u in (0, 1]; clamped so that the
+        # cumulative sum cannot overflow.
+        gap = (torch.log1p(-u) / log_q).floor_().clamp_(max=num_pairs)
+        index = last + (gap.long() + 1).cumsum(0)
+        inside = int(torch.searchsorted(index, num_pairs))
+        parts.append(index[:inside])
+        if inside < size:
+            return torch.cat(parts)
+        last = int(index[-1])
+
+
+def _pair_of_index(index: Tensor, num_nodes: int) -> Tuple[Tensor, Tensor]:
+    r"""The node pairs :math:`(i, j)`, :math:`i < j`, at the sorted
+    positions :obj:`index` of the row-major order of
+    :func:`torch.combinations`, in :math:`O(N + |E|)`."""
+    i = torch.arange(num_nodes)
+    offsets = i * (num_nodes - 1) - i * (i - 1) // 2  # first index of row i
+    starts = torch.searchsorted(index, offsets)
+    counts = torch.diff(starts, append=starts.new_tensor([index.numel()]))
+    row = torch.repeat_interleave(i, counts)
+    col = index - offsets[row] + row + 1
+    return row, col
+
+
+def _undirected(row: Tensor, col: Tensor, num_nodes: int) -> Tensor:
+    r"""Both directions of the edges :math:`(i, j)`, :math:`i < j`, given
+    sorted by :math:`(i, j)`, sorted by source then target (what
+    :func:`~torch_geometric.utils.to_undirected` returns, without its
+    sort of all :math:`2|E|` edges): for each node, the edges to its
+    smaller neighbors (the reversed edges, sorted by target) come before
+    those to its larger ones, so both lists land at increasing positions.
+    """
+    small = num_nodes <= torch.iinfo(torch.int32).max  # int32 sorts faster
+    col_sorted, perm = torch.sort(col.int() if small else col, stable=True)
+    col_sorted, row_by_col = col_sorted.long(), row[perm]
+    lower = torch.bincount(col, minlength=num_nodes).cumsum(0)
+    upper = torch.bincount(row, minlength=num_nodes).cumsum(0)
+    upper = upper - torch.bincount(row, minlength=num_nodes)
+    ar = torch.arange(row.numel())
+    out = torch.empty(2, 2 * row.numel(), dtype=torch.long)
+    pos = ar + upper[col_sorted]  # after the smaller nodes' edges
+    out[0, pos], out[1, pos] = col_sorted, row_by_col
+    pos = ar + lower[row]  # after the reversed edges up to this node
+    out[0, pos], out[1, pos] = row, col
+    return out
 
 
 def split_masks(
@@ -107,3 +225,114 @@ def split_masks(
         mask[perm[lo:hi]] = True
         masks.append(mask)
     return masks[0], masks[1], masks[2]
+
+
+def check_root(root) -> str:
+    r"""The dataset directory :obj:`root` as a string; :obj:`None` (which
+    PyG would turn into a folder :obj:`'???'` in the working directory) and
+    the empty string are refused."""
+    if isinstance(root, os.PathLike):
+        root = os.fspath(root)
+    if not isinstance(root, str):
+        raise TypeError(
+            f"'root' must be a directory path (str or os.PathLike) where "
+            f'the generated dataset is cached (got {root!r}); pass e.g. '
+            f'tempfile.mkdtemp()'
+        )
+    if not root:
+        raise ValueError(
+            "'root' must be a directory path where the generated dataset is "
+            "cached (got ''); pass e.g. tempfile.mkdtemp()"
+        )
+    return root
+
+
+def atomic_torch_save(obj: Any, path: str) -> None:
+    r""":func:`torch.save` to a new file in the folder of :obj:`path`, then
+    :func:`os.replace` onto :obj:`path`: a reader sees the old file or the
+    complete new one, never a partial one, and a writer that dies leaves
+    no truncated file under :obj:`path`."""
+    tmp = f'{path}.{os.getpid()}-{uuid.uuid4().hex}.tmp'
+    try:
+        with open(tmp, 'xb') as f:
+            torch.save(obj, f)
+        os.replace(tmp, path)
+    except BaseException:
+        if osp.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+class SyntheticDataset(InMemoryDataset):
+    r"""What the synthetic datasets share (private): the :obj:`root` check,
+    :obj:`num_classes` as the argument :math:`C`, atomic writes of the
+    processed files and a clear error for an unreadable one. A subclass
+    sets :obj:`_num_classes` and its other attributes, then calls
+    :meth:`__init__`, which processes (if needed) and loads."""
+
+    def __init__(self, root, transform, pre_transform, force_reload):
+        super().__init__(
+            check_root(root),
+            transform,
+            pre_transform,
+            force_reload=force_reload,
+        )
+        self.load(self.processed_paths[0])
+
+    @property
+    def num_classes(self) -> int:
+        r"""The number of classes :math:`C` the labels are drawn from (the
+        :obj:`num_classes` argument), also when a small graph draws no node
+        of some class (PyG's default counts the classes present)."""
+        return self._num_classes
+
+    @classmethod
+    def save(cls, data_list: Sequence[Data], path: str) -> None:
+        r"""Saves like :meth:`InMemoryDataset.save`, atomically."""
+        data, slices = cls.collate(data_list)
+        atomic_torch_save((data.to_dict(), slices, data.__class__), path)
+
+    def load(self, path: str, data_cls: Type[Data] = Data) -> None:
+        r"""Loads like :meth:`InMemoryDataset.load`; an unreadable file
+        raises one :class:`RuntimeError` that names it."""
+        try:
+            super().load(path, data_cls)
+        except Exception as e:
+            raise RuntimeError(
+                f"The processed file '{path}' cannot be read "
+                f'({type(e).__name__}: {e}); it is corrupted or incomplete. '
+                f"Pass 'force_reload=True' to rebuild it."
+            ) from e
+
+    def _process(self) -> None:
+        # `Dataset._process` of PyG 2.8, with every file written atomically
+        # (in place, a concurrent reader could load a partial file).
+        path = osp.join(self.processed_dir, 'pre_transform.pt')
+        if not self.force_reload and osp.exists(path):
+            try:
+                stored = torch.load(path, weights_only=False)
+            except Exception:
+                stored = None
+            if stored != _repr(self.pre_transform):
+                warnings.warn(
+                    'The `pre_transform` argument differs from the one used '
+                    'in the pre-processed version of this dataset. If you '
+                    'want to make use of another pre-processing technique, '
+                    'pass `force_reload=True` explicitly to reload the '
+                    'dataset.',
+                    stacklevel=3,
+                )
+        if not self.force_reload and files_exist(self.processed_paths):
+            return
+        log = self.log and 'PYTEST_CURRENT_TEST' not in os.environ
+        if log:
+            print('Processing...', file=sys.stderr)
+        os.makedirs(self.processed_dir, exist_ok=True)
+        self.process()
+        atomic_torch_save(_repr(self.pre_transform), path)
+        atomic_torch_save(
+            _repr(self.pre_filter),
+            osp.join(self.processed_dir, 'pre_filter.pt'),
+        )
+        if log:
+            print('Done!', file=sys.stderr)

@@ -1,13 +1,21 @@
 from typing import Callable, Optional, Sequence
 
 import torch
-from torch_geometric.data import Data, InMemoryDataset
+from torch_geometric.data import Data
 from torch_geometric.utils import one_hot
 
-from ._synthetic import check_er_args, child_seeds, er_graph, fmt, split_masks
+from ._synthetic import (
+    SyntheticDataset,
+    check_er_args,
+    child_seeds,
+    er_graph,
+    fmt,
+    resolve_graph_method,
+    split_masks,
+)
 
 
-class SelfSufficientER(InMemoryDataset):
+class SelfSufficientER(SyntheticDataset):
     r"""The synthetic *self-sufficient* node classification task of Sec. 5.1
     ("Learning self-sufficient node labels", Table 1) of the `"GATE: How to
     Keep Out Intrusive Neighbors" <https://arxiv.org/abs/2406.00418>`_
@@ -18,11 +26,10 @@ class SelfSufficientER(InMemoryDataset):
     them (:math:`\alpha_{v,v} \to 1`).
 
     The dataset holds one graph: an undirected Erdős–Rényi graph
-    :math:`G(N, p)` without self-loops (PyG's
-    :func:`~torch_geometric.utils.erdos_renyi_graph`), labels :math:`y_v`
-    drawn uniformly at random from :obj:`num_classes` classes, features the
-    one-hot encoding :math:`\mathbf{h}^0_v = \mathbf{1}_{y_v}` of the label,
-    and disjoint boolean :obj:`train_mask`, :obj:`val_mask` and
+    :math:`G(N, p)` without self-loops (see :obj:`graph_method`), labels
+    :math:`y_v` drawn uniformly at random from :obj:`num_classes` classes,
+    features the one-hot encoding :math:`\mathbf{h}^0_v = \mathbf{1}_{y_v}`
+    of the label, and disjoint boolean :obj:`train_mask`, :obj:`val_mask` and
     :obj:`test_mask` drawn at random in the ratios of :obj:`split` (2:1:1,
     i.e. 500/250/250 nodes, by default). The paper uses :math:`N = 1000`,
     :math:`p = 0.01` and :math:`C \in \{2, \dots, 8\}`.
@@ -42,12 +49,25 @@ class SelfSufficientER(InMemoryDataset):
         edge_prob (float, optional): The edge probability :math:`p`.
             (default: :obj:`0.01`)
         num_classes (int, optional): The number of classes :math:`C`
-            (at least :obj:`2`, at most :obj:`num_nodes`).
-            (default: :obj:`2`)
+            (at least :obj:`2`, at most :obj:`num_nodes`). The dataset's
+            :obj:`num_classes` is :math:`C`, also when a small graph draws
+            no node of some class. (default: :obj:`2`)
         split (tuple, optional): The fractions of training, validation and
             test nodes; non-negative and summing to :obj:`1`.
             (default: :obj:`(0.5, 0.25, 0.25)`)
         seed (int, optional): The random seed. (default: :obj:`0`)
+        graph_method (str, optional): How the graph is drawn.
+            :obj:`'dense'`: one uniform number per node pair, the graph of
+            PyG's :func:`~torch_geometric.utils.erdos_renyi_graph` after
+            seeding, bit for bit, in :math:`O(N + |E|)` memory but
+            :math:`O(N^2)` time. :obj:`'sparse'`: geometric skips from
+            edge to edge, the same distribution (a different draw) in
+            :math:`O(N + |E|)` time and memory (:math:`N = 10^6` nodes of
+            mean degree 10 in seconds). :obj:`'auto'`: :obj:`'dense'` up
+            to :obj:`10000` nodes, which keeps every graph generated so
+            far (the paper's :math:`N = 1000` included), :obj:`'sparse'`
+            above. The processed file name records the method used.
+            (default: :obj:`'auto'`)
         transform (callable, optional): A function/transform that takes in a
             :class:`torch_geometric.data.Data` object and returns a
             transformed version. The data object will be transformed before
@@ -83,6 +103,7 @@ class SelfSufficientER(InMemoryDataset):
         num_classes: int = 2,
         split: Sequence[float] = (0.5, 0.25, 0.25),
         seed: int = 0,
+        graph_method: str = 'auto',
         transform: Optional[Callable] = None,
         pre_transform: Optional[Callable] = None,
         force_reload: bool = False,
@@ -96,10 +117,10 @@ class SelfSufficientER(InMemoryDataset):
         self._num_classes = num_classes
         self.split = split
         self.seed = seed
+        self.graph_method = resolve_graph_method(graph_method, num_nodes)
         super().__init__(
             root, transform, pre_transform, force_reload=force_reload
         )
-        self.load(self.processed_paths[0])
 
     @property
     def raw_file_names(self) -> list:
@@ -110,12 +131,15 @@ class SelfSufficientER(InMemoryDataset):
         split = '-'.join(fmt(s) for s in self.split)
         return (
             f'self_sufficient_er_n{self.num_nodes}_p{fmt(self.edge_prob)}'
-            f'_c{self._num_classes}_split{split}_seed{self.seed}.pt'
+            f'_c{self._num_classes}_split{split}_seed{self.seed}'
+            f'_graph-{self.graph_method}.pt'
         )
 
     def process(self) -> None:
         graph_seed, label_seed, split_seed = child_seeds(self.seed, 3)
-        edge_index = er_graph(self.num_nodes, self.edge_prob, graph_seed)
+        edge_index = er_graph(
+            self.num_nodes, self.edge_prob, graph_seed, self.graph_method
+        )
 
         gen = torch.Generator().manual_seed(label_seed)
         y = torch.randint(self._num_classes, (self.num_nodes,), generator=gen)

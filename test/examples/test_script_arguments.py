@@ -1,0 +1,88 @@
+import importlib.util
+import os
+import os.path as osp
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+EXAMPLES = osp.join(ROOT, 'examples')
+
+
+def load_script(name, monkeypatch):
+    monkeypatch.syspath_prepend(EXAMPLES)  # for `import synthetic_common`
+    spec = importlib.util.spec_from_file_location(
+        f'gate_example_{name}', osp.join(EXAMPLES, f'{name}.py')
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+BAD = [
+    ('quickstart', ['--num-layers', '0'], '--num-layers', 'integer >= 1'),
+    ('quickstart', ['--epochs', '0'], '--epochs', 'integer >= 1'),
+    ('quickstart', ['--hidden', '-5'], '--hidden', 'integer >= 1'),
+    ('quickstart', ['--edge-prob', '1.5'], '--edge-prob', r'\[0.0, 1.0\]'),
+    ('quickstart', ['--lr', '0'], '--lr', r'\(0.0, inf\]'),
+    ('quickstart', ['--num-classes', '1'], '--num-classes', '>= 2'),
+    ('quickstart', ['--num-nodes', '5'], '--num-classes', 'at most'),
+    ('quickstart', ['--seed', '-1'], '--seed', '>= 0'),
+    ('self_sufficient', ['--jobs', '0'], '--jobs', 'integer >= 1'),
+    ('self_sufficient', ['--stop-loss', '-1'], '--stop-loss', r'\(0.0'),
+    ('self_sufficient', ['--stop-loss', 'nan'], '--stop-loss', r'\(0.0'),
+    ('self_sufficient', ['--depths', '1', '0'], '--depths', '>= 1'),
+    ('self_sufficient', ['--max-epochs', '0'], '--max-epochs', '>= 1'),
+    ('self_sufficient', ['--seed', '-1'], '--seed', '>= 0'),
+    ('neighbor_dependent', ['--seeds', '0', '-1'], '--seeds', '>= 0'),
+    ('neighbor_dependent', ['--jobs', '0'], '--jobs', '>= 1'),
+    ('neighbor_dependent', ['--ks', '0'], '--ks', '>= 1'),
+    ('neighbor_dependent', ['--extra-depths', '-1'], '--extra-depths', '>= 0'),
+    ('neighbor_dependent', ['--threads', '0'], '--threads', '>= 1'),
+    ('neighbor_dependent', ['--compile-after', '-1'], '--compile-after', '0'),
+    ('neighbor_dependent', ['--hidden', 'x'], '--hidden', "got 'x'"),
+]
+
+
+@pytest.mark.parametrize('script, argv, flag, expected', BAD)
+def test_bad_flag_is_a_usage_error(
+    monkeypatch, capsys, script, argv, flag, expected
+):
+    module = load_script(script, monkeypatch)
+    with pytest.raises(SystemExit) as e:
+        module.parse_args(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith('usage:')
+    last = err.strip().splitlines()[-1]
+    assert f'argument {flag}' in last
+    assert re.search(expected, last), last
+
+
+@pytest.mark.parametrize(
+    'script', ['quickstart', 'self_sufficient', 'neighbor_dependent']
+)
+def test_good_flags_parse(monkeypatch, script):
+    module = load_script(script, monkeypatch)
+    args = module.parse_args(
+        ['--seed' if script != 'neighbor_dependent' else '--graph-seed', '3']
+    )
+    assert getattr(args, 'seed', None) == 3 or args.graph_seed == 3
+
+
+def test_bad_flag_exits_2_from_the_command_line():
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.run(
+        [sys.executable, osp.join(EXAMPLES, 'quickstart.py'), '--epochs', '0'],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        'quickstart.py: error: argument --epochs: expected an integer >= 1, '
+        "got '0'"
+    )

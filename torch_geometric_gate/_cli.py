@@ -1,0 +1,64 @@
+r"""Argument types with ranges for the command-line scripts (examples and
+benchmark; private): a value out of range is a one-line usage error that
+names the flag and the expected range (exit code 2), not a silently
+different run or a traceback."""
+
+import argparse
+import math
+from typing import Callable, Optional
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    r"""An :mod:`argparse` type: an integer :obj:`>= minimum`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(
+                f'expected an integer >= {minimum}, got {text!r}'
+            )
+        return value
+
+    parse.__name__ = f'int>={minimum}'
+    return parse
+
+
+def float_in(
+    low: Optional[float] = None,
+    high: Optional[float] = None,
+    low_open: bool = False,
+) -> Callable[[str], float]:
+    r"""An :mod:`argparse` type: a finite number in :obj:`[low, high]`
+    (:obj:`(low, high]` with :obj:`low_open=True`; :obj:`None`: no
+    bound)."""
+    left = '(' if low_open else '['
+    expected = (
+        f'a number in {left}{"-inf" if low is None else low}, '
+        f'{"inf" if high is None else high}]'
+    )
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        ok = math.isfinite(value)
+        if ok and low is not None:
+            ok = value > low if low_open else value >= low
+        if ok and high is not None:
+            ok = value <= high
+        if not ok:
+            raise argparse.ArgumentTypeError(
+                f'expected {expected}, got {text!r}'
+            )
+        return value
+
+    parse.__name__ = 'float'
+    return parse
+
+
+positive_float = float_in(0.0, low_open=True)
+probability = float_in(0.0, 1.0)
