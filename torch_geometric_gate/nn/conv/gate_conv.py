@@ -552,6 +552,42 @@ class GATEConv(MessagePassing):
     def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
         return x_j * alpha.unsqueeze(-1)
 
+    def explain_message(
+        self, inputs: Tensor, size_i: Optional[int], size_j: Optional[int]
+    ) -> Tensor:
+        r"""Applies the edge mask of PyG's explainers to the messages.
+
+        PyG assumes that a layer replaces the input self-loops by
+        :obj:`N` new ones. This layer keeps every input edge in place (input
+        self-loops masked out of the softmax, so they carry nothing) and,
+        with :obj:`add_self_loops=True`, appends :obj:`min(N_src, N_dst)`
+        loops: the mask of the input edges applies as it is, and the
+        appended loops are not masked.
+        """
+        edge_mask = self._edge_mask
+        if edge_mask is None:
+            raise ValueError(
+                "Could not find a pre-defined 'edge_mask' to explain. "
+                'Did you forget to initialize it?'
+            )
+        if self._apply_sigmoid:
+            edge_mask = edge_mask.sigmoid()
+        num_loops = 0
+        if self.add_self_loops:
+            assert size_i is not None and size_j is not None
+            num_loops = min(size_i, size_j)
+        if inputs.size(self.node_dim) != edge_mask.size(0) + num_loops:
+            raise ValueError(
+                f"The explainer's edge mask has {edge_mask.size(0)} "
+                f'entries, but the layer was called with '
+                f'{inputs.size(self.node_dim) - num_loops} edges'
+            )
+        if num_loops > 0:
+            edge_mask = torch.cat([edge_mask, edge_mask.new_ones(num_loops)])
+        size = [1] * inputs.dim()
+        size[self.node_dim] = -1
+        return inputs * edge_mask.view(size)
+
     def _score(self, z: Tensor) -> Tensor:
         r"""Returns :math:`\mathbf{a}_s^{\top} \mathbf{z}` and
         :math:`\mathbf{a}_t^{\top} \mathbf{z}` of every edge and head as a
