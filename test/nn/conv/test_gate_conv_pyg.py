@@ -149,3 +149,32 @@ def test_attention_explainer(add_self_loops, with_loops):
     loop = edge_index[0] == edge_index[1]
     if add_self_loops:  # the masked input loops
         assert torch.equal(edge_mask[loop], torch.zeros(int(loop.sum())))
+
+
+def test_lazy_edge_dim():
+    torch.manual_seed(3)
+    x = torch.randn(NUM_NODES, 5)
+    edge_attr = torch.randn(EDGE_INDEX.size(1), 3)
+    lazy = GATEConv(5, 4, heads=2, edge_dim=-1)
+    assert lazy.edge_dim == -1
+    out = lazy(x, EDGE_INDEX, edge_attr)
+    assert lazy.lin_edge.weight.shape == (8, 3)
+
+    # Same parameters, same output as a layer built with `edge_dim=3`:
+    conv = GATEConv(5, 4, heads=2, edge_dim=3)
+    conv.load_state_dict(lazy.state_dict())
+    assert torch.allclose(conv(x, EDGE_INDEX, edge_attr), out)
+    randomize(lazy)
+    conv.load_state_dict(lazy.state_dict())
+    assert torch.allclose(
+        lazy(x, EDGE_INDEX, edge_attr), conv(x, EDGE_INDEX, edge_attr)
+    )
+
+    # Once materialized, the size is checked:
+    with pytest.raises(ValueError, match=r"'edge_attr' of shape \[10, 3\]"):
+        lazy(x, EDGE_INDEX, torch.randn(EDGE_INDEX.size(1), 2))
+    with pytest.raises(ValueError, match='or -1 for lazy initialization'):
+        GATEConv(5, 4, edge_dim=-2)
+    with pytest.raises(TypeError, match="'edge_dim' must be a positive int"):
+        GATEConv(5, 4, edge_dim=2.0)
+

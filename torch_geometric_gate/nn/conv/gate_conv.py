@@ -127,7 +127,9 @@ class GATEConv(MessagePassing):
         bias (bool, optional): If set to :obj:`False`, the layer will not learn
             an additive bias. (default: :obj:`True`)
         edge_dim (int, optional): Edge feature dimensionality (in case
-            there are any). (default: :obj:`None`)
+            there are any), or :obj:`-1` to derive it from the first
+            :obj:`edge_attr` given to the forward method. (default:
+            :obj:`None`)
         residual (bool, optional): If set to :obj:`True`, the layer will add
             a learnable skip-connection. (default: :obj:`False`)
         fill_value (float or torch.Tensor or str, optional): The way to
@@ -205,8 +207,8 @@ class GATEConv(MessagePassing):
             )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"'dropout' must be in [0, 1) (got {dropout})")
-        if edge_dim is not None:
-            _check_positive_int(edge_dim, 'edge_dim')
+        if edge_dim is not None and edge_dim != -1:
+            _check_positive_int(edge_dim, 'edge_dim', lazy=True)
         if share_weights and src_channels != dst_channels:
             raise ValueError(
                 f"'share_weights=True' applies one matrix to source and "
@@ -708,13 +710,16 @@ class GATEConv(MessagePassing):
             )
         if edge_attr.dim() == 1:
             edge_attr = edge_attr.view(-1, 1)
+        edge_dim = self.edge_dim
+        if edge_dim == -1 and self.lin_edge is not None:  # Lazy:
+            edge_dim = self.lin_edge.in_channels
         if (
             edge_attr.dim() != 2
             or edge_attr.size(0) != num_edges
-            or edge_attr.size(1) != self.edge_dim
+            or (edge_dim != -1 and edge_attr.size(1) != edge_dim)
         ):
             raise ValueError(
-                f"Expected 'edge_attr' of shape [{num_edges}, {self.edge_dim}]"
+                f"Expected 'edge_attr' of shape [{num_edges}, {edge_dim}]"
                 f' (num_edges, edge_dim) (got {list(edge_attr.size())})'
             )
         return edge_attr
@@ -794,13 +799,16 @@ class GATEConv(MessagePassing):
         )
 
 
-def _check_positive_int(value, name: str):
+def _check_positive_int(value, name: str, lazy: bool = False):
+    kind = 'a positive int'
+    if lazy:
+        kind += ', or -1 for lazy initialization,'
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(
-            f"'{name}' must be a positive int (got {type(value).__name__})"
+            f"'{name}' must be {kind} (got {type(value).__name__})"
         )
     if value < 1:
-        raise ValueError(f"'{name}' must be a positive int (got {value})")
+        raise ValueError(f"'{name}' must be {kind} (got {value})")
 
 
 def _check_in_channels(in_channels) -> Tuple[int, int]:
