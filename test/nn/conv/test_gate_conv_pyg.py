@@ -178,3 +178,31 @@ def test_lazy_edge_dim():
     with pytest.raises(TypeError, match="'edge_dim' must be a positive int"):
         GATEConv(5, 4, edge_dim=2.0)
 
+
+def test_return_attention_weights_false_returns_output_only():
+    torch.manual_seed(4)
+    x = torch.randn(NUM_NODES, 5)
+    conv = GATEConv(5, 4, heads=2)
+    randomize(conv)
+    out = conv(x, EDGE_INDEX)
+    adj_t = to_torch_sparse_tensor(
+        EDGE_INDEX[:, [0, 2, 3, 4, 5, 6, 7, 8, 9]].flip(0),
+        size=(NUM_NODES, NUM_NODES),
+    )
+    for edge_index in [EDGE_INDEX, adj_t]:
+        # As GATv2Conv since PyG 2.8:
+        ref = GATv2Conv(5, 4, heads=2)(
+            x, edge_index, return_attention_weights=False
+        )
+        assert isinstance(ref, Tensor)
+        plain = conv(x, edge_index, return_attention_weights=False)
+        assert isinstance(plain, Tensor)
+        assert torch.allclose(plain, conv(x, edge_index), atol=1e-6)
+        res = conv(x, edge_index, return_attention_weights=True)
+        assert isinstance(res, tuple) and torch.allclose(res[0], plain)
+    assert torch.equal(conv(x, EDGE_INDEX), out)
+
+    jit = torch.jit.script(conv)
+    plain = jit(x, EDGE_INDEX, return_attention_weights=False)
+    assert isinstance(plain, Tensor) and torch.allclose(plain, out)
+

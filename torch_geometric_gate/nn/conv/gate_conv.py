@@ -24,9 +24,7 @@ from torch_geometric.utils import (
 )
 
 if typing.TYPE_CHECKING:  # pragma: no cover
-    from typing import overload
-
-    from torch_geometric.typing import NoneType
+    from typing import Literal, overload
 
 
 # Largest `heads * heads * out_channels` scored with one block-diagonal GEMM
@@ -324,7 +322,7 @@ class GATEConv(MessagePassing):
             x: Union[Tensor, PairTensor],
             edge_index: Adj,
             edge_attr: OptTensor = None,
-            return_attention_weights: NoneType = None,
+            return_attention_weights: Optional[Literal[False]] = None,
         ) -> Tensor:
             pass
 
@@ -334,7 +332,8 @@ class GATEConv(MessagePassing):
             x: Union[Tensor, PairTensor],
             edge_index: Tensor,
             edge_attr: OptTensor = None,
-            return_attention_weights: bool = None,
+            *,
+            return_attention_weights: Literal[True],
         ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
             pass
 
@@ -344,7 +343,8 @@ class GATEConv(MessagePassing):
             x: Union[Tensor, PairTensor],
             edge_index: SparseTensor,
             edge_attr: OptTensor = None,
-            return_attention_weights: bool = None,
+            *,
+            return_attention_weights: Literal[True],
         ) -> Tuple[Tensor, SparseTensor]:
             pass
 
@@ -367,26 +367,29 @@ class GATEConv(MessagePassing):
             edge_attr (torch.Tensor, optional): The edge features, in the
                 order of :obj:`edge_index` (for sparse input: of its
                 coalesced nonzero entries). (default: :obj:`None`)
-            return_attention_weights (bool, optional): If set to a value
-                (:obj:`True` or :obj:`False`), additionally returns the tuple
+            return_attention_weights (bool, optional): If set to
+                :obj:`True`, additionally returns the tuple
                 :obj:`(edge_index, attention_weights)` of the edges actually
                 used (self-loops included), like
-                :class:`~torch_geometric.nn.conv.GATv2Conv`. For sparse input,
-                the weights come back in the same sparse form.
-                Not available under TorchScript: use
+                :class:`~torch_geometric.nn.conv.GATv2Conv`; with
+                :obj:`None` or :obj:`False`, only the output. For sparse
+                input, the weights come back in the same sparse form.
+                :obj:`True` is not available under TorchScript: use
                 :meth:`forward_with_attention` there. (default: :obj:`None`)
         """
         out, ei, alpha, drop_mask = self._attend(x, edge_index, edge_attr)
 
         if torch.jit.is_scripting():
-            if return_attention_weights is not None:
+            if return_attention_weights is not None and (
+                return_attention_weights
+            ):
                 raise RuntimeError(
-                    "'return_attention_weights' is not supported under "
+                    "'return_attention_weights=True' is not supported under "
                     "TorchScript; call 'forward_with_attention' instead"
                 )
             return out
 
-        if return_attention_weights is None:
+        if not return_attention_weights:  # As GATv2Conv since PyG 2.8.
             return out
 
         # The sparse form leaves out the masked input self-loops:
