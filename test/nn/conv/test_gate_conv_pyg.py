@@ -206,3 +206,31 @@ def test_return_attention_weights_false_returns_output_only():
     plain = jit(x, EDGE_INDEX, return_attention_weights=False)
     assert isinstance(plain, Tensor) and torch.allclose(plain, out)
 
+
+def test_attention_dtype_under_autocast():
+    torch.manual_seed(5)
+    x = torch.randn(NUM_NODES, 16)
+    ref = GATv2Conv(16, 8, heads=2)
+    for heads, channels, add_self_loops in [
+        (2, 8, True),
+        (2, 8, False),
+        (8, 64, True),  # the batched (einsum) scoring path
+    ]:
+        conv = GATEConv(16, channels, heads, add_self_loops=add_self_loops)
+        randomize(conv)
+        out32, (_, alpha32) = conv(
+            x, EDGE_INDEX, return_attention_weights=True
+        )
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            out, (_, alpha) = conv(
+                x, EDGE_INDEX, return_attention_weights=True
+            )
+            ref_out, (_, ref_alpha) = ref(
+                x, EDGE_INDEX, return_attention_weights=True
+            )
+        assert ref_alpha.dtype == ref_out.dtype == torch.float32
+        assert alpha.dtype == ref_alpha.dtype
+        assert out.dtype == ref_out.dtype
+        # The softmax runs in float32; the inputs are rounded to bfloat16:
+        assert torch.allclose(alpha, alpha32, atol=0.05)
+        assert torch.allclose(out, out32, atol=0.1, rtol=0.05)

@@ -550,6 +550,11 @@ class GATEConv(MessagePassing):
         if drop_mask is not None:
             e = e.masked_fill(drop_mask.view(-1, 1), float('-inf'))
 
+        # Under autocast the scoring matmul runs in low precision, while
+        # GATv2Conv's elementwise score promotes to the attention vector's
+        # dtype. Do the same, so that the softmax and the returned weights
+        # are in that dtype:
+        e = e.to(torch.promote_types(e.dtype, self.att_self.dtype))
         alpha = softmax(e, index, ptr, dim_size)
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
         return alpha
