@@ -11,7 +11,7 @@ from torch_geometric.explain import (
     GNNExplainer,
 )
 from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
-from torch_geometric.nn import GATv2Conv
+from torch_geometric.nn import GATv2Conv, to_hetero
 from torch_geometric.utils import scatter, to_torch_sparse_tensor
 
 from torch_geometric_gate import GATEConv
@@ -234,3 +234,51 @@ def test_attention_dtype_under_autocast():
         # The softmax runs in float32; the inputs are rounded to bfloat16:
         assert torch.allclose(alpha, alpha32, atol=0.05)
         assert torch.allclose(out, out32, atol=0.1, rtol=0.05)
+
+
+def test_to_hetero_with_lazy_edge_dim():
+    torch.manual_seed(6)
+    x_dict = {'paper': torch.randn(8, 5), 'author': torch.randn(4, 3)}
+    edge_index_dict = {
+        ('paper', 'cites', 'paper'): torch.randint(8, (2, 12)),
+        ('author', 'writes', 'paper'): torch.stack(
+            [torch.randint(4, (10,)), torch.randint(8, (10,))]
+        ),
+    }
+    edge_index_dict[('paper', 'rev_writes', 'author')] = edge_index_dict[
+        ('author', 'writes', 'paper')
+    ].flip(0)
+    edge_attr_dict = {
+        ('paper', 'cites', 'paper'): torch.randn(12, 2),
+        ('author', 'writes', 'paper'): torch.randn(10, 7),
+        ('paper', 'rev_writes', 'author'): torch.randn(10, 1),
+    }
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = GATEConv(
+                (-1, -1), 4, heads=2, edge_dim=-1, add_self_loops=False
+            )
+
+        def forward(self, x, edge_index, edge_attr):
+            return self.conv(x, edge_index, edge_attr)
+
+    metadata = (['paper', 'author'], list(edge_index_dict))
+    model = to_hetero(Net(), metadata, aggr='sum')
+    out = model(x_dict, edge_index_dict, edge_attr_dict)
+    assert out['paper'].shape == (8, 8) and out['author'].shape == (4, 8)
+    convs = model.conv
+    assert convs['paper__cites__paper'].lin_edge.in_channels == 2
+    assert convs['author__writes__paper'].lin_edge.in_channels == 7
+    # The sum over edge types of each type's layer:
+    expected = sum(
+        convs['__'.join(et)](
+            (x_dict[et[0]], x_dict[et[2]]),
+            edge_index_dict[et],
+            edge_attr_dict[et],
+        )
+        for et in edge_index_dict
+        if et[2] == 'paper'
+    )
+    assert torch.allclose(out['paper'], expected, atol=1e-6)
