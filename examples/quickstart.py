@@ -8,6 +8,7 @@ learned self-attention alpha_vv of each layer (1: the node ignores its
 neighbours, 0: it ignores itself).
 
     python examples/quickstart.py            # about a minute on 2 CPU cores
+    python examples/quickstart.py --readme   # only the table the README quotes
     python examples/quickstart.py --help
 """
 
@@ -62,9 +63,9 @@ def make_graph(num_nodes, edge_prob, num_classes, seed):
     return dataset[0]
 
 
-def train(model, data, epochs, lr, desc):
+def train(model, data, epochs, lr, desc, progress=True):
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in tqdm(range(epochs), desc=desc, leave=False):
+    for _ in tqdm(range(epochs), desc=desc, leave=False, disable=not progress):
         model.train()
         optimizer.zero_grad()
         out, _ = model(data.x, data.edge_index)
@@ -82,6 +83,32 @@ def train(model, data, epochs, lr, desc):
     return loss.item(), accs, alpha_vv
 
 
+def format_table(results, readme=False):
+    r"""The results table; with :obj:`readme=True`, the shorter one that
+    README.md quotes (no times, no min/median/max of alpha_vv).
+    """
+    header = f'{"model":<6} {"loss":>9} {"train acc":>9} {"test acc":>8} '
+    if readme:
+        header += '  mean alpha_vv per layer'
+    else:
+        header += f'{"time":>6}   mean alpha_vv per layer (min / median / max)'
+    lines = [header]
+    for name, (loss, (train_acc, test_acc), alpha_vv, secs) in results.items():
+        layers = '  '.join(
+            f'L{i + 1}: {a.mean():.3f}'
+            + (
+                ''
+                if readme
+                else f' ({a.min():.2f}/{a.median():.2f}/{a.max():.2f})'
+            )
+            for i, a in enumerate(alpha_vv)
+        )
+        line = f'{name:<6} {loss:9.2e} {train_acc:9.3f} {test_acc:8.3f} '
+        line += '  ' if readme else f'{secs:5.1f}s   '
+        lines.append(line + layers)
+    return '\n'.join(lines)
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--num-nodes', type=int_at_least(2), default=1000)
@@ -92,6 +119,12 @@ def parse_args(argv=None):
     parser.add_argument('--epochs', type=int_at_least(1), default=200)
     parser.add_argument('--lr', type=positive_float, default=0.005)
     parser.add_argument('--seed', type=int_at_least(0), default=0)
+    parser.add_argument(
+        '--readme',
+        action='store_true',
+        help='print only the table that README.md quotes (no times, no '
+        'min/median/max of alpha_vv, no progress bars)',
+    )
     args = parser.parse_args(argv)
     if args.num_classes > args.num_nodes:
         parser.error(
@@ -107,12 +140,13 @@ def main():
     data = make_graph(
         args.num_nodes, args.edge_prob, args.num_classes, args.seed
     )
-    print(
-        f'Graph: {data.num_nodes} nodes, {data.num_edges} edges, '
-        f'{args.num_classes} random classes, one-hot label features; '
-        f'{args.num_layers} layers of width {args.hidden}, '
-        f'{args.epochs} epochs of Adam (lr={args.lr}).'
-    )
+    if not args.readme:
+        print(
+            f'Graph: {data.num_nodes} nodes, {data.num_edges} edges, '
+            f'{args.num_classes} random classes, one-hot label features; '
+            f'{args.num_layers} layers of width {args.hidden}, '
+            f'{args.epochs} epochs of Adam (lr={args.lr}).'
+        )
 
     results = {}
     for name, conv_cls in [('GATE', GATEConv), ('GATv2', GATv2Conv)]:
@@ -125,23 +159,15 @@ def main():
             args.num_layers,
         )
         t = time.perf_counter()
-        results[name] = train(model, data, args.epochs, args.lr, name)
+        results[name] = train(
+            model, data, args.epochs, args.lr, name, not args.readme
+        )
         results[name] += (time.perf_counter() - t,)
 
-    print(
-        f'\n{"model":<6} {"loss":>9} {"train acc":>9} {"test acc":>8} '
-        f'{"time":>6}   mean alpha_vv per layer (min / median / max)'
-    )
-    for name, (loss, (train_acc, test_acc), alpha_vv, secs) in results.items():
-        layers = '  '.join(
-            f'L{i + 1}: {a.mean():.3f} ({a.min():.2f}/{a.median():.2f}/'
-            f'{a.max():.2f})'
-            for i, a in enumerate(alpha_vv)
-        )
-        print(
-            f'{name:<6} {loss:9.2e} {train_acc:9.3f} {test_acc:8.3f} '
-            f'{secs:5.1f}s   {layers}'
-        )
+    if args.readme:
+        print(format_table(results, readme=True))
+        return
+    print('\n' + format_table(results))
     print(
         '\nalpha_vv = 1: the node ignores its neighbours; 0: it ignores '
         'itself. The labels here need no aggregation at all.'

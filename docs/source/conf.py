@@ -66,7 +66,10 @@ napoleon_use_rtype = False
 # pages. Docstring examples are run by `pytest --doctest-modules`, with the
 # globals of their module, so they are not collected a second time here.
 doctest_test_doctest_blocks = ''
-doctest_global_setup = 'import torch'
+doctest_global_setup = """
+import torch
+from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
+"""
 doctest_default_flags = (
     doctest.ELLIPSIS
     | doctest.NORMALIZE_WHITESPACE

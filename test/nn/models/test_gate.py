@@ -1,9 +1,13 @@
+import copy
 import warnings
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch_geometric.data import Data
+from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn.models.basic_gnn import BasicGNN
+from torch_geometric.testing import onlyNeighborSampler
 from torch_geometric.utils import erdos_renyi_graph
 
 from torch_geometric_gate.nn import GATEConv
@@ -266,3 +270,140 @@ def test_bad_arguments():
         GATE(4, 8.0, 2)
     with pytest.raises(ValueError, match="'out_channels' must be None or"):
         GATE(4, 8, 2, out_channels=0)
+
+
+# Mini-batches with PyG's loaders #############################################
+
+
+def _loader_data(num_nodes=60, seed=0):
+    torch.manual_seed(seed)
+    edge_index = erdos_renyi_graph(num_nodes, 0.06, directed=True)
+    loops = torch.arange(0, num_nodes, 7).repeat(2, 1)  # input self-loops
+    return Data(
+        x=torch.randn(num_nodes, 6),
+        edge_index=torch.cat([edge_index, loops], dim=1),
+        y=torch.randint(3, (num_nodes,)),
+    )
+
+
+def _random_gate(seed=0, **kwargs):
+    torch.manual_seed(seed)
+    model = GATE(6, 16, num_layers=3, out_channels=3, heads=2, **kwargs)
+    with torch.no_grad():
+        for conv in model.convs:
+            conv.att_neighbor.normal_()
+            conv.att_self.normal_()
+    return model
+
+
+def _per_hop_counts(batch, num_hops):
+    r"""The per-hop node and edge counts of a sampled batch. `pyg-lib`'s
+    sampler reports them; `torch-sparse`'s lists nodes and edges hop by hop
+    without counting them, so they are counted here from the hop distance of
+    each node to the seeds.
+    """
+    if getattr(batch, 'num_sampled_nodes', None) is not None:
+        return batch.num_sampled_nodes, batch.num_sampled_edges
+    src, dst = batch.edge_index
+    hop = torch.full((batch.num_nodes,), num_hops + 1)
+    hop[: batch.batch_size] = 0
+    for h in range(1, num_hops + 1):
+        new = src[hop[dst] == h - 1]
+        hop[new[hop[new] > h]] = h
+    # The sampler's order is hop by hop, for nodes and for edges (the edges
+    # of hop `h` point to nodes of hop `h - 1`):
+    assert torch.equal(hop, hop.sort().values) and hop.max() <= num_hops
+    assert torch.equal(hop[dst], hop[dst].sort().values)
+    nodes = [int((hop == h).sum()) for h in range(num_hops + 1)]
+    edges = [int((hop[dst] == h - 1).sum()) for h in range(1, num_hops + 1)]
+    return nodes, edges
+
+
+@onlyNeighborSampler
+@pytest.mark.parametrize('add_self_loops', [True, False])
+def test_neighbor_loader_matches_full_batch(add_self_loops):
+    data = _loader_data()
+    model = _random_gate(add_self_loops=add_self_loops).eval()
+    with torch.no_grad():
+        full = model(data.x, data.edge_index)
+        loader = NeighborLoader(
+            data, num_neighbors=[-1] * 3, batch_size=16, shuffle=True
+        )
+        seeds = []
+        for batch in loader:
+            size = batch.batch_size
+            expected = full[batch.n_id[:size]]
+            out = model(batch.x, batch.edge_index)
+            assert torch.allclose(out[:size], expected, atol=1e-5)
+
+            # `BasicGNN`'s trimming drops, layer by layer, what cannot reach
+            # a seed anymore; the seeds' outputs stay the same:
+            nodes, edges = _per_hop_counts(batch, 3)
+            trimmed = model(
+                batch.x,
+                batch.edge_index,
+                num_sampled_nodes_per_hop=nodes,
+                num_sampled_edges_per_hop=edges,
+            )
+            assert trimmed.size(0) == nodes[0] + nodes[1] < batch.num_nodes
+            assert torch.allclose(trimmed[:size], expected, atol=1e-5)
+            seeds.append(batch.n_id[:size])
+    assert torch.equal(torch.cat(seeds).sort().values, torch.arange(60))
+
+
+@onlyNeighborSampler
+def test_neighbor_loader_training_matches_full_batch():
+    data = _loader_data(seed=1)
+    model = _random_gate(seed=1)
+    reference = copy.deepcopy(model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    ref_optimizer = torch.optim.Adam(reference.parameters(), lr=0.01)
+    loader = NeighborLoader(
+        data, num_neighbors=[-1] * 3, batch_size=20, shuffle=True
+    )
+    for _ in range(2):
+        for batch in loader:
+            size = batch.batch_size
+            nodes, edges = _per_hop_counts(batch, 3)
+            optimizer.zero_grad()
+            out = model(
+                batch.x,
+                batch.edge_index,
+                num_sampled_nodes_per_hop=nodes,
+                num_sampled_edges_per_hop=edges,
+            )[:size]
+            loss = F.cross_entropy(out, batch.y[:size])
+            loss.backward()
+            optimizer.step()
+
+            # The same step, full batch, with the loss on the same seeds:
+            seeds = batch.n_id[:size]
+            ref_optimizer.zero_grad()
+            ref_out = reference(data.x, data.edge_index)[seeds]
+            ref_loss = F.cross_entropy(ref_out, data.y[seeds])
+            ref_loss.backward()
+            ref_optimizer.step()
+            assert torch.allclose(loss, ref_loss, atol=1e-5)
+
+    for p, q in zip(model.parameters(), reference.parameters()):  # noqa: B905
+        assert torch.allclose(p, q, atol=1e-4)
+    assert not torch.allclose(
+        model.convs[0].att_self, _random_gate(seed=1).convs[0].att_self
+    )
+
+
+@onlyNeighborSampler
+@pytest.mark.parametrize('add_self_loops', [True, False])
+def test_layer_wise_inference_matches_full_batch(add_self_loops):
+    data = _loader_data(seed=2)
+    model = _random_gate(
+        seed=2, add_self_loops=add_self_loops, norm='batch_norm'
+    )
+    model.train()
+    model(data.x, data.edge_index)  # running statistics for `norm`
+    model.eval()
+    with torch.no_grad():
+        full = model(data.x, data.edge_index)
+    loader = NeighborLoader(data, num_neighbors=[-1], batch_size=16)
+    assert torch.allclose(model.inference(loader), full, atol=1e-5)
+    assert torch.allclose(model.inference(loader, cache=True), full, atol=1e-5)

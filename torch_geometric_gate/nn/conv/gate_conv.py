@@ -25,9 +25,7 @@ from torch_geometric.utils import (
 )
 
 if typing.TYPE_CHECKING:  # pragma: no cover
-    from typing import overload
-
-    from torch_geometric.typing import NoneType
+    from typing import Literal, overload
 
 
 # Largest `heads * heads * out_channels` scored with one block-diagonal GEMM
@@ -128,7 +126,9 @@ class GATEConv(MessagePassing):
         bias (bool, optional): If set to :obj:`False`, the layer will not learn
             an additive bias. (default: :obj:`True`)
         edge_dim (int, optional): Edge feature dimensionality (in case
-            there are any). (default: :obj:`None`)
+            there are any), or :obj:`-1` to derive it from the first
+            :obj:`edge_attr` given to the forward method. (default:
+            :obj:`None`)
         residual (bool, optional): If set to :obj:`True`, the layer will add
             a learnable skip-connection. (default: :obj:`False`)
         fill_value (float or torch.Tensor or str, optional): The way to
@@ -206,8 +206,8 @@ class GATEConv(MessagePassing):
             )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"'dropout' must be in [0, 1) (got {dropout})")
-        if edge_dim is not None:
-            _check_positive_int(edge_dim, 'edge_dim')
+        if edge_dim is not None and edge_dim != -1:
+            _check_positive_int(edge_dim, 'edge_dim', lazy=True)
         if share_weights and src_channels != dst_channels:
             raise ValueError(
                 f"'share_weights=True' applies one matrix to source and "
@@ -323,7 +323,7 @@ class GATEConv(MessagePassing):
             x: Union[Tensor, PairTensor],
             edge_index: Adj,
             edge_attr: OptTensor = None,
-            return_attention_weights: NoneType = None,
+            return_attention_weights: Optional[Literal[False]] = None,
         ) -> Tensor:
             pass
 
@@ -333,7 +333,8 @@ class GATEConv(MessagePassing):
             x: Union[Tensor, PairTensor],
             edge_index: Tensor,
             edge_attr: OptTensor = None,
-            return_attention_weights: bool = None,
+            *,
+            return_attention_weights: Literal[True],
         ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
             pass
 
@@ -343,7 +344,8 @@ class GATEConv(MessagePassing):
             x: Union[Tensor, PairTensor],
             edge_index: SparseTensor,
             edge_attr: OptTensor = None,
-            return_attention_weights: bool = None,
+            *,
+            return_attention_weights: Literal[True],
         ) -> Tuple[Tensor, SparseTensor]:
             pass
 
@@ -371,26 +373,29 @@ class GATEConv(MessagePassing):
                 order of CSR and of a coalesced COO tensor, but not of CSC;
                 duplicate entries of an uncoalesced COO tensor are one edge.
                 (default: :obj:`None`)
-            return_attention_weights (bool, optional): If set to a value
-                (:obj:`True` or :obj:`False`), additionally returns the tuple
+            return_attention_weights (bool, optional): If set to
+                :obj:`True`, additionally returns the tuple
                 :obj:`(edge_index, attention_weights)` of the edges actually
                 used (self-loops included), like
-                :class:`~torch_geometric.nn.conv.GATv2Conv`. For sparse input,
-                the weights come back in the same sparse form.
-                Not available under TorchScript: use
+                :class:`~torch_geometric.nn.conv.GATv2Conv`; with
+                :obj:`None` or :obj:`False`, only the output. For sparse
+                input, the weights come back in the same sparse form.
+                :obj:`True` is not available under TorchScript: use
                 :meth:`forward_with_attention` there. (default: :obj:`None`)
         """
         out, ei, alpha, drop_mask = self._attend(x, edge_index, edge_attr)
 
         if torch.jit.is_scripting():
-            if return_attention_weights is not None:
+            if return_attention_weights is not None and (
+                return_attention_weights
+            ):
                 raise RuntimeError(
-                    "'return_attention_weights' is not supported under "
+                    "'return_attention_weights=True' is not supported under "
                     "TorchScript; call 'forward_with_attention' instead"
                 )
             return out
 
-        if return_attention_weights is None:
+        if not return_attention_weights:  # As GATv2Conv since PyG 2.8.
             return out
 
         # The sparse form leaves out the masked input self-loops:
@@ -551,12 +556,53 @@ class GATEConv(MessagePassing):
         if drop_mask is not None:
             e = e.masked_fill(drop_mask.view(-1, 1), float('-inf'))
 
+        # Under autocast the scoring matmul runs in low precision, while
+        # GATv2Conv's elementwise score promotes to the attention vector's
+        # dtype. Do the same, so that the softmax and the returned weights
+        # are in that dtype:
+        e = e.to(torch.promote_types(e.dtype, self.att_self.dtype))
         alpha = softmax(e, index, ptr, dim_size)
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
         return alpha
 
     def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
         return x_j * alpha.unsqueeze(-1)
+
+    def explain_message(
+        self, inputs: Tensor, size_i: Optional[int], size_j: Optional[int]
+    ) -> Tensor:
+        r"""Applies the edge mask of PyG's explainers to the messages.
+
+        PyG assumes that a layer replaces the input self-loops by
+        :obj:`N` new ones. This layer keeps every input edge in place (input
+        self-loops masked out of the softmax, so they carry nothing) and,
+        with :obj:`add_self_loops=True`, appends :obj:`min(N_src, N_dst)`
+        loops: the mask of the input edges applies as it is, and the
+        appended loops are not masked.
+        """
+        edge_mask = self._edge_mask
+        if edge_mask is None:
+            raise ValueError(
+                "Could not find a pre-defined 'edge_mask' to explain. "
+                'Did you forget to initialize it?'
+            )
+        if self._apply_sigmoid:
+            edge_mask = edge_mask.sigmoid()
+        num_loops = 0
+        if self.add_self_loops:
+            assert size_i is not None and size_j is not None
+            num_loops = min(size_i, size_j)
+        if inputs.size(self.node_dim) != edge_mask.size(0) + num_loops:
+            raise ValueError(
+                f"The explainer's edge mask has {edge_mask.size(0)} "
+                f'entries, but the layer was called with '
+                f'{inputs.size(self.node_dim) - num_loops} edges'
+            )
+        if num_loops > 0:
+            edge_mask = torch.cat([edge_mask, edge_mask.new_ones(num_loops)])
+        size = [1] * inputs.dim()
+        size[self.node_dim] = -1
+        return inputs * edge_mask.view(size)
 
     def _score(self, z: Tensor) -> Tensor:
         r"""Returns :math:`\mathbf{a}_s^{\top} \mathbf{z}` and
@@ -677,13 +723,16 @@ class GATEConv(MessagePassing):
             )
         if edge_attr.dim() == 1:
             edge_attr = edge_attr.view(-1, 1)
+        edge_dim = self.edge_dim
+        if edge_dim == -1 and self.lin_edge is not None:  # Lazy:
+            edge_dim = self.lin_edge.in_channels
         if (
             edge_attr.dim() != 2
             or edge_attr.size(0) != num_edges
-            or edge_attr.size(1) != self.edge_dim
+            or (edge_dim != -1 and edge_attr.size(1) != edge_dim)
         ):
             raise ValueError(
-                f"Expected 'edge_attr' of shape [{num_edges}, {self.edge_dim}]"
+                f"Expected 'edge_attr' of shape [{num_edges}, {edge_dim}]"
                 f' (num_edges, edge_dim) (got {list(edge_attr.size())})'
             )
         return edge_attr
@@ -763,13 +812,16 @@ class GATEConv(MessagePassing):
         )
 
 
-def _check_positive_int(value, name: str):
+def _check_positive_int(value, name: str, lazy: bool = False):
+    kind = 'a positive int'
+    if lazy:
+        kind += ', or -1 for lazy initialization,'
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(
-            f"'{name}' must be a positive int (got {type(value).__name__})"
+            f"'{name}' must be {kind} (got {type(value).__name__})"
         )
     if value < 1:
-        raise ValueError(f"'{name}' must be a positive int (got {value})")
+        raise ValueError(f"'{name}' must be {kind} (got {value})")
 
 
 def _check_in_channels(in_channels) -> Tuple[int, int]:

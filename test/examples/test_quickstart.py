@@ -1,0 +1,72 @@
+r"""README.md quotes the table of `examples/quickstart.py`; these tests keep
+the quote regenerated from a run: `python examples/quickstart.py --readme`
+prints the block to paste.
+"""
+
+import importlib.util
+import os
+import os.path as osp
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+SCRIPT = osp.join(ROOT, 'examples', 'quickstart.py')
+# The full run takes about a minute on 2 CPU cores, too long for every test
+# run; CI and releases set this variable:
+CHECK_ENV = 'GATE_CHECK_README_QUICKSTART'
+
+
+def _readme_block():
+    with open(osp.join(ROOT, 'README.md')) as f:
+        readme = f.read()
+    match = re.search(r'\n```\n(model .*?)\n```', readme, re.S)
+    assert match, 'README.md lost the quick-start table'
+    return match.group(1)
+
+
+def _quickstart():
+    pytest.importorskip('tqdm')
+    spec = importlib.util.spec_from_file_location('quickstart', SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_quotes_the_readme_flag_format():
+    # Rebuild the README's table from the numbers it shows, with the
+    # script's own formatting: a hand-edited or trimmed-by-hand table, or a
+    # change of the script's output, fails here.
+    block = _readme_block()
+    results = {}
+    for line in block.splitlines()[1:]:
+        name, loss, train_acc, test_acc, *layers = line.split()
+        alphas = [torch.tensor([float(a)]) for a in layers[1::2]]
+        accs = (float(train_acc), float(test_acc))
+        results[name] = (float(loss), accs, alphas, 0.0)
+    assert list(results) == ['GATE', 'GATv2']
+    assert _quickstart().format_table(results, readme=True) == block
+
+
+@pytest.mark.skipif(
+    os.environ.get(CHECK_ENV) != '1',
+    reason=f'reruns the whole quick start (about a minute on 2 CPU cores); '
+    f'set {CHECK_ENV}=1',
+)
+def test_readme_quotes_a_fresh_run():  # pragma: no cover
+    pytest.importorskip('tqdm')
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, '--readme'],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == _readme_block(), (
+        'README.md quotes another run of examples/quickstart.py: paste the '
+        'output of `python examples/quickstart.py --readme`'
+    )
