@@ -699,19 +699,9 @@ class GATEConv(MessagePassing):
             )
         edge_index = edge_index.long()
         if not is_compiling() and edge_index.numel() > 0:
-            # One reduction and one host sync; skipped under torch.compile
-            # so that the graph has no data-dependent control flow.
-            bounds: List[int] = torch.cat(
-                [edge_index.min().view(1), edge_index.amax(dim=1)]
-            ).tolist()
-            low, src_max, dst_max = bounds[0], bounds[1], bounds[2]
-            if low < 0 or src_max >= num_src or dst_max >= num_dst:
-                raise ValueError(
-                    f"'edge_index' holds node indices out of range: expected "
-                    f'sources in [0, {num_src}) and targets in [0, '
-                    f'{num_dst}) (got minimum {low}, source maximum '
-                    f'{src_max}, target maximum {dst_max})'
-                )
+            # Skipped under torch.compile, so that the graph has no
+            # data-dependent control flow.
+            _check_index_range(edge_index, num_src, num_dst)
         return edge_index
 
     def _check_edge_attr(
@@ -845,6 +835,31 @@ def _check_in_channels(in_channels) -> Tuple[int, int]:
                 f'lazy initialization (got {in_channels})'
             )
     return pair[0], pair[1]
+
+
+def _check_index_range(edge_index: Tensor, num_src: int, num_dst: int):
+    if edge_index.device.type != 'cpu':
+        # No host sync on accelerators: an asynchronous device-side
+        # assertion, reported at a later synchronization.
+        low = edge_index.min()
+        bounds = edge_index.amax(dim=1)
+        torch._assert_async(
+            (low >= 0) & (bounds[0] < num_src) & (bounds[1] < num_dst),
+            f"'edge_index' holds node indices out of range: expected "
+            f'sources in [0, {num_src}) and targets in [0, {num_dst})',
+        )
+        return
+    bounds: List[int] = torch.cat(
+        [edge_index.min().view(1), edge_index.amax(dim=1)]
+    ).tolist()
+    low, src_max, dst_max = bounds[0], bounds[1], bounds[2]
+    if low < 0 or src_max >= num_src or dst_max >= num_dst:
+        raise ValueError(
+            f"'edge_index' holds node indices out of range: expected "
+            f'sources in [0, {num_src}) and targets in [0, '
+            f'{num_dst}) (got minimum {low}, source maximum '
+            f'{src_max}, target maximum {dst_max})'
+        )
 
 
 def _check_sparse_size(rows: int, cols: int, num_src: int, num_dst: int):
