@@ -112,3 +112,31 @@ def test_unknown_graph_and_layer_raise():
         bench.make_layer('GCN', 8, 8, 1, True)
     with pytest.raises(FileNotFoundError, match='data-root'):
         bench.real_graph('cora', '/nonexistent')
+
+
+def test_deep_runs_each_model_under_a_memory_cap(tmp_path):
+    # A 6-layer model on a tenth of ogbn-arxiv, under a 2.5 GiB address
+    # space: GATE fits, GATv2Conv's [E, H, C] tensors do not.
+    argv = [
+        '--deep',
+        '--deep-scale',
+        '0.1',
+        '--deep-depth',
+        '6',
+        '--mem-cap-gb',
+        '2.5',
+        '--threads',
+        '1',
+        '--devices',
+        'cpu',
+        '--out',
+        str(tmp_path),
+    ]
+    rows = {r['layer']: r for r in bench.main(argv)}
+    gate, gatv2 = rows['GATE'], rows['GATv2']
+    assert 'error' not in gate
+    assert 0 < gate['saved_mb'] < gate['peak_mb'] < 2.5 * 1024
+    assert gate['num_nodes'] == int(bench.ARXIV['num_nodes'] * 0.1)
+    assert gatv2['error'] == 'exceeds cap'
+    text = (tmp_path / 'conv.md').read_text()
+    assert 'exceeds cap' in text and 'RLIMIT_AS' in text
