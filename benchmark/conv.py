@@ -332,10 +332,12 @@ class DeepModel(torch.nn.Module):
             ]
         )
         self.classifier = torch.nn.Linear(hidden, classes)
+        self.layers_done = 0  # forward passes of layers completed
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         for conv in self.convs:
             x = conv(x, edge_index).relu()
+            self.layers_done += 1
         return self.classifier(x)
 
 
@@ -360,6 +362,7 @@ def deep_worker(spec: dict):
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     torch.set_num_threads(spec['threads'])
     res: dict = {}
+    model = None
     try:
         x, edge_index = random_graph(
             int(ARXIV['num_edges'] * spec['scale']),
@@ -414,6 +417,8 @@ def deep_worker(spec: dict):
             raise
         res['error'] = 'exceeds cap'
         res['detail'] = str(err).splitlines()[0][:200]
+        if model is not None:
+            res['layers_done'] = model.layers_done
     print(json.dumps(res))
 
 
@@ -491,7 +496,14 @@ def write_deep(rows: List[dict], args, argv):
     ]
     for r in rows:
         if 'error' in r:
-            cells = [r['error']] + ['-'] * 3
+            error = r['error']
+            if 'layers_done' in r:
+                error += (
+                    f' (in the forward pass of layer {r["layers_done"] + 1})'
+                    if r['layers_done'] < r['layers']
+                    else ' (in backward)'
+                )
+            cells = [error] + ['-'] * 3
             edges = '-'
         else:
             cells = [

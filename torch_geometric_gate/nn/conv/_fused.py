@@ -23,10 +23,14 @@ from torch import Tensor
 # temporary to 1 MB in float32 (cache-sized: the passes over a chunk after
 # its gathers hit the cache; measured on CPU, see `benchmark/`).
 CHUNK_ELEMENTS = 2**18
+# On accelerators, chunks of 64 MB: kernel launches, not caches, set the
+# pace there.
+DEVICE_CHUNK_ELEMENTS = 2**24
 
 
-def _chunks(num_edges: int, width: int):
-    step = max(CHUNK_ELEMENTS // max(width, 1), 1)
+def _chunks(num_edges: int, width: int, device: torch.device):
+    size = CHUNK_ELEMENTS if device.type == 'cpu' else DEVICE_CHUNK_ELEMENTS
+    step = max(size // max(width, 1), 1)
     for start in range(0, num_edges, step):
         yield slice(start, min(start + step, num_edges))
 
@@ -93,7 +97,7 @@ class EdgeScore(torch.autograd.Function):
         att = torch.cat([att_neighbor, att_self], dim=0)  # [2, H, C]
         num_edges, heads = src.numel(), att.size(1)
         e = q_src.new_empty(num_edges, heads)
-        for s in _chunks(num_edges, att[0].numel()):
+        for s in _chunks(num_edges, att[0].numel(), att.device):
             z = _pre_activation(
                 q_src, q_dst, edge_attr, weight_edge, src, dst, s
             )
@@ -120,7 +124,7 @@ class EdgeScore(torch.autograd.Function):
         grad_weight = torch.zeros_like(weight_edge) if need[3] else None
         grad_att = torch.zeros_like(att)
         heads = att.size(1)
-        for s in _chunks(src.numel(), att[0].numel()):
+        for s in _chunks(src.numel(), att[0].numel(), att.device):
             act = _activate_(
                 _pre_activation(
                     q_src, q_dst, edge_attr, weight_edge, src, dst, s
@@ -186,7 +190,7 @@ class EdgeAggregate(torch.autograd.Function):
         num_dst: int,
     ) -> Tensor:
         out = x.new_zeros(num_dst, x.size(1), x.size(2))
-        for s in _chunks(src.numel(), x[0].numel()):
+        for s in _chunks(src.numel(), x[0].numel(), x.device):
             msg = x.index_select(0, src[s])
             msg *= alpha[s].unsqueeze(-1)
             out.index_add_(0, dst[s], msg)
@@ -200,7 +204,7 @@ class EdgeAggregate(torch.autograd.Function):
         grad_x = torch.zeros_like(x) if need[0] else None
         grad_alpha = torch.empty_like(alpha) if need[1] else None
         grad_out = grad_out.contiguous()
-        for s in _chunks(src.numel(), x[0].numel()):
+        for s in _chunks(src.numel(), x[0].numel(), x.device):
             g = grad_out.index_select(0, dst[s])
             if grad_alpha is not None:
                 grad_alpha[s] = (g * x.index_select(0, src[s])).sum(-1)
