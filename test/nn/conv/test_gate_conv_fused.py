@@ -232,3 +232,23 @@ def test_attention_gradients_stay_finite_at_huge_inputs(fused):
         conv(x, EDGE_INDEX).sum().backward()
         for p in (conv.att_neighbor, conv.att_self):
             assert torch.isfinite(p.grad).all(), (seed, scale)
+
+
+def test_fused_path_works_under_torch_func_grad():
+    from torch.func import functional_call, grad
+
+    torch.manual_seed(0)
+    conv = GATEConv(5, 4, heads=2, edge_dim=2)
+    randomize(conv)
+    x = torch.randn(NUM_NODES, 5)
+    edge_attr = torch.randn(EDGE_INDEX.size(1), 2)
+    params = dict(conv.named_parameters())
+
+    def loss(p):
+        out = functional_call(conv, p, (x, EDGE_INDEX, edge_attr))
+        return out.pow(2).sum()
+
+    got = grad(loss)(params)
+    loss(params).backward()
+    for name, p in conv.named_parameters():
+        assert torch.allclose(got[name], p.grad, atol=1e-5), name

@@ -82,7 +82,6 @@ class EdgeScore(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx,
         q_src: Tensor,  # [N_src, H, C]
         q_dst: Tensor,  # [N_dst, H, C]
         edge_attr: Optional[Tensor],  # [E, D]
@@ -105,17 +104,33 @@ class EdgeScore(torch.autograd.Function):
             e[s] = torch.where(
                 self_mask[s].view(-1, 1), both[:, 1], both[:, 0]
             )
-        ctx.save_for_backward(
-            q_src, q_dst, edge_attr, weight_edge, src, dst, self_mask, att
-        )
-        ctx.negative_slope = negative_slope
         return e
 
     @staticmethod
-    def backward(ctx, grad_e: Tensor):
-        q_src, q_dst, edge_attr, weight_edge, src, dst, self_mask, att = (
-            ctx.saved_tensors
+    def setup_context(ctx, inputs, output):
+        (q_src, q_dst, edge_attr, weight_edge, src, dst, self_mask) = inputs[
+            :7
+        ]
+        att_neighbor, att_self, negative_slope = inputs[7:]
+        ctx.save_for_backward(
+            q_src,
+            q_dst,
+            edge_attr,
+            weight_edge,
+            src,
+            dst,
+            self_mask,
+            att_neighbor,
+            att_self,
         )
+        ctx.negative_slope = negative_slope
+
+    @staticmethod
+    def backward(ctx, grad_e: Tensor):
+        (q_src, q_dst, edge_attr, weight_edge, src, dst, self_mask) = (
+            ctx.saved_tensors[:7]
+        )
+        att = torch.cat(ctx.saved_tensors[7:], dim=0)  # [2, H, C]
         slope = ctx.negative_slope
         need = ctx.needs_input_grad
         grad_src = torch.zeros_like(q_src) if need[0] else None
@@ -182,7 +197,6 @@ class EdgeAggregate(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx,
         x: Tensor,  # [N_src, H, C]
         alpha: Tensor,  # [E, H]
         src: Tensor,
@@ -194,8 +208,12 @@ class EdgeAggregate(torch.autograd.Function):
             msg = x.index_select(0, src[s])
             msg *= alpha[s].unsqueeze(-1)
             out.index_add_(0, dst[s], msg)
-        ctx.save_for_backward(x, alpha, src, dst)
         return out
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, alpha, src, dst, _ = inputs
+        ctx.save_for_backward(x, alpha, src, dst)
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
