@@ -6,7 +6,8 @@ Autograd saves the :obj:`[E, H, C]` edge tensors of a plain implementation
 functions below save only the node tensors, the edge index and :obj:`[E, H]`
 tensors, and recompute every :obj:`[E, H, C]` tensor in backward, chunk by
 chunk over the edges, so that no :obj:`[E, H, C]` tensor is ever held whole.
-Their gradients are exact (the same operations, in the same precision).
+Their gradients are exact (no approximation: they equal the plain path's up
+to float rounding).
 
 TorchScript cannot script a :class:`torch.autograd.Function`, and
 :func:`torch.compile` recomputes the pointwise part by itself, so both use
