@@ -71,14 +71,19 @@ DEFAULT_DATA = os.path.join(
 
 
 def random_graph(
-    num_edges: int, channels: int, degree: int = 10, seed: int = 0
+    num_edges: int,
+    channels: int,
+    degree: int = 10,
+    seed: int = 0,
+    num_nodes: Optional[int] = None,
 ) -> Tuple[Tensor, Tensor]:
     r"""A uniform random directed graph with about :obj:`num_edges` edges
-    (no self-loops, no duplicates) on :obj:`num_edges // degree` nodes, and
-    standard normal node features.
+    (no self-loops, no duplicates) on :obj:`num_nodes` nodes (default:
+    :obj:`num_edges // degree`), and standard normal node features.
     """
     gen = torch.Generator().manual_seed(seed)
-    num_nodes = max(num_edges // degree, 2)
+    if num_nodes is None:
+        num_nodes = max(num_edges // degree, 2)
     edge_index = torch.randint(num_nodes, (2, num_edges), generator=gen)
     edge_index, _ = remove_self_loops(edge_index)
     edge_index = coalesce(edge_index, num_nodes=num_nodes)
@@ -218,6 +223,23 @@ def cuda_peak_bytes(model, x, edge_index, params) -> int:
     return torch.cuda.max_memory_allocated() - base
 
 
+def cuda_syncs_per_forward(model, x, edge_index) -> int:
+    r"""Host synchronizations in one forward pass on CUDA, counted with
+    :func:`torch.cuda.set_sync_debug_mode` (one warning per sync).
+    """
+    import warnings
+
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode('warn')
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            model(x, edge_index)
+    finally:
+        torch.cuda.set_sync_debug_mode('default')
+    return sum('synchroniz' in str(w.message) for w in caught)
+
+
 def _maxrss_bytes() -> int:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss if sys.platform == 'darwin' else rss * 1024
@@ -282,6 +304,230 @@ def peak_rss(spec: dict) -> Tuple[int, int]:
         raise RuntimeError(f'RSS worker failed:\n{proc.stderr[-2000:]}')
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     return res['before'], res['peak']
+
+
+# Deep model (--deep) #########################################################
+
+# ogbn-arxiv's size: nodes, edges, input features, classes.
+ARXIV = dict(num_nodes=169343, num_edges=1166243, channels=128, classes=40)
+
+
+class DeepModel(torch.nn.Module):
+    r""":obj:`layers` attention layers of width :obj:`hidden` (concatenated
+    heads) with ReLU in between, and a linear classifier.
+    """
+
+    def __init__(self, kind, in_channels, hidden, heads, layers, classes):
+        super().__init__()
+        self.convs = torch.nn.ModuleList(
+            [
+                make_layer(
+                    kind,
+                    in_channels if i == 0 else hidden,
+                    hidden,
+                    heads,
+                    True,
+                    seed=i,
+                )
+                for i in range(layers)
+            ]
+        )
+        self.classifier = torch.nn.Linear(hidden, classes)
+        self.layers_done = 0  # forward passes of layers completed
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        for conv in self.convs:
+            x = conv(x, edge_index).relu()
+            self.layers_done += 1
+        return self.classifier(x)
+
+
+def _is_out_of_memory(err: BaseException) -> bool:
+    text = str(err).lower()
+    return isinstance(err, MemoryError) or (
+        isinstance(err, RuntimeError)
+        and ('alloc' in text or 'out of memory' in text)
+    )
+
+
+def deep_worker(spec: dict):
+    r"""Runs in a fresh process, under an address-space cap on CPU: one
+    full-batch training step (forward, cross-entropy, backward) of a
+    :class:`DeepModel` on a random graph of ogbn-arxiv's size. Prints JSON
+    with the peak memory of the step, the bytes saved for backward and the
+    time, or :obj:`"error": "exceeds cap"`.
+    """
+    device = torch.device(spec['device'])
+    cap = int(spec['cap_gb'] * 2**30)
+    if device.type == 'cpu' and cap > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    torch.set_num_threads(spec['threads'])
+    res: dict = {}
+    model = None
+    try:
+        x, edge_index = random_graph(
+            int(ARXIV['num_edges'] * spec['scale']),
+            ARXIV['channels'],
+            num_nodes=int(ARXIV['num_nodes'] * spec['scale']),
+        )
+        gen = torch.Generator().manual_seed(1)
+        y = torch.randint(ARXIV['classes'], (x.size(0),), generator=gen)
+        model = DeepModel(
+            spec['layer'],
+            x.size(1),
+            spec['hidden'],
+            spec['heads'],
+            spec['layers'],
+            ARXIV['classes'],
+        )
+        x, edge_index, y = x.to(device), edge_index.to(device), y.to(device)
+        model = model.to(device)
+        res.update(num_nodes=x.size(0), num_edges=edge_index.size(1))
+        if device.type == 'cuda':
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+        else:
+            peak = _vm_hwm_bytes if _reset_peak_rss() else _maxrss_bytes
+            base = peak()
+        storages: Dict[int, int] = {}
+
+        def pack(t: Tensor):
+            s = t.untyped_storage()
+            storages[s.data_ptr()] = s.nbytes()
+            return t
+
+        sync(device)
+        t = time.perf_counter()
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = model(x, edge_index)
+        loss = torch.nn.functional.cross_entropy(out, y)
+        del out
+        loss.backward()
+        sync(device)
+        res['step_s'] = time.perf_counter() - t
+        res['saved_mb'] = sum(storages.values()) / 2**20
+        if device.type == 'cuda':
+            res['peak_mb'] = torch.cuda.max_memory_allocated() / 2**20
+            res['step_mb'] = res['peak_mb'] - base / 2**20
+        else:
+            res['peak_mb'] = peak() / 2**20
+            res['step_mb'] = res['peak_mb'] - base / 2**20
+    except (MemoryError, RuntimeError) as err:
+        if not _is_out_of_memory(err):
+            raise
+        res['error'] = 'exceeds cap'
+        res['detail'] = str(err).splitlines()[0][:200]
+        if model is not None:
+            res['layers_done'] = model.layers_done
+    print(json.dumps(res))
+
+
+def run_deep(args, argv) -> List[dict]:
+    devices = args.devices or (
+        ['cpu', 'cuda'] if torch.cuda.is_available() else ['cpu']
+    )
+    rows = []
+    for device in devices:
+        for layer in args.deep_layers:
+            spec = dict(
+                device=device,
+                layer=layer,
+                layers=args.deep_depth,
+                hidden=args.deep_hidden,
+                heads=args.deep_heads,
+                cap_gb=args.mem_cap_gb,
+                threads=torch.get_num_threads(),
+                scale=args.deep_scale,
+            )
+            cmd = [
+                sys.executable,
+                os.path.abspath(__file__),
+                '--deep-worker',
+                json.dumps(spec),
+            ]
+            print(f'deep: {device} {layer} ...', flush=True)
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, check=False
+            )
+            row = dict(spec)
+            lines = proc.stdout.strip().splitlines()
+            if proc.returncode == 0 and lines:
+                row.update(json.loads(lines[-1]))
+            elif proc.returncode < 0 or 'MemoryError' in proc.stderr:
+                row['error'] = 'exceeds cap'
+                row['detail'] = f'exit code {proc.returncode}'
+            else:
+                raise RuntimeError(
+                    f'deep worker failed:\n{proc.stderr[-2000:]}'
+                )
+            rows.append(row)
+    write_deep(rows, args, argv)
+    return rows
+
+
+def write_deep(rows: List[dict], args, argv):
+    cmd = ' '.join(
+        ['python', 'benchmark/conv.py']
+        + (argv if argv is not None else sys.argv[1:])
+    )
+    lines = [
+        '# Deep full-batch training step on a graph of ogbn-arxiv size',
+        '',
+        f'Command: `{cmd}`',
+        '',
+        machine_info(),
+        '',
+        f'{args.deep_depth} layers of width {args.deep_hidden} '
+        f'({args.deep_heads} head(s), concatenated), ReLU in between, a '
+        f'linear classifier to {ARXIV["classes"]} classes, cross-entropy; '
+        f'a uniform random graph with '
+        f'{int(ARXIV["num_nodes"] * args.deep_scale)} nodes, about '
+        f'{int(ARXIV["num_edges"] * args.deep_scale)} edges (self-loops and '
+        'duplicates removed) and '
+        f'{ARXIV["channels"]} input features. Each model runs one training '
+        'step in its own process, on CPU under an address-space cap of '
+        f'{args.mem_cap_gb:g} GiB (`RLIMIT_AS`). Peak: CPU peak resident '
+        'size (Linux `VmHWM`), CUDA `max_memory_allocated`; *step*: its '
+        'growth during the step; saved: distinct storages saved for '
+        'backward.',
+        '',
+        '| device | layer | edges | peak MB | step MB | saved MB | step s |',
+        '|' + '---|' * 7,
+    ]
+    for r in rows:
+        if 'error' in r:
+            error = r['error']
+            if 'layers_done' in r:
+                error += (
+                    f' (in the forward pass of layer {r["layers_done"] + 1})'
+                    if r['layers_done'] < r['layers']
+                    else ' (in backward)'
+                )
+            cells = [error] + ['-'] * 3
+            edges = '-'
+        else:
+            cells = [
+                f'{r["peak_mb"]:.0f}',
+                f'{r["step_mb"]:.0f}',
+                f'{r["saved_mb"]:.0f}',
+                f'{r["step_s"]:.1f}',
+            ]
+            edges = str(r['num_edges'])
+        lines.append(
+            f'| {r["device"]} | {r["layer"]} | {edges} | '
+            + ' | '.join(cells)
+            + ' |'
+        )
+    lines.append('')
+    text = '\n'.join(lines)
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, args.name)
+    with open(stem + '.md', 'w') as f:
+        f.write(text)
+    with open(stem + '.json', 'w') as f:
+        json.dump(rows, f, indent=1)
+    print(text)
 
 
 # Measurement #################################################################
@@ -447,7 +693,32 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument(
         '--quick', action='store_true', help='small smoke run (< 1 minute)'
     )
+    parser.add_argument(
+        '--deep',
+        action='store_true',
+        help='only the deep full-batch model on a graph of ogbn-arxiv size, '
+        'one process per layer kind (see --deep-*, --mem-cap-gb)',
+    )
+    parser.add_argument(
+        '--deep-layers', nargs='+', default=list(LAYERS), choices=LAYERS
+    )
+    parser.add_argument('--deep-depth', type=int, default=12)
+    parser.add_argument('--deep-hidden', type=int, default=256)
+    parser.add_argument('--deep-heads', type=int, default=1)
+    parser.add_argument(
+        '--deep-scale',
+        type=float,
+        default=1.0,
+        help='fraction of the nodes and edges of ogbn-arxiv (tests)',
+    )
+    parser.add_argument(
+        '--mem-cap-gb',
+        type=float,
+        default=12.0,
+        help='address-space cap of each --deep process on CPU (0: none)',
+    )
     parser.add_argument('--rss-worker', default=None, help=argparse.SUPPRESS)
+    parser.add_argument('--deep-worker', default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     for heads in args.heads:
         if args.hidden % heads:
@@ -479,8 +750,13 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     if args.rss_worker is not None:
         rss_worker(json.loads(args.rss_worker))
         return []
+    if args.deep_worker is not None:
+        deep_worker(json.loads(args.deep_worker))
+        return []
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    if args.deep:
+        return run_deep(args, argv)
     devices = args.devices or (
         ['cpu', 'cuda'] if torch.cuda.is_available() else ['cpu']
     )
@@ -592,6 +868,9 @@ def measure_memory(models, x, edge_index, device, base, data_root, args):
             mem[f'{k.lower()}_cuda_peak_mb'] = (
                 cuda_peak_bytes(models[k], x, edge_index, params) / 2**20
             )
+            mem[f'{k.lower()}_syncs'] = cuda_syncs_per_forward(
+                models[k], x, edge_index
+            )
     elif args.rss and base['num_edges'] >= args.rss_min_edges:
         for k in LAYERS:
             spec = dict(
@@ -642,6 +921,8 @@ COLUMNS = [
     'gatv2_rss_step_mb',
     'gate_cuda_peak_mb',
     'gatv2_cuda_peak_mb',
+    'gate_syncs',
+    'gatv2_syncs',
 ]
 
 
@@ -782,13 +1063,14 @@ def markdown(rows: List[dict], args, argv) -> str:
                 '(Linux `VmHWM`, reset after the graph is built; elsewhere '
                 '`ru_maxrss`); *step* is its growth during the step. '
                 'CUDA: `max_memory_allocated` '
-                'above the memory allocated before the step.',
+                'above the memory allocated before the step; host syncs: '
+                '`torch.cuda.set_sync_debug_mode` warnings in one forward.',
                 '',
                 '| graph | edges | heads | concat | GATv2 saved MB | '
                 'GATE saved MB | GATE/GATv2 | GATv2 peak RSS MB (step) | '
                 'GATE peak RSS MB (step) | GATv2 CUDA peak MB | '
-                'GATE CUDA peak MB |',
-                '|' + '---|' * 11,
+                'GATE CUDA peak MB | GATv2 / GATE host syncs per forward |',
+                '|' + '---|' * 12,
             ]
             for r in mem:
                 rss = {
@@ -805,7 +1087,9 @@ def markdown(rows: List[dict], args, argv) -> str:
                     f'{_fmt(r.get("gate_saved_mb"))} | '
                     f'{_fmt(r.get("saved_ratio"))} | {rss["gatv2"]} | '
                     f'{rss["gate"]} | {_fmt(r.get("gatv2_cuda_peak_mb"))} | '
-                    f'{_fmt(r.get("gate_cuda_peak_mb"))} |'
+                    f'{_fmt(r.get("gate_cuda_peak_mb"))} | '
+                    f'{_fmt(r.get("gatv2_syncs"))} / '
+                    f'{_fmt(r.get("gate_syncs"))} |'
                 )
             lines.append('')
     if not any(r['device'] == 'cuda' for r in rows):

@@ -146,3 +146,31 @@ def test_good_graph_names_parse():
     args = bench.parse_args(['--graphs', 'random-1e3', 'random-250', 'cora'])
     assert args.graphs == ['random-1e3', 'random-250', 'cora']
     assert bench.parse_args([]).hidden == 64
+
+
+def test_deep_runs_each_model_under_a_memory_cap(tmp_path):
+    # A 6-layer model on a tenth of ogbn-arxiv, under a 2.5 GiB address
+    # space: GATE fits, GATv2Conv's [E, H, C] tensors do not.
+    argv = [
+        '--deep',
+        '--deep-scale',
+        '0.1',
+        '--deep-depth',
+        '6',
+        '--mem-cap-gb',
+        '2.5',
+        '--threads',
+        '1',
+        '--devices',
+        'cpu',
+        '--out',
+        str(tmp_path),
+    ]
+    rows = {r['layer']: r for r in bench.main(argv)}
+    gate, gatv2 = rows['GATE'], rows['GATv2']
+    assert 'error' not in gate
+    assert 0 < gate['saved_mb'] < gate['peak_mb'] < 2.5 * 1024
+    assert gate['num_nodes'] == int(bench.ARXIV['num_nodes'] * 0.1)
+    assert gatv2['error'] == 'exceeds cap'
+    text = (tmp_path / 'conv.md').read_text()
+    assert 'exceeds cap' in text and 'RLIMIT_AS' in text

@@ -7,7 +7,10 @@ from torch import Tensor
 from torch.nn import Parameter
 from torch_geometric import is_compiling
 from torch_geometric.nn.conv import MessagePassing
-from torch_geometric.nn.dense.linear import Linear
+from torch_geometric.nn.dense.linear import (
+    Linear,
+    is_uninitialized_parameter,
+)
 from torch_geometric.nn.inits import zeros
 from torch_geometric.typing import (
     Adj,
@@ -24,13 +27,14 @@ from torch_geometric.utils import (
     to_torch_sparse_tensor,
 )
 
+from torch_geometric_gate.nn.conv._fused import (
+    fused_aggregate,
+    fused_attention,
+)
+
 if typing.TYPE_CHECKING:  # pragma: no cover
     from typing import Literal, overload
 
-
-# Largest `heads * heads * out_channels` scored with one block-diagonal GEMM
-# (see `GATEConv._score`); measured crossover on CPU, see `benchmark/`.
-_MAX_BLOCK_DIAGONAL = 2048
 
 _FILL_REDUCTIONS = ('add', 'sum', 'mean', 'min', 'max', 'mul')
 
@@ -237,9 +241,6 @@ class GATEConv(MessagePassing):
         self.edge_dim = edge_dim
         self.residual = residual
         self.fill_value = fill_value
-        self._block_diagonal_score = (
-            heads * heads * out_channels <= _MAX_BLOCK_DIAGONAL
-        )
 
         # W (values), U (source side of the score), V (target side):
         self.lin = Linear(
@@ -489,18 +490,24 @@ class GATEConv(MessagePassing):
         else:
             self_mask = ei[0] == ei[1]
 
-        # edge_updater_type: (q: PairTensor, edge_attr: OptTensor, self_mask: Tensor, drop_mask: OptTensor)  # noqa: E501
-        alpha = self.edge_updater(
-            ei,
-            q=(q_src, q_dst),
-            edge_attr=edge_attr,
-            self_mask=self_mask,
-            drop_mask=drop_mask,
-            size=(num_src, num_dst),
-        )
-
-        # propagate_type: (x: Tensor, alpha: Tensor)
-        out = self.propagate(ei, x=value, alpha=alpha, size=(num_src, num_dst))
+        if torch.jit.is_scripting() or is_compiling() or not self._fusable():
+            # edge_updater_type: (q: PairTensor, edge_attr: OptTensor, self_mask: Tensor, drop_mask: OptTensor)  # noqa: E501
+            alpha = self.edge_updater(
+                ei,
+                q=(q_src, q_dst),
+                edge_attr=edge_attr,
+                self_mask=self_mask,
+                drop_mask=drop_mask,
+                size=(num_src, num_dst),
+            )
+            # propagate_type: (x: Tensor, alpha: Tensor)
+            out = self.propagate(
+                ei, x=value, alpha=alpha, size=(num_src, num_dst)
+            )
+        else:
+            alpha, out = self._fused_attend(
+                ei, q_src, q_dst, value, edge_attr, self_mask, drop_mask
+            )
 
         if self.concat:
             out = out.view(-1, H * C)
@@ -537,22 +544,25 @@ class GATEConv(MessagePassing):
         else:
             z = F.leaky_relu(z, self.negative_slope)
 
-        if is_compiling():
-            # Inductor fuses the gathers, the activation, the choice of
-            # a_s or a_t per edge and the reduction into one kernel, so no
-            # `[E, H, C]` tensor is materialized. A matrix product here
-            # would force `z` into memory (2.4-2.6x slower training than
-            # compiled GATv2Conv: benchmark/results/cpu-compile.md at
-            # commit c33d51b).
-            att = torch.where(
-                self_mask.view(-1, 1, 1), self.att_self, self.att_neighbor
-            )
-            e = (z * att).sum(dim=-1)
-        else:
-            # Eager: score every edge with both vectors in one GEMM over
-            # `z`, then pick a_t on self-loops:
-            score = self._score(z)
-            e = torch.where(self_mask.view(-1, 1), score[:, 1], score[:, 0])
+        # Each edge picks a_s or a_t, and every head is scored on its own
+        # (one overflowing head leaves the others finite). Inductor fuses the
+        # gathers, the activation, the choice and the reduction into one
+        # kernel, so no `[E, H, C]` tensor is materialized under
+        # torch.compile; eager mode takes `_fused_attend` instead.
+        att = torch.where(
+            self_mask.view(-1, 1, 1), self.att_self, self.att_neighbor
+        )
+        e = (z * att).sum(dim=-1)
+        return self._normalize(e, drop_mask, index, ptr, dim_size)
+
+    def _normalize(
+        self,
+        e: Tensor,
+        drop_mask: OptTensor,
+        index: Tensor,
+        ptr: OptTensor,
+        dim_size: Optional[int],
+    ) -> Tensor:
         if drop_mask is not None:
             e = e.masked_fill(drop_mask.view(-1, 1), float('-inf'))
 
@@ -604,24 +614,69 @@ class GATEConv(MessagePassing):
         size[self.node_dim] = -1
         return inputs * edge_mask.view(size)
 
-    def _score(self, z: Tensor) -> Tensor:
-        r"""Returns :math:`\mathbf{a}_s^{\top} \mathbf{z}` and
-        :math:`\mathbf{a}_t^{\top} \mathbf{z}` of every edge and head as a
-        :obj:`[E, 2, H]` tensor, for :obj:`z` of shape :obj:`[E, H, C]`.
+    @torch.jit.unused
+    def _fusable(self) -> bool:
+        r"""Whether eager mode may bypass :meth:`propagate` for the
+        memory-lean kernels of :mod:`._fused`: not while explaining, with
+        hooks, another aggregation or flow, or decomposed layers.
         """
-        H, C = self.heads, self.out_channels
-        att = torch.cat([self.att_neighbor, self.att_self], dim=0)  # [2,H,C]
-        if self._block_diagonal_score:
-            # One GEMM of `z` as `[E, H * C]` with the block-diagonal
-            # `[H * C, 2 * H]` matrix of both vectors: `z` is read once and
-            # its gradient comes back contiguous. The zero blocks cost
-            # `H` times the necessary FLOPs, so large `H * H * C` takes the
-            # batched path instead.
-            eye = torch.eye(H, dtype=att.dtype, device=att.device)
-            weight = att.permute(1, 2, 0).unsqueeze(-1) * eye.view(H, 1, 1, H)
-            out = z.reshape(-1, H * C) @ weight.reshape(H * C, 2 * H)
-            return out.view(-1, 2, H)
-        return torch.einsum('ehc,khc->ekh', z, att)
+        hooks = (
+            self._propagate_forward_pre_hooks,
+            self._propagate_forward_hooks,
+            self._message_forward_pre_hooks,
+            self._message_forward_hooks,
+            self._aggregate_forward_pre_hooks,
+            self._aggregate_forward_hooks,
+            self._message_and_aggregate_forward_pre_hooks,
+            self._message_and_aggregate_forward_hooks,
+            self._edge_update_forward_pre_hooks,
+            self._edge_update_forward_hooks,
+        )
+        return (
+            not self.explain
+            and self.decomposed_layers == 1
+            and self.aggr in ('add', 'sum')
+            and self.flow == 'source_to_target'
+            and not any(len(h) > 0 for h in hooks)
+        )
+
+    @torch.jit.unused
+    def _fused_attend(
+        self,
+        ei: Tensor,
+        q_src: Tensor,
+        q_dst: Tensor,
+        value: Tensor,
+        edge_attr: OptTensor,
+        self_mask: Tensor,
+        drop_mask: OptTensor,
+    ) -> Tuple[Tensor, Tensor]:
+        r"""The eager counterpart of :meth:`edge_updater` and
+        :meth:`propagate`, equal to them up to float rounding: it saves no
+        :obj:`[E, H, C]` tensor for backward and recomputes them chunk by
+        chunk instead (see :mod:`torch_geometric_gate.nn.conv._fused`).
+        Returns the attention weights and the :obj:`[N_dst, H, C]` output.
+        """
+        num_dst = q_dst.size(0)
+        weight_edge: OptTensor = None
+        if edge_attr is not None:
+            assert self.lin_edge is not None
+            if is_uninitialized_parameter(self.lin_edge.weight):
+                self.lin_edge(edge_attr)  # Lazy initialization.
+            weight_edge = self.lin_edge.weight
+        e = fused_attention(
+            q_src,
+            q_dst,
+            edge_attr,
+            weight_edge,
+            ei,
+            self_mask,
+            self.att_neighbor,
+            self.att_self,
+            self.negative_slope,
+        )
+        alpha = self._normalize(e, drop_mask, ei[1], None, num_dst)
+        return alpha, fused_aggregate(value, alpha, ei, num_dst)
 
     # Helpers #################################################################
 
@@ -695,19 +750,9 @@ class GATEConv(MessagePassing):
             )
         edge_index = edge_index.long()
         if not is_compiling() and edge_index.numel() > 0:
-            # One reduction and one host sync; skipped under torch.compile
-            # so that the graph has no data-dependent control flow.
-            bounds: List[int] = torch.cat(
-                [edge_index.min().view(1), edge_index.amax(dim=1)]
-            ).tolist()
-            low, src_max, dst_max = bounds[0], bounds[1], bounds[2]
-            if low < 0 or src_max >= num_src or dst_max >= num_dst:
-                raise ValueError(
-                    f"'edge_index' holds node indices out of range: expected "
-                    f'sources in [0, {num_src}) and targets in [0, '
-                    f'{num_dst}) (got minimum {low}, source maximum '
-                    f'{src_max}, target maximum {dst_max})'
-                )
+            # Skipped under torch.compile, so that the graph has no
+            # data-dependent control flow.
+            _check_index_range(edge_index, num_src, num_dst)
         return edge_index
 
     def _check_edge_attr(
@@ -869,6 +914,31 @@ def _sparse_to_edge_index(adj_t: Tensor, num_src: int, num_dst: int) -> Tensor:
         # COO and CSR.
         index = index[:, torch.argsort(index[0], stable=True)]
     return index.flip(0)
+
+
+def _check_index_range(edge_index: Tensor, num_src: int, num_dst: int):
+    if edge_index.device.type != 'cpu':
+        # No host sync on accelerators: an asynchronous device-side
+        # assertion, reported at a later synchronization.
+        low = edge_index.min()
+        bounds = edge_index.amax(dim=1)
+        torch._assert_async(
+            (low >= 0) & (bounds[0] < num_src) & (bounds[1] < num_dst),
+            f"'edge_index' holds node indices out of range: expected "
+            f'sources in [0, {num_src}) and targets in [0, {num_dst})',
+        )
+        return
+    bounds: List[int] = torch.cat(
+        [edge_index.min().view(1), edge_index.amax(dim=1)]
+    ).tolist()
+    low, src_max, dst_max = bounds[0], bounds[1], bounds[2]
+    if low < 0 or src_max >= num_src or dst_max >= num_dst:
+        raise ValueError(
+            f"'edge_index' holds node indices out of range: expected "
+            f'sources in [0, {num_src}) and targets in [0, '
+            f'{num_dst}) (got minimum {low}, source maximum '
+            f'{src_max}, target maximum {dst_max})'
+        )
 
 
 def _check_sparse_size(rows: int, cols: int, num_src: int, num_dst: int):

@@ -1,0 +1,254 @@
+import itertools
+from typing import Dict
+
+import pytest
+import torch
+from torch import Tensor
+from torch_geometric.nn import GATv2Conv
+
+from torch_geometric_gate import GATEConv
+from torch_geometric_gate.nn.conv import _fused
+from torch_geometric_gate.nn.conv._fused import EdgeAggregate, EdgeScore
+
+# A self-loop (2 -> 2), a duplicate edge (0 -> 1 twice), a node without
+# in-edges (4) and an isolated node (5):
+EDGE_INDEX = torch.tensor(
+    [
+        [0, 0, 1, 2, 2, 3, 1, 3],
+        [1, 1, 0, 2, 3, 0, 2, 2],
+    ]
+)
+NUM_NODES = 6
+
+
+def randomize(conv: GATEConv):
+    with torch.no_grad():
+        conv.att_neighbor.normal_()
+        conv.att_self.normal_()
+        if conv.bias is not None:
+            conv.bias.normal_()
+
+
+def plain(conv: GATEConv) -> GATEConv:
+    r"""Forces the plain message passing of TorchScript and torch.compile
+    in eager mode (a hook makes the layer leave the fused path).
+    """
+    conv.register_message_forward_hook(lambda module, inputs, out: out)
+    assert not conv._fusable()
+    return conv
+
+
+def step(conv, x, edge_index, edge_attr=None, seed=0):
+    torch.manual_seed(seed)
+    x = tuple(t.clone().requires_grad_() for t in x)
+    out, (ei, alpha) = conv(
+        x if len(x) == 2 else x[0],
+        edge_index,
+        edge_attr,
+        return_attention_weights=True,
+    )
+    # A loss that reaches the attention weights directly too:
+    loss = (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum()
+    loss = loss + (alpha * alpha).sum()
+    loss.backward()
+    grads = {n: p.grad for n, p in conv.named_parameters()}
+    grads.update({f'x{i}': t.grad for i, t in enumerate(x)})
+    return out, ei, alpha, grads
+
+
+@pytest.mark.parametrize(
+    'heads,add_self_loops,edge_dim,slope,share_weights,bipartite,dropout',
+    [
+        (1, True, None, 0.0, False, False, 0.0),
+        (3, True, None, 0.0, False, False, 0.0),
+        (3, False, None, 0.0, False, False, 0.0),
+        (2, True, 3, 0.0, False, False, 0.0),
+        (2, False, 3, 0.2, False, False, 0.0),
+        (2, True, None, 0.2, True, False, 0.0),
+        (2, True, None, 0.0, False, True, 0.0),
+        (2, True, 3, 0.0, False, False, 0.5),
+        (2, False, None, 0.0, False, False, 0.5),
+    ],
+)
+def test_fused_path_equals_plain_path(
+    heads, add_self_loops, edge_dim, slope, share_weights, bipartite, dropout
+):
+    torch.manual_seed(0)
+    kwargs = dict(
+        heads=heads,
+        add_self_loops=add_self_loops,
+        edge_dim=edge_dim,
+        negative_slope=slope,
+        share_weights=share_weights,
+        dropout=dropout,
+        residual=True,
+    )
+    fused = GATEConv(5, 4, **kwargs).double()
+    randomize(fused)
+    reference = plain(GATEConv(5, 4, **kwargs).double())
+    reference.load_state_dict(fused.state_dict())
+    x = (torch.randn(NUM_NODES, 5, dtype=torch.double),)
+    edge_index = EDGE_INDEX
+    if bipartite:
+        x = x + (torch.randn(4, 5, dtype=torch.double),)
+        edge_index = EDGE_INDEX[:, EDGE_INDEX[1] < 4]
+    edge_attr = None
+    if edge_dim is not None:
+        edge_attr = torch.randn(edge_index.size(1), 3, dtype=torch.double)
+
+    assert fused._fusable()
+    got = step(fused, x, edge_index, edge_attr, seed=7)
+    expected = step(reference, x, edge_index, edge_attr, seed=7)
+    assert torch.allclose(got[0], expected[0], atol=1e-12)
+    assert torch.equal(got[1], expected[1])
+    assert torch.allclose(got[2], expected[2], atol=1e-12)
+    assert got[3].keys() == expected[3].keys()
+    for name in got[3]:
+        assert torch.allclose(got[3][name], expected[3][name], atol=1e-10), (
+            name
+        )
+    if dropout > 0:  # Dropout did act (and identically in both paths):
+        assert (got[2] == 0).any()
+    # The test can fail: another seed draws another dropout mask.
+    if dropout > 0:
+        other = step(fused, x, edge_index, edge_attr, seed=8)
+        assert not torch.allclose(other[0], expected[0])
+
+
+@pytest.mark.parametrize('slope', [0.0, 0.2])
+def test_fused_functions_gradcheck_across_chunks(monkeypatch, slope):
+    # Chunks of 3 edges, so that chunk boundaries are crossed:
+    monkeypatch.setattr(_fused, 'CHUNK_ELEMENTS', 3 * 2 * 2)
+    torch.manual_seed(0)
+    kw = dict(dtype=torch.double, requires_grad=True)
+    heads, channels, num_edges = 2, 2, 11
+    q_src = torch.randn(5, heads, channels, **kw)
+    q_dst = torch.randn(4, heads, channels, **kw)
+    edge_attr = torch.randn(num_edges, 3, **kw)
+    weight = torch.randn(heads * channels, 3, **kw)
+    src = torch.randint(0, 4, (num_edges,))
+    dst = torch.randint(0, 4, (num_edges,))
+    src[:3] = dst[:3]
+    self_mask = src == dst
+    att_s = torch.randn(1, heads, channels, **kw)
+    att_t = torch.randn(1, heads, channels, **kw)
+
+    def score(q_src, q_dst, edge_attr, weight, att_s, att_t):
+        return EdgeScore.apply(
+            q_src,
+            q_dst,
+            edge_attr,
+            weight,
+            src,
+            dst,
+            self_mask,
+            att_s,
+            att_t,
+            slope,
+        )
+
+    inputs = (q_src, q_dst, edge_attr, weight, att_s, att_t)
+    assert torch.autograd.gradcheck(score, inputs)
+
+    # Against the plain formula:
+    z = q_src[src] + q_dst[dst] + (edge_attr @ weight.t()).view(-1, 2, 2)
+    z = torch.nn.functional.leaky_relu(z, slope)
+    att = torch.where(self_mask.view(-1, 1, 1), att_t, att_s)
+    assert torch.allclose(score(*inputs), (z * att).sum(-1))
+
+    alpha = torch.rand(num_edges, heads, **kw)
+
+    def aggregate(q_src, alpha):
+        return EdgeAggregate.apply(q_src, alpha, src, dst, 4)
+
+    assert torch.autograd.gradcheck(aggregate, (q_src, alpha))
+    expected = torch.zeros(4, heads, channels, dtype=torch.double)
+    expected.index_add_(0, dst, q_src[src] * alpha.unsqueeze(-1))
+    assert torch.allclose(aggregate(q_src, alpha), expected)
+
+
+def saved_bytes(module, *args) -> int:
+    r"""Bytes of the distinct storages saved for backward by one forward."""
+    storages: Dict[int, int] = {}
+
+    def pack(t: Tensor):
+        storage = t.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        module(*args)
+    return sum(storages.values())
+
+
+@pytest.mark.parametrize('heads', [1, 8])
+def test_fused_path_saves_at_most_a_third_of_gatv2(heads):
+    torch.manual_seed(0)
+    num_nodes, num_edges, hidden = 1000, 20000, 64
+    x = torch.randn(num_nodes, 32)
+    edge_index = torch.randint(0, num_nodes, (2, num_edges))
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    gate = GATEConv(32, hidden // heads, heads=heads)
+    randomize(gate)
+    gatv2 = GATv2Conv(32, hidden // heads, heads=heads)
+
+    gate_bytes = saved_bytes(gate, x, edge_index)
+    gatv2_bytes = saved_bytes(gatv2, x, edge_index)
+    assert gate_bytes <= 0.35 * gatv2_bytes
+    # No `[E, H, C]` tensor at all: everything saved is far below it.
+    edge_tensor = num_edges * hidden * x.element_size()
+    assert gate_bytes < edge_tensor
+    # The plain path (TorchScript, torch.compile) does save them:
+    assert saved_bytes(plain(gate), x, edge_index) > 2 * edge_tensor
+
+
+@pytest.mark.parametrize('fused', [True, False])
+def test_one_overflowing_head_leaves_the_others_finite(fused):
+    torch.manual_seed(0)
+    x = torch.rand(NUM_NODES, 4) + 0.5  # positive: U x overflows to +inf
+    conv = GATEConv(4, 3, heads=2)
+    randomize(conv)
+    if not fused:
+        plain(conv)
+    expected = conv(x, EDGE_INDEX)
+    with torch.no_grad():
+        conv.lin_src.weight[:3] = 3e38  # head 0 of the score side
+    out, (_, alpha) = conv(x, EDGE_INDEX, return_attention_weights=True)
+    assert not torch.isfinite(alpha[:, 0]).all()  # head 0 did overflow
+    # Head 1 is untouched (it was NaN with a block-diagonal score GEMM):
+    assert torch.isfinite(alpha[:, 1]).all()
+    assert torch.allclose(out[:, 3:], expected[:, 3:])
+
+
+@pytest.mark.parametrize('fused', [True, False])
+def test_attention_gradients_stay_finite_at_huge_inputs(fused):
+    for seed, scale in itertools.product(range(10), [1e10, 1e20]):
+        torch.manual_seed(seed)
+        conv = GATEConv(5, 4, heads=2)
+        randomize(conv)
+        if not fused:
+            plain(conv)
+        x = torch.randn(NUM_NODES, 5) * scale
+        conv(x, EDGE_INDEX).sum().backward()
+        for p in (conv.att_neighbor, conv.att_self):
+            assert torch.isfinite(p.grad).all(), (seed, scale)
+
+
+def test_fused_path_works_under_torch_func_grad():
+    from torch.func import functional_call, grad
+
+    torch.manual_seed(0)
+    conv = GATEConv(5, 4, heads=2, edge_dim=2)
+    randomize(conv)
+    x = torch.randn(NUM_NODES, 5)
+    edge_attr = torch.randn(EDGE_INDEX.size(1), 2)
+    params = dict(conv.named_parameters())
+
+    def loss(p):
+        out = functional_call(conv, p, (x, EDGE_INDEX, edge_attr))
+        return out.pow(2).sum()
+
+    got = grad(loss)(params)
+    loss(params).backward()
+    for name, p in conv.named_parameters():
+        assert torch.allclose(got[name], p.grad, atol=1e-5), name
