@@ -248,6 +248,15 @@ def metrics(out: Tensor, y: Tensor, mask: Tensor) -> dict:
     return result
 
 
+def metric_value(out: Tensor, y: Tensor, mask: Tensor, name: str) -> float:
+    r"""One metric of :func:`metrics` (``'acc'`` or ``'roc_auc'``), for
+    the per-epoch validation check without the others' cost."""
+    if name == 'acc':
+        pred = out.detach()[mask].argmax(dim=-1)
+        return float((pred == y[mask]).float().mean())
+    return metrics(out, y, mask)[name]
+
+
 def main_metric(dataset: str) -> str:
     return 'roc_auc' if dataset in ROC_AUC_DATASETS else 'acc'
 
@@ -606,7 +615,7 @@ def fit(
 
     def select(out, epoch):
         nonlocal best_val, best_epoch, best_state, bad
-        value = metrics(out, y, val)[metric]
+        value = metric_value(out, y, val, metric)
         if value > best_val:
             best_val, best_epoch, bad = value, epoch, 0
             best_state = copy.deepcopy(model.state_dict())
@@ -714,6 +723,115 @@ def run_one(config, task, pbar=None):
         config['plot_dir'] if task.split in config['plot_splits'] else None
     )
     return fit(model, data, task, plot_dir, pbar, config['compile_after'])
+
+
+def time_epochs(config, task, epochs, compiled):
+    r"""Seconds per training epoch of ``task`` (the step, the evaluation
+    pass if the recipe has one and the validation metric), the mean of
+    ``epochs`` epochs after warm-up (``compiled``: of the
+    :func:`torch.compile` d forward, after two compiling epochs)."""
+    data, num_classes = load_dataset(
+        task.dataset, config['root'], task.edges == 'raw'
+    )
+    torch.manual_seed(task.seed)
+    model = build_model(task, data.num_features, num_classes)
+    device = torch.device(config['device'])
+    data, model = data.to(device), model.to(device)
+    train, val, _ = (m.to(device) for m in split_masks(data, task.split))
+    optimizer = torch.optim.Adam(model.parameters(), lr=task.lr)
+    forward = model.forward_with_self_attention
+    if compiled:
+        torch._dynamo.reset()
+        forward = torch.compile(forward, dynamic=False)
+    metric = main_metric(task.dataset)
+
+    def epoch():
+        model.train()
+        optimizer.zero_grad()
+        out, _ = forward(data.x, data.edge_index)
+        F.cross_entropy(out[train], data.y[train]).backward()
+        optimizer.step()
+        if task.dropout > 0:
+            model.eval()
+            with torch.no_grad():
+                out, _ = forward(data.x, data.edge_index)
+        metric_value(out, data.y, val, metric)
+        if device.type == 'cuda':
+            torch.cuda.synchronize()
+
+    for _ in range(2 if compiled else 1):
+        epoch()
+    start, cpu = time.perf_counter(), time.process_time()
+    for _ in range(epochs):
+        epoch()
+    wall = (time.perf_counter() - start) / epochs
+    return wall, (time.process_time() - cpu) / epochs
+
+
+def write_epoch_times(args, config, tasks):
+    r"""``--time-epochs``: seconds per epoch, eager and compiled, of each
+    (dataset, recipe, depth, model) on split 0, and the projected hours of
+    all its runs if every run took ``max_epochs`` epochs (an upper bound:
+    runs stop after ``patience`` epochs without improvement), from the
+    faster of eager and compiled (process CPU time on a CPU: the time of
+    one process with a core of its own, whatever else loads the machine;
+    wall time on a GPU)."""
+    import csv
+
+    seen, rows = set(), []
+    for task in tasks:
+        key = (task.dataset, task.recipe, task.num_layers, task.model)
+        if key in seen:
+            continue
+        seen.add(key)
+        n = sum(
+            1
+            for t in tasks
+            if (t.dataset, t.recipe, t.num_layers, t.model) == key
+        )
+        eager, eager_cpu = time_epochs(config, task, args.time_epochs, False)
+        comp, comp_cpu = (
+            time_epochs(config, task, args.time_epochs, True)
+            if args.compile_after is not None
+            else (math.nan, math.nan)
+        )
+        # On a GPU the wall time counts; on a shared CPU the process time
+        # (what one process gets from a core of its own) projects better.
+        on_cpu = config['device'] == 'cpu'
+        costs = [eager_cpu if on_cpu else eager]
+        if not math.isnan(comp):
+            costs.append(comp_cpu if on_cpu else comp)
+        best = min(costs)
+        rows.append(
+            [
+                *map(str, key),
+                f'{eager:.4f}',
+                f'{eager_cpu:.4f}',
+                '' if math.isnan(comp) else f'{comp:.4f}',
+                '' if math.isnan(comp) else f'{comp_cpu:.4f}',
+                str(n),
+                str(task.max_epochs),
+                f'{best * task.max_epochs * n / 3600:.2f}',
+            ]
+        )
+        print(' '.join(rows[-1]), flush=True)
+    header = [
+        'dataset',
+        'recipe',
+        'L',
+        'model',
+        's/epoch (eager, wall)',
+        's/epoch (eager, process CPU)',
+        's/epoch (compiled, wall)',
+        's/epoch (compiled, process CPU)',
+        'runs',
+        'max epochs',
+        'hours at max epochs (upper bound, 1 process)',
+    ]
+    with open(os.path.join(args.out_dir, 'epoch_times.csv'), 'w') as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
 
 
 def learning_rate(dataset, recipe, num_layers, override=None):
@@ -896,7 +1014,11 @@ def main():
         help='default: 5 10 (heterophilous), 2 5 10 20 (small sets)',
     )
     parser.add_argument(
-        '--recipes', nargs='+', choices=RECIPES, default=['paper']
+        '--recipes',
+        nargs='+',
+        choices=RECIPES,
+        default=list(RECIPES),
+        help='default: both',
     )
     parser.add_argument(
         '--splits',
@@ -1005,6 +1127,15 @@ def main():
         help='run nothing; write the tables of the runs results.csv holds',
     )
     parser.add_argument(
+        '--time-epochs',
+        type=positive_int,
+        default=None,
+        metavar='N',
+        help='train nothing to the end: time N epochs of every dataset, '
+        'recipe, depth and model (split 0; compiled too with '
+        '--compile-after) and write epoch_times.csv with projected hours',
+    )
+    parser.add_argument(
         '--compile-after',
         type=int,
         default=None,
@@ -1019,8 +1150,6 @@ def main():
         args.max_epochs = args.max_epochs or 30
         args.hidden = args.hidden or 16
         args.heads = args.heads or 2
-        if args.recipes == ['paper']:
-            args.recipes = list(RECIPES)
     args.datasets = args.datasets or ['Texas']
     args.models = args.models or list(MODELS)
     args.splits = list(range(10)) if args.splits is None else args.splits
@@ -1051,6 +1180,13 @@ def main():
         'compile_after': args.compile_after,
     }
     tasks = make_tasks(args)
+    if args.time_epochs:
+        try:
+            write_epoch_times(args, config, tasks)
+        finally:
+            if tmp_root is not None:
+                shutil.rmtree(tmp_root, ignore_errors=True)
+        return
     start = time.perf_counter()
     try:
         if not args.tables_only:  # process each dataset once, up front
