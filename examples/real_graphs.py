@@ -779,6 +779,14 @@ def write_epoch_times(args, config, tasks):
     import csv
 
     seen, rows = set(), []
+    header = _epoch_times_header()
+
+    def write():  # after every configuration: a crash keeps the rest
+        with open(os.path.join(args.out_dir, 'epoch_times.csv'), 'w') as f:
+            writer = csv.writer(f)
+            writer.writerow(header)
+            writer.writerows(rows)
+
     for task in tasks:
         key = (task.dataset, task.recipe, task.num_layers, task.model)
         if key in seen:
@@ -789,12 +797,23 @@ def write_epoch_times(args, config, tasks):
             for t in tasks
             if (t.dataset, t.recipe, t.num_layers, t.model) == key
         )
-        eager, eager_cpu = time_epochs(config, task, args.time_epochs, False)
-        comp, comp_cpu = (
-            time_epochs(config, task, args.time_epochs, True)
-            if args.compile_after is not None
-            else (math.nan, math.nan)
-        )
+        try:
+            eager, eager_cpu = time_epochs(
+                config, task, args.time_epochs, False
+            )
+            comp, comp_cpu = (
+                time_epochs(config, task, args.time_epochs, True)
+                if args.compile_after is not None
+                else (math.nan, math.nan)
+            )
+        except (RuntimeError, MemoryError) as e:  # out of memory
+            rows.append([*map(str, key), f'failed: {str(e)[:80]!r}'])
+            rows[-1] += [''] * (len(header) - len(rows[-1]))
+            print(' '.join(rows[-1]), flush=True)
+            write()
+            if config['device'] != 'cpu':
+                torch.cuda.empty_cache()
+            continue
         # On a GPU the wall time counts; on a shared CPU the process time
         # (what one process gets from a core of its own) projects better.
         on_cpu = config['device'] == 'cpu'
@@ -815,7 +834,11 @@ def write_epoch_times(args, config, tasks):
             ]
         )
         print(' '.join(rows[-1]), flush=True)
-    header = [
+        write()
+
+
+def _epoch_times_header():
+    return [
         'dataset',
         'recipe',
         'L',
@@ -828,10 +851,6 @@ def write_epoch_times(args, config, tasks):
         'max epochs',
         'hours at max epochs (upper bound, 1 process)',
     ]
-    with open(os.path.join(args.out_dir, 'epoch_times.csv'), 'w') as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
 
 
 def learning_rate(dataset, recipe, num_layers, override=None):

@@ -287,6 +287,26 @@ def test_quick_on_generated_heterophilous_graph(tmp_path):
         ('strong', 'raw')
     ] * 2
 
+    # --time-epochs trains nothing to the end and projects the budget.
+    _run(
+        *common,
+        '--recipes',
+        'paper',
+        '--models',
+        'GATE',
+        '--time-epochs',
+        '2',
+        '--out-dir',
+        str(tmp_path / 'budget'),
+    )
+    (row,) = _rows(osp.join(tmp_path / 'budget', 'epoch_times.csv'))
+    assert (row['dataset'], row['L'], row['runs']) == ('Minesweeper', '2', '2')
+    assert float(row['s/epoch (eager, process CPU)']) > 0
+    hours = float(row['hours at max epochs (upper bound, 1 process)'])
+    assert hours == pytest.approx(
+        float(row['s/epoch (eager, process CPU)']) * 3 * 2 / 3600, abs=0.01
+    )
+
 
 @pytest.mark.skipif(
     not osp.isdir(osp.join(DATA, 'WebKB')), reason='needs ../shared/data'
