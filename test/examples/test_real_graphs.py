@@ -149,6 +149,7 @@ def test_test_labels_never_enter_training(rg, tmp_path):
         split=4,
         seed=0,
         edges='undirected',
+        features='raw',
         hidden=8,
         heads=1,
         dropout=0.0,
@@ -187,6 +188,7 @@ def test_models_and_recipes(rg):
         0,
         0,
         'undirected',
+        'raw',
         8,
         2,
         0.0,
@@ -345,3 +347,24 @@ def test_quick_on_a_copy_of_texas(tmp_path):
     )
     summary = _rows(osp.join(out, 'results_summary.csv'))
     assert [r['paper'] for r in summary] == ['56.7*', '67.6*']
+
+
+@pytest.mark.skipif(
+    not osp.isdir(osp.join(DATA, 'Planetoid')), reason='needs ../shared/data'
+)
+def test_planetoid_features_as_the_paper_used_them(rg, tmp_path):
+    from torch_geometric_gate.utils import dirichlet_energy
+
+    shutil.copytree(osp.join(DATA, 'Planetoid'), tmp_path / 'Planetoid')
+    data, _ = rg.load_dataset('Cora', str(tmp_path))
+    # Appendix D's input energy of Cora (5.088e5 all pairs, 6.490e2
+    # adjacent) is that of the row-normalised features:
+    assert float(dirichlet_energy(data.x.double())) == pytest.approx(
+        5.088e5, rel=1e-3
+    )
+    assert float(
+        dirichlet_energy(data.x.double(), data.edge_index)
+    ) == pytest.approx(6.490e2, rel=1e-3)
+    raw, _ = rg.load_dataset('Cora', str(tmp_path), normalize=False)
+    assert set(raw.x.unique().tolist()) == {0.0, 1.0}
+    assert data.train_mask.size() == (2708, 1)  # one public split
