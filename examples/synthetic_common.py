@@ -300,13 +300,15 @@ def train_task(
     return train_run(model, data, task, plot_dir, pbar, compile_after)
 
 
-def write_csv(results: List[RunResult], path: str):
+def write_csv(results: List[RunResult], path: str, cls=RunResult):
+    r"""Writes ``results`` (instances of the dataclass ``cls``) as a CSV,
+    tuples of floats as space-separated values."""
+    tuples = [f.name for f in fields(cls) if f.type == Tuple[float, ...]]
     rows = [asdict(r) for r in results]
     for row in rows:
-        row['final_alpha_vv_mean'] = ' '.join(
-            f'{v:.4f}' for v in row['final_alpha_vv_mean']
-        )
-    names = [f.name for f in fields(RunResult)]
+        for name in tuples:
+            row[name] = ' '.join(f'{v:.4f}' for v in row[name])
+    names = [f.name for f in fields(cls)]
     tmp = path + '.tmp'
     with open(tmp, 'w', newline='') as out:
         writer = csv.DictWriter(out, fieldnames=names)
@@ -330,14 +332,16 @@ _PARSE = {
 }
 
 
-def read_csv(path: str) -> List[RunResult]:
-    r"""Reads the rows :func:`write_csv` wrote back into results."""
-    casts = {f.name: _PARSE[f.type] for f in fields(RunResult)}
+def read_csv(path: str, cls=RunResult) -> List[RunResult]:
+    r"""Reads the rows :func:`write_csv` wrote back into results (instances
+    of the dataclass ``cls``)."""
+    casts = {f.name: _PARSE[f.type] for f in fields(cls)}
     with open(path, newline='') as f:
         rows = list(csv.DictReader(f))
-    expected = {f.name for f in fields(RunResult)}
+    expected = {f.name for f in fields(cls)}
+    later = LATER_COLUMNS if cls is RunResult else {}
     for row in rows:  # columns added later: not recorded in older CSVs
-        for name, missing in LATER_COLUMNS.items():
+        for name, missing in later.items():
             row.setdefault(name, missing)
     if rows and set(rows[0]) != expected:
         raise ValueError(
@@ -345,7 +349,7 @@ def read_csv(path: str) -> List[RunResult]:
             f'expected the columns {sorted(expected)}, got {sorted(rows[0])}'
         )
     return [
-        RunResult(**{k: casts.get(k, str)(v) for k, v in row.items()})
+        cls(**{k: casts.get(k, str)(v) for k, v in row.items()})
         for row in rows
     ]
 
@@ -397,6 +401,8 @@ def run_tasks(
     run_one: Callable,
     csv_path: str,
     args: argparse.Namespace,
+    result_cls=RunResult,
+    row_key: Optional[Callable] = None,
 ) -> List[RunResult]:
     r"""Runs every task with ``run_one(task, pbar)`` and returns the results
     in the order of ``tasks``, as the arguments of
@@ -408,8 +414,15 @@ def run_tasks(
     with ``threads`` threads (default 1). Runs start row by row of the
     table (the order of ``tasks``), the longest of a row first. With
     ``tables_only=True`` nothing runs: the results of the tasks the CSV
-    holds are returned.
+    holds are returned. ``result_cls`` is the dataclass of the results
+    (with a ``task`` property), ``row_key(task)`` the table row of a task
+    (default: its dataset, source and depth).
     """
+    if row_key is None:
+
+        def row_key(t):
+            return (t.dataset, t.source, t.num_layers)
+
     jobs, threads = args.jobs, args.threads
     resume, tables_only = args.resume, args.tables_only
     kept: List[RunResult] = []
@@ -419,7 +432,9 @@ def run_tasks(
             'runs; it does not exist (check --out-dir)'
         )
     if resume or tables_only:
-        kept = read_csv(csv_path) if os.path.exists(csv_path) else []
+        kept = (
+            read_csv(csv_path, result_cls) if os.path.exists(csv_path) else []
+        )
     done = {r.task: r for r in kept}
     if tables_only:
         return [done[t] for t in tasks if t in done]
@@ -427,17 +442,17 @@ def run_tasks(
     # rows it has), and the longest runs of a row first.
     rows = {}
     for t in tasks:
-        rows.setdefault((t.dataset, t.source, t.num_layers), len(rows))
+        rows.setdefault(row_key(t), len(rows))
     todo = sorted(
         (t for t in dict.fromkeys(tasks) if t not in done),
-        key=lambda t: (rows[t.dataset, t.source, t.num_layers], -t.cost()),
+        key=lambda t: (rows[row_key(t)], -t.cost()),
     )
     results = list(kept)
 
     def finish(result, pbar):
         results.append(result)
         done[result.task] = result
-        write_csv(results, csv_path)
+        write_csv(results, csv_path, result_cls)
         pbar.update()
 
     with tqdm(
