@@ -104,6 +104,14 @@ PAPER = {
     ),
 }
 
+# Sizes for --estimate-only: nodes, undirected edges (the paper's Table 5;
+# ogbn-mag: papers and their citations), features, classes.
+OGB_SIZES = {
+    'ogbn-arxiv': (169343, 2315598, 128, 40),
+    'ogbn-products': (2449029, 123718152, 100, 47),
+    'ogbn-mag': (736389, 10792672, 128, 349),
+}
+
 # Memory of one full-batch training step, per layer, in bytes per
 # (edge x output channel) and per (node x output channel), edges counted
 # with the self-loops the layer adds. These are the tensors a layer saves for
@@ -426,6 +434,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--device', default=None)
     parser.add_argument('--out', help='write the results as JSON here')
     parser.add_argument(
+        '--estimate-only',
+        action='store_true',
+        help='print the full-batch memory estimate for the dataset (sizes '
+        'from the paper, no download) and exit',
+    )
+    parser.add_argument(
         '--calibrate-memory',
         action='store_true',
         help='measure MEMORY_BYTES for the installed layers and exit',
@@ -466,6 +480,35 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         measured = calibrate_memory()
         print('MEMORY_BYTES = ' + json.dumps(measured))
         return measured
+
+    if args.estimate_only:
+        num_nodes, num_edges, num_features, num_classes = OGB_SIZES[
+            args.dataset
+        ]
+        model = build_model(
+            args.model,
+            num_features,
+            args.hidden_channels,
+            args.num_layers,
+            num_classes,
+            heads=args.heads,
+        )
+        estimate = estimate_full_batch_bytes(
+            args.model,
+            num_nodes,
+            num_edges,
+            num_features,
+            args.hidden_channels,
+            args.num_layers,
+            num_classes,
+            sum(p.numel() for p in model.parameters()),
+        )
+        print(
+            f'{args.dataset} {args.model} {args.num_layers} x '
+            f'{args.hidden_channels}: full-batch training step needs about '
+            f'{estimate / 2**30:.1f} GB'
+        )
+        return dict(estimate_bytes=estimate)
 
     device = torch.device(
         args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
