@@ -285,8 +285,10 @@ def main(argv: Optional[List[str]] = None) -> Dict:
             out = model(
                 batch.x,
                 batch.edge_index,
-                num_sampled_nodes_per_hop=batch.num_sampled_nodes,
-                num_sampled_edges_per_hop=batch.num_sampled_edges,
+                # Trim each layer to the hops it still needs (with pyg-lib;
+                # torch-sparse's sampler does not count the hops):
+                num_sampled_nodes_per_hop=batch.get('num_sampled_nodes'),
+                num_sampled_edges_per_hop=batch.get('num_sampled_edges'),
             )[: batch.batch_size]
             loss = F.cross_entropy(out, batch.y[: batch.batch_size])
             loss.backward()  # DDP all-reduces (averages) the gradients

@@ -318,8 +318,10 @@ def train_mini(model, optimizer, loader, device) -> float:
         out = model(
             batch.x,
             batch.edge_index,
-            num_sampled_nodes_per_hop=batch.num_sampled_nodes,
-            num_sampled_edges_per_hop=batch.num_sampled_edges,
+            # Trim each layer to the hops it still needs (with pyg-lib;
+            # torch-sparse's sampler does not count the hops):
+            num_sampled_nodes_per_hop=batch.get('num_sampled_nodes'),
+            num_sampled_edges_per_hop=batch.get('num_sampled_edges'),
         )[: batch.batch_size]
         # The seeds (the first `batch_size` nodes) are training nodes only.
         loss = F.cross_entropy(out, batch.y[: batch.batch_size].view(-1))
