@@ -168,7 +168,7 @@ def mini_batch(model_name, procs, args, out_dir, device):
         processes=procs,
         nodes_per_s=res['nodes_per_s'],
         measured_MB=mem / 2**20,
-        measured='rank 0 peak '
+        measured='rank 0 training peak '
         + ('CUDA allocated' if device.type == 'cuda' else 'RSS'),
         command=' '.join(
             shlex.quote(osp.relpath(c, ROOT) if c.startswith(ROOT) else c)
@@ -242,7 +242,7 @@ def main():
     lines = [
         '# Scaling: GATE and GATv2, full batch, mini-batch, data parallel',
         '',
-        f'Command: `python {" ".join(sys.argv)}`',
+        f'Command: `python {shlex.join(sys.argv)}`',
         '',
         f'- date: {datetime.date.today()}',
         f'- CPU: {platform.processor() or platform.machine()}, '
