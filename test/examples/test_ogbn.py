@@ -151,7 +151,9 @@ def test_estimate_and_memory_constants():
     # The constants in MEMORY_BYTES must describe the installed layers: if
     # this fails, the layers' memory changed; paste the output of
     # `python examples/ogbn.py --calibrate-memory` into MEMORY_BYTES.
-    measured = ogbn.calibrate_memory(width=64, num_nodes=500)
+    # Measured at the calibration width (256): GATE's eager path saves
+    # [E, H] tensors, whose bytes per channel shrink as the width grows.
+    measured = ogbn.calibrate_memory(num_nodes=500)
     for model, per in ogbn.MEMORY_BYTES.items():
         for key in ('edge', 'node'):
             assert measured[model][key] == pytest.approx(per[key], rel=0.25)
