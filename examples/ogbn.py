@@ -126,8 +126,8 @@ OGB_SIZES = {
 # bytes, 2.2-2.5 for GATEConv on graphs of 10^5-10^6 edges in
 # benchmark/results/cpu-memory.md.
 MEMORY_BYTES = {
-    'GATE': dict(edge=0.12, node=16.0),
-    'GATv2': dict(edge=12.1, node=4.0),
+    'GATE': dict(edge=0.0, edge_fixed=30.0, node=16.0),
+    'GATv2': dict(edge=12.0, edge_fixed=28.0, node=4.0),
 }
 PEAK_FACTOR = 2.5
 
@@ -200,12 +200,14 @@ def estimate_full_batch_bytes(
     r"""Estimated peak memory of one full-batch training step in bytes.
 
     .. math::
-        \mathrm{PEAK\_FACTOR} \cdot \sum_{l=1}^{L} C_l \,
-        \big(b_E \, (|E| + |V|) + b_V \, |V|\big)
+        \mathrm{PEAK\_FACTOR} \cdot \sum_{l=1}^{L} \big( C_l \,
+        \big(b_E \, (|E| + |V|) + b_V \, |V|\big) + f_E \, (|E| + |V|)
+        \big)
         + 4 \, |V| \, F + 16 \, |\theta|
 
-    with :math:`C_l` the output width of layer :math:`l`, :math:`b_E` and
-    :math:`b_V` from :data:`MEMORY_BYTES` (self-loops counted as edges), the
+    with :math:`C_l` the output width of layer :math:`l`, :math:`b_E`,
+    :math:`f_E` (bytes per edge whatever the width) and :math:`b_V` from
+    :data:`MEMORY_BYTES` (self-loops counted as edges), the
     input features and 16 bytes per parameter (weights, gradients and Adam's
     two moments).
     """
@@ -213,6 +215,7 @@ def estimate_full_batch_bytes(
     widths = [hidden_channels] * (num_layers - 1) + [num_classes]
     layers = sum(
         c * (per['edge'] * (num_edges + num_nodes) + per['node'] * num_nodes)
+        + per['edge_fixed'] * (num_edges + num_nodes)
         for c in widths
     )
     return int(
@@ -245,34 +248,48 @@ def _saved_bytes(module: torch.nn.Module, x: Tensor, edge_index: Tensor):
 
 
 def calibrate_memory(
-    width: int = 256, heads: int = 1, num_nodes: int = 2000
+    widths: Tuple[int, int] = (64, 256), heads: int = 1, num_nodes: int = 2000
 ) -> Dict[str, Dict[str, float]]:
-    r"""Measures :data:`MEMORY_BYTES` for the installed layers: the bytes
-    saved for backward by one layer (:obj:`width` in and out channels) on two
-    random graphs with :obj:`num_nodes` nodes and 2 or 8 edges per node, per
-    (edge x channel) and (node x channel), self-loops counted as edges.
-    GATE's eager path saves only :obj:`[E, H]` edge tensors, so its bytes
-    per edge and channel fall with the width: :data:`MEMORY_BYTES` holds
-    the values at width 256, the paper's arxiv width.
+    r"""Measures :data:`MEMORY_BYTES` for the installed layers from the bytes
+    saved for backward by one layer (in and out channels equal to each of
+    :obj:`widths`) on two random graphs with :obj:`num_nodes` nodes and 2 or
+    8 edges per node, self-loops counted as edges: per (edge x channel),
+    per edge whatever the width (GATE's eager path saves only
+    :obj:`[E, H]` edge tensors and the edge index), and per (node x channel)
+    at the larger width.
     """
     gen = torch.Generator().manual_seed(0)
-    layers = {
-        'GATE': GATEConv(width, width // heads, heads=heads),
-        'GATv2': GATv2Conv(width, width // heads, heads=heads),
-    }
-    x = torch.randn(num_nodes, width, generator=gen)
-    rows, result = [], {}
-    for degree in (2, 8):
-        ei = torch.randint(num_nodes, (2, degree * num_nodes), generator=gen)
-        ei = coalesce(remove_self_loops(ei)[0], num_nodes=num_nodes)
-        rows.append((ei.size(1) + num_nodes, ei))
-    (e1, ei1), (e2, ei2) = rows
-    for name, layer in layers.items():
-        s1 = _saved_bytes(layer, x, ei1) / width
-        s2 = _saved_bytes(layer, x, ei2) / width
-        edge = (s2 - s1) / (e2 - e1)
-        node = (s1 - edge * e1) / num_nodes
-        result[name] = dict(edge=round(edge, 2), node=round(node, 2))
+    per_edge: Dict[str, List[float]] = {'GATE': [], 'GATv2': []}
+    node: Dict[str, float] = {}
+    for width in widths:
+        layers = {
+            'GATE': GATEConv(width, width // heads, heads=heads),
+            'GATv2': GATv2Conv(width, width // heads, heads=heads),
+        }
+        x = torch.randn(num_nodes, width, generator=gen)
+        rows = []
+        for degree in (2, 8):
+            ei = torch.randint(
+                num_nodes, (2, degree * num_nodes), generator=gen
+            )
+            ei = coalesce(remove_self_loops(ei)[0], num_nodes=num_nodes)
+            rows.append((ei.size(1) + num_nodes, ei))
+        (e1, ei1), (e2, ei2) = rows
+        for name, layer in layers.items():
+            s1 = _saved_bytes(layer, x, ei1)
+            s2 = _saved_bytes(layer, x, ei2)
+            edge = (s2 - s1) / (e2 - e1)  # bytes per edge at this width
+            per_edge[name].append(edge)
+            node[name] = (s1 - edge * e1) / num_nodes / width
+    w1, w2 = widths
+    result = {}
+    for name, (t1, t2) in per_edge.items():
+        channel = (t2 - t1) / (w2 - w1)
+        result[name] = dict(
+            edge=round(channel, 2),
+            edge_fixed=round(max(t1 - channel * w1, 0.0), 1),
+            node=round(node[name], 2),
+        )
     return result
 
 
