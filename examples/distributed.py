@@ -40,6 +40,7 @@ global loss, throughput in seed nodes per second, accuracy with
 """
 
 import argparse
+import gc
 import json
 import os
 import os.path as osp
@@ -383,6 +384,13 @@ def main(argv: Optional[List[str]] = None) -> Dict:
             json.dump(result, f, indent=1)
     log(f'{nodes_per_s:.0f} training nodes/s on {world_size} process(es)')
     if distributed:
+        # Tear down in order: wait for every rank, free DDP's reducer while
+        # the process group is alive, then destroy the group. Leaving it to
+        # interpreter shutdown can deadlock: the main thread joins gloo's
+        # worker thread while holding the GIL that the worker waits for.
+        dist.barrier()
+        del model
+        gc.collect()
         dist.destroy_process_group()
     return result
 
