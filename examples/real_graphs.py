@@ -719,10 +719,9 @@ def fit(
     )
 
 
-def run_one(config, task, pbar=None):
-    r"""Loads the data and trains one run (in a worker with ``--jobs``)."""
-    if config['threads']:
-        torch.set_num_threads(config['threads'])
+def prepare(config, task):
+    r"""The graph and the freshly seeded model of ``task``, on the device of
+    ``config``: what :func:`run_one` and :func:`time_epochs` start from."""
     data, num_classes = load_dataset(
         task.dataset,
         config['root'],
@@ -733,6 +732,14 @@ def run_one(config, task, pbar=None):
     model = build_model(task, data.num_features, num_classes)
     device = torch.device(config['device'])
     data, model = data.to(device), model.to(device)
+    return data, model, device
+
+
+def run_one(config, task, pbar=None):
+    r"""Loads the data and trains one run (in a worker with ``--jobs``)."""
+    if config['threads']:
+        torch.set_num_threads(config['threads'])
+    data, model, _ = prepare(config, task)
     plot_dir = (
         config['plot_dir'] if task.split in config['plot_splits'] else None
     )
@@ -744,16 +751,7 @@ def time_epochs(config, task, epochs, compiled):
     pass if the recipe has one and the validation metric), the mean of
     ``epochs`` epochs after warm-up (``compiled``: of the
     :func:`torch.compile` d forward, after two compiling epochs)."""
-    data, num_classes = load_dataset(
-        task.dataset,
-        config['root'],
-        task.edges == 'raw',
-        task.features == 'normalized',
-    )
-    torch.manual_seed(task.seed)
-    model = build_model(task, data.num_features, num_classes)
-    device = torch.device(config['device'])
-    data, model = data.to(device), model.to(device)
+    data, model, device = prepare(config, task)
     train, val, _ = (m.to(device) for m in split_masks(data, task.split))
     optimizer = torch.optim.Adam(model.parameters(), lr=task.lr)
     forward = model.forward_with_self_attention
