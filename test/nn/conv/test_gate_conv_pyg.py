@@ -214,7 +214,7 @@ def test_attention_dtype_under_autocast():
     for heads, channels, add_self_loops in [
         (2, 8, True),
         (2, 8, False),
-        (8, 64, True),  # the batched (einsum) scoring path
+        (8, 64, True),  # many heads
     ]:
         conv = GATEConv(16, channels, heads, add_self_loops=add_self_loops)
         randomize(conv)
@@ -225,6 +225,13 @@ def test_attention_dtype_under_autocast():
             out, (_, alpha) = conv(
                 x, EDGE_INDEX, return_attention_weights=True
             )
+            # Training under autocast: the backward pass runs and gives
+            # every parameter a finite gradient.
+            conv.zero_grad()
+            conv(x, EDGE_INDEX).float().sum().backward()
+            for name, param in conv.named_parameters():
+                assert param.grad is not None, name
+                assert torch.isfinite(param.grad).all(), name
             ref_out, (_, ref_alpha) = ref(
                 x, EDGE_INDEX, return_attention_weights=True
             )
@@ -282,3 +289,16 @@ def test_to_hetero_with_lazy_edge_dim():
         if et[2] == 'paper'
     )
     assert torch.allclose(out['paper'], expected, atol=1e-6)
+
+
+def test_negative_slope_trains():
+    # The fused backward reads the activation's sign from its output, which
+    # a negative slope does not keep: such a layer takes the plain path.
+    torch.manual_seed(6)
+    x = torch.randn(NUM_NODES, 8, requires_grad=True)
+    conv = GATEConv(8, 4, heads=2, negative_slope=-0.5)
+    randomize(conv)
+    assert not conv._fusable()
+    conv(x, EDGE_INDEX).sum().backward()
+    assert torch.isfinite(x.grad).all()
+    assert conv.att_self.grad is not None

@@ -165,10 +165,12 @@ class EdgeScore(torch.autograd.Function):
                 g_z = torch.ops.aten.threshold_backward(g_z, act, 0.0)
             else:
                 g_z = torch.ops.aten.leaky_relu_backward(g_z, act, slope, True)
+            # `g_z` has the attention vectors' dtype; under autocast the
+            # projections (and so their gradients) are in lower precision:
             if grad_src is not None:
-                grad_src.index_add_(0, src[s], g_z)
+                grad_src.index_add_(0, src[s], g_z.to(grad_src.dtype))
             if grad_dst is not None:
-                grad_dst.index_add_(0, dst[s], g_z)
+                grad_dst.index_add_(0, dst[s], g_z.to(grad_dst.dtype))
             if grad_attr is not None or grad_weight is not None:
                 g_flat = g_z.view(g_z.size(0), -1)
                 if grad_attr is not None:

@@ -637,6 +637,9 @@ class GATEConv(MessagePassing):
             and self.decomposed_layers == 1
             and self.aggr in ('add', 'sum')
             and self.flow == 'source_to_target'
+            # The fused backward reads the activation's side of 0 from its
+            # output, which a negative slope does not keep:
+            and self.negative_slope >= 0.0
             and not any(len(h) > 0 for h in hooks)
         )
 
