@@ -9,9 +9,10 @@ training nodes: each epoch, one permutation of the training nodes, the same
 on every process (:class:`~torch.utils.data.distributed.DistributedSampler`
 seeded with :obj:`--seed` and the epoch), is cut into global batches of
 :obj:`--batch-size` seed nodes, and process :math:`r` of :math:`W` takes
-every :math:`W`-th of them. DDP averages the gradients over the processes
-(all-reduce), so with equal shards and a mean loss, one step on :math:`W`
-processes is the step of one process on the whole global batch: the
+every :math:`W`-th node of each global batch (a local batch of
+:obj:`--batch-size` / :math:`W` seeds). DDP averages the gradients over the
+processes (all-reduce), so with equal shards and a mean loss, one step on
+:math:`W` processes is the step of one process on the whole global batch: the
 parameters stay bit-identical across processes, and match a single-process
 run with the same :obj:`--batch-size` up to floating-point summation order
 (exactly so with full neighbourhoods, :obj:`--num-neighbors -1`; sampled
@@ -51,14 +52,18 @@ from typing import Dict, List, Optional
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
 from torch_geometric.data import Data
 from torch_geometric.utils import remove_self_loops, to_undirected
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from ogbn import DATASETS, build_model, load_ogb  # noqa: E402
+from ogbn import (  # noqa: E402
+    DATASETS,
+    build_model,
+    load_ogb,
+    train_step,
+)
 
 
 def synthetic_graph(
@@ -303,20 +308,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
             torch.cuda.synchronize()
         start = time.perf_counter()
         for batch in loader:
-            batch = batch.to(device)
-            optimizer.zero_grad()
-            out = model(
-                batch.x,
-                batch.edge_index,
-                # Trim each layer to the hops it still needs (with pyg-lib;
-                # torch-sparse's sampler does not count the hops):
-                num_sampled_nodes_per_hop=batch.get('num_sampled_nodes'),
-                num_sampled_edges_per_hop=batch.get('num_sampled_edges'),
-            )[: batch.batch_size]
-            loss = F.cross_entropy(out, batch.y[: batch.batch_size])
-            loss.backward()  # DDP all-reduces (averages) the gradients
-            optimizer.step()
-            losses.append(float(loss.detach()))
+            losses.append(train_step(model, optimizer, batch.to(device)))
             if not first_seeds:
                 first_seeds = batch.n_id[: batch.batch_size].tolist()
         if device.type == 'cuda':

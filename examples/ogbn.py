@@ -329,25 +329,32 @@ def train_full(model, optimizer, data: Data, train_idx: Tensor) -> float:
     return float(loss.detach())
 
 
+def train_step(model, optimizer, batch) -> float:
+    r"""One optimizer step on a :class:`~torch_geometric.loader.NeighborLoader`
+    mini-batch (already on the model's device): the loss is taken on the
+    seed nodes only, the first :obj:`batch.batch_size` nodes, which are
+    training nodes. Returns the loss."""
+    optimizer.zero_grad()
+    out = model(
+        batch.x,
+        batch.edge_index,
+        # Trim each layer to the hops it still needs (with pyg-lib;
+        # torch-sparse's sampler does not count the hops):
+        num_sampled_nodes_per_hop=batch.get('num_sampled_nodes'),
+        num_sampled_edges_per_hop=batch.get('num_sampled_edges'),
+    )[: batch.batch_size]
+    loss = F.cross_entropy(out, batch.y[: batch.batch_size].view(-1))
+    loss.backward()  # under DDP: all-reduces (averages) the gradients
+    optimizer.step()
+    return float(loss.detach())
+
+
 def train_mini(model, optimizer, loader, device) -> float:
     model.train()
     total_loss = total = 0
     for batch in loader:
-        batch = batch.to(device)
-        optimizer.zero_grad()
-        out = model(
-            batch.x,
-            batch.edge_index,
-            # Trim each layer to the hops it still needs (with pyg-lib;
-            # torch-sparse's sampler does not count the hops):
-            num_sampled_nodes_per_hop=batch.get('num_sampled_nodes'),
-            num_sampled_edges_per_hop=batch.get('num_sampled_edges'),
-        )[: batch.batch_size]
-        # The seeds (the first `batch_size` nodes) are training nodes only.
-        loss = F.cross_entropy(out, batch.y[: batch.batch_size].view(-1))
-        loss.backward()
-        optimizer.step()
-        total_loss += float(loss.detach()) * batch.batch_size
+        loss = train_step(model, optimizer, batch.to(device))
+        total_loss += loss * batch.batch_size
         total += batch.batch_size
     return total_loss / total
 
