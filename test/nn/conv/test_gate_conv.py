@@ -2,6 +2,7 @@ import itertools
 import math
 from typing import List, Tuple
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -754,6 +755,28 @@ def test_gate_conv_invalid_arguments():
         GATEConv(5, 4, edge_dim=2, fill_value='median')
     with pytest.raises(ValueError, match="'edge_dim'"):
         GATEConv(5, 4, edge_dim=0)
+
+
+def test_gate_conv_numpy_scalar_arguments():
+    # NumPy scalars (np.float32 is not a Python float) act as the floats.
+    x = torch.randn(NUM_NODES, 5)
+    edge_attr = torch.randn(EDGE_INDEX.size(1), 2)
+    outs = []
+    for cast in (float, np.float32):
+        torch.manual_seed(0)
+        conv = GATEConv(
+            5, 4, edge_dim=2, dropout=cast(0.25), fill_value=cast(0.5)
+        )
+        assert conv.dropout == 0.25 and conv.fill_value == 0.5
+        conv.eval()
+        outs.append(conv(x, EDGE_INDEX, edge_attr))
+    assert torch.equal(outs[0], outs[1])
+
+    for bad in (True, '0.1'):
+        with pytest.raises(TypeError, match="'dropout' must be a float"):
+            GATEConv(5, 4, dropout=bad)
+    with pytest.raises(TypeError, match="'fill_value' must be a number"):
+        GATEConv(5, 4, edge_dim=2, fill_value=True)
 
 
 def test_gate_conv_invalid_inputs():

@@ -1,3 +1,4 @@
+import numbers
 import typing
 from typing import List, Optional, Tuple, Union
 
@@ -203,7 +204,8 @@ class GATEConv(MessagePassing):
         src_channels, dst_channels = _check_in_channels(in_channels)
         _check_positive_int(out_channels, 'out_channels')
         _check_positive_int(heads, 'heads')
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
+        # numbers.Real admits NumPy scalars (np.float32 is no float):
+        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
             raise TypeError(
                 f"'dropout' must be a float in [0, 1) "
                 f'(got {type(dropout).__name__})'
@@ -224,7 +226,9 @@ class GATEConv(MessagePassing):
                     f"'fill_value' must be a number, a tensor or one of "
                     f"{_FILL_REDUCTIONS} (got '{fill_value}')"
                 )
-        elif not isinstance(fill_value, (int, float, Tensor)):
+        elif isinstance(fill_value, bool) or not isinstance(
+            fill_value, (numbers.Real, Tensor)
+        ):
             raise TypeError(
                 f"'fill_value' must be a number, a tensor or a "
                 f'string (got {type(fill_value).__name__})'
@@ -240,6 +244,8 @@ class GATEConv(MessagePassing):
         self.share_weights = share_weights
         self.edge_dim = edge_dim
         self.residual = residual
+        if isinstance(fill_value, numbers.Real):
+            fill_value = float(fill_value)
         self.fill_value = fill_value
 
         # W (values), U (source side of the score), V (target side):
