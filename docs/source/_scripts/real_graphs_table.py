@@ -1,0 +1,111 @@
+r"""One row per dataset and depth, one column per model: the compact form of
+the ``results_summary.csv`` that ``examples/real_graphs.py`` writes, for the
+docs' results page. Each cell is the test metric (%) of the model, mean ±
+95% CI over the splits; the last columns are the paper's numbers for GAT,
+GATE and GATE_S (Appendix D; ``*``: the paper's mark, see the results
+page)::
+
+    python docs/source/_scripts/real_graphs_table.py \
+        docs/source/_data/real_graphs/small_paper_summary.csv \
+        > docs/source/_data/real_graphs/small_paper_table.csv
+
+With ``--best-epochs``, from the per-run ``results.csv`` instead: the
+median epoch selected on validation, and the mean alpha_vv of the selected
+epoch averaged over the layers and splits (attention models), per dataset,
+depth and model::
+
+    python docs/source/_scripts/real_graphs_table.py --best-epochs \
+        docs/source/_data/real_graphs/small_paper_results.csv
+"""
+
+import argparse
+import csv
+import statistics
+import sys
+
+MODELS = ['MLP', 'GAT', 'MLP+GAT', 'FAGCN', 'GATE', 'GATE_S']
+PAPER = ['GAT', 'GATE', 'GATE_S']
+
+parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+parser.add_argument(
+    'summary',
+    help="a 'results_summary.csv' ('results.csv' with --best-epochs)",
+)
+parser.add_argument('--best-epochs', action='store_true')
+args = parser.parse_args()
+
+
+def best_epochs(path: str):
+    with open(path, newline='') as f:
+        runs = list(csv.DictReader(f))
+    groups = {}
+    for run in runs:
+        key = (run['dataset'], run['recipe'], int(run['num_layers']))
+        groups.setdefault(key, {}).setdefault(run['model'], []).append(run)
+    out = csv.writer(sys.stdout, lineterminator='\n')
+    out.writerow(
+        [
+            'dataset',
+            'recipe',
+            'L',
+            'model',
+            'n',
+            'median best epoch',
+            'min-max',
+            'mean alpha_vv (selected epoch)',
+        ]
+    )
+    for key in sorted(groups):
+        for model in MODELS:
+            got = groups[key].get(model, [])
+            if not got:
+                continue
+            epochs = [int(r['best_epoch']) for r in got]
+            alphas = [
+                float(a) for r in got for a in r['alpha_vv_mean'].split()
+            ]
+            out.writerow(
+                [
+                    *key,
+                    model,
+                    len(got),
+                    statistics.median(epochs),
+                    f'{min(epochs)}-{max(epochs)}',
+                    f'{statistics.mean(alphas):.2f}' if alphas else '-',
+                ]
+            )
+
+
+if args.best_epochs:
+    best_epochs(args.summary)
+    sys.exit()
+
+with open(args.summary, newline='') as f:
+    rows = list(csv.DictReader(f))
+
+cells, order = {}, []
+for row in rows:
+    key = (row['dataset'], row['recipe'], int(row['L']))
+    if key not in cells:
+        cells[key] = {}
+        order.append(key)
+    test = row['test (ours)'].split(' (n=')[0]
+    n = row['test (ours)'].split('(n=')[-1].rstrip(')')
+    cells[key][row['model']] = (
+        test if n == '10' else f'{test} (n={n})',
+        row['paper'],
+    )
+
+out = csv.writer(sys.stdout, lineterminator='\n')
+out.writerow(
+    ['dataset', 'recipe', 'L', *MODELS, *(f'paper {m}' for m in PAPER)]
+)
+for key in order:
+    got = cells[key]
+    out.writerow(
+        [
+            *key,
+            *(got[m][0] if m in got else '-' for m in MODELS),
+            *(got[m][1] if m in got and got[m][1] else '-' for m in PAPER),
+        ]
+    )
