@@ -467,10 +467,7 @@ def run_deep(args, argv) -> List[dict]:
 
 
 def write_deep(rows: List[dict], args, argv):
-    cmd = ' '.join(
-        ['python', 'benchmark/conv.py']
-        + (argv if argv is not None else sys.argv[1:])
-    )
+    cmd = command_line(argv)
     lines = [
         '# Deep full-batch training step on a graph of ogbn-arxiv size',
         '',
@@ -926,6 +923,12 @@ COLUMNS = [
 ]
 
 
+def command_line(argv: Optional[List[str]]) -> str:
+    r"""The command that produced a result file, as the user typed it."""
+    args = argv if argv is not None else sys.argv[1:]
+    return ' '.join(['python', 'benchmark/conv.py', *args])
+
+
 def machine_info() -> str:
     try:
         import torch_scatter
@@ -970,10 +973,7 @@ def _fmt(value, digits=2):
 
 
 def markdown(rows: List[dict], args, argv) -> str:
-    cmd = ' '.join(
-        ['python', 'benchmark/conv.py']
-        + (argv if argv is not None else sys.argv[1:])
-    )
+    cmd = command_line(argv)
     lines = [
         '# GATEConv vs GATv2Conv',
         '',

@@ -9,9 +9,12 @@ chunk over the edges, so that no :obj:`[E, H, C]` tensor is ever held whole.
 Their gradients are exact (no approximation: they equal the plain path's up
 to float rounding).
 
-TorchScript cannot script a :class:`torch.autograd.Function`, and
-:func:`torch.compile` recomputes the pointwise part by itself, so both use
-the plain message passing of :class:`GATEConv` instead.
+TorchScript cannot script a :class:`torch.autograd.Function`, and the
+chunk loop is Python control flow that :func:`torch.compile` would unroll,
+so both use the plain message passing of :class:`GATEConv` instead
+(Inductor fuses its forward score without an :obj:`[E, H, C]` activation,
+but its backward does write :obj:`[E, H, C]` buffers: see the benchmark
+page).
 """
 
 from typing import Optional

@@ -553,8 +553,9 @@ class GATEConv(MessagePassing):
         # Each edge picks a_s or a_t, and every head is scored on its own
         # (one overflowing head leaves the others finite). Inductor fuses the
         # gathers, the activation, the choice and the reduction into one
-        # kernel, so no `[E, H, C]` tensor is materialized under
-        # torch.compile; eager mode takes `_fused_attend` instead.
+        # forward kernel that writes no `[E, H, C]` activation (its backward
+        # still writes `[E, H, C]` buffers; see the benchmark docs); eager
+        # mode takes `_fused_attend` instead.
         att = torch.where(
             self_mask.view(-1, 1, 1), self.att_self, self.att_neighbor
         )
