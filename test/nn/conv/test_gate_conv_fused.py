@@ -202,6 +202,42 @@ def test_fused_path_saves_at_most_a_third_of_gatv2(heads):
     assert saved_bytes(plain(gate), x, edge_index) > 2 * edge_tensor
 
 
+@pytest.mark.parametrize('heads', [1, 8])
+def test_compiled_step_saves_no_edge_tensor(heads):
+    # Under torch.compile the plain path runs; its aggregation is
+    # checkpointed, so that the gathered messages are gathered again in
+    # backward instead of being saved.
+    torch.manual_seed(0)
+    num_nodes, num_edges, hidden = 1000, 20000, 64
+    x = torch.randn(num_nodes, 32)
+    edge_index = torch.randint(0, num_nodes, (2, num_edges))
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    gate = GATEConv(32, hidden // heads, heads=heads)
+    randomize(gate)
+    compiled = torch.compile(gate, fullgraph=True)
+    compiled(x, edge_index)  # Compiles.
+
+    storages: Dict[int, int] = {}
+
+    def pack(t: Tensor):
+        storage = t.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = compiled(x, edge_index)
+    edge_tensor = edge_index.size(1) * hidden * x.element_size()
+    assert 0 < max(storages.values()) < edge_tensor / 4
+    # And the gradients are those of eager mode:
+    out.square().sum().backward()
+    grads = [p.grad.clone() for p in gate.parameters()]
+    gate.zero_grad()
+    gate(x, edge_index).square().sum().backward()
+    for g_compiled, p in zip(grads, gate.parameters()):
+        scale = p.grad.abs().max()
+        assert torch.allclose(g_compiled, p.grad, atol=1e-5 * scale)
+
+
 @pytest.mark.parametrize('fused', [True, False])
 def test_one_overflowing_head_leaves_the_others_finite(fused):
     torch.manual_seed(0)

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
+from torch.utils.checkpoint import checkpoint
 from torch_geometric import is_compiling
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.dense.linear import (
@@ -506,10 +507,12 @@ class GATEConv(MessagePassing):
                 drop_mask=drop_mask,
                 size=(num_src, num_dst),
             )
-            # propagate_type: (x: Tensor, alpha: Tensor)
-            out = self.propagate(
-                ei, x=value, alpha=alpha, size=(num_src, num_dst)
-            )
+            if torch.jit.is_scripting() or not self._fusable():
+                out = self._aggregate_plain(ei, value, alpha, num_src, num_dst)
+            else:  # torch.compile
+                out = self._aggregate_recomputed(
+                    ei, value, alpha, num_src, num_dst
+                )
         else:
             alpha, out = self._fused_attend(
                 ei, q_src, q_dst, value, edge_attr, self_mask, drop_mask
@@ -550,15 +553,26 @@ class GATEConv(MessagePassing):
         else:
             z = F.leaky_relu(z, self.negative_slope)
 
-        # Each edge picks a_s or a_t, and every head is scored on its own
-        # (one overflowing head leaves the others finite). Inductor fuses the
+        # Each edge reads a_s or a_t from the row of its target node in
+        # `[a_s] * N_dst + [a_t] * N_dst`, and every head is scored on its
+        # own (one overflowing head leaves the others finite). Reading them
+        # per target, rather than broadcasting one vector to all edges, makes
+        # their gradients a scatter into `[2 * N_dst, H, C]` and a sum over
+        # nodes: compiled, a reduction over all E edges of gathered operands
+        # runs one pass over the edges per 8 channels (measured 6-9x slower
+        # on Tolokers; `benchmark/compile_parts.py`). Inductor fuses the
         # gathers, the activation, the choice and the reduction into one
-        # forward kernel that writes no `[E, H, C]` activation (its backward
-        # still writes `[E, H, C]` buffers; see the benchmark docs); eager
-        # mode takes `_fused_attend` instead.
-        att = torch.where(
-            self_mask.view(-1, 1, 1), self.att_self, self.att_neighbor
+        # forward kernel that writes no `[E, H, C]` activation; eager mode
+        # takes `_fused_attend` instead.
+        assert dim_size is not None
+        rows = torch.cat(
+            [
+                self.att_neighbor.expand(dim_size, -1, -1),
+                self.att_self.expand(dim_size, -1, -1),
+            ],
+            dim=0,
         )
+        att = rows[index + dim_size * self_mask.to(index.dtype)]
         e = (z * att).sum(dim=-1)
         return self._normalize(e, drop_mask, index, ptr, dim_size)
 
@@ -581,6 +595,43 @@ class GATEConv(MessagePassing):
         alpha = softmax(e, index, ptr, dim_size)
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
         return alpha
+
+    def _aggregate_plain(
+        self,
+        ei: Tensor,
+        value: Tensor,
+        alpha: Tensor,
+        num_src: int,
+        num_dst: int,
+    ) -> Tensor:
+        # propagate_type: (x: Tensor, alpha: Tensor)
+        return self.propagate(
+            ei, x=value, alpha=alpha, size=(num_src, num_dst)
+        )
+
+    @torch.jit.unused
+    def _aggregate_recomputed(
+        self,
+        ei: Tensor,
+        value: Tensor,
+        alpha: Tensor,
+        num_src: int,
+        num_dst: int,
+    ) -> Tensor:
+        r"""The weighted aggregation under :func:`torch.compile`, as
+        :meth:`propagate` under activation checkpointing: the partitioner
+        would otherwise save the gathered messages, an :obj:`[E, H, C]`
+        tensor, for backward; backward gathers them again instead.
+        """
+        return checkpoint(
+            self._aggregate_plain,
+            ei,
+            value,
+            alpha,
+            num_src,
+            num_dst,
+            use_reentrant=False,
+        )
 
     def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
         return x_j * alpha.unsqueeze(-1)
