@@ -19,6 +19,12 @@ operators has to run, each in the fastest form found for it:
   attention vectors' gradient, as a scatter into per-target rows) and the
   aggregation's backward (the attention's gradient and the values' scatter).
 
+Two more columns time the gradient of :math:`\mathbf{a}_s` and
+:math:`\mathbf{a}_t` alone in its two forms: summed over the edges (what
+autograd derives when one vector is broadcast to every edge; compiled, one
+pass over the edges per 8 channels) and scattered into per-target rows,
+then summed over the nodes (what GATEConv's compiled backward does).
+
 Their sum (*parts*) leaves out the softmax's :math:`[E, H]` passes, the
 bias, and every launch and allocation; with Inductor's kernels a compiled
 GATE step is unlikely to get below it, although it is no proof (a better
@@ -94,6 +100,30 @@ def score_backward(q_src, q_dst, src, dst, mask, att_n, att_s, g):
     grad_att.index_add_(0, rows, torch.relu(z) * g)
     grad_neighbor, grad_self = grad_att.view(2, num_dst, -1).sum(1)
     return grad_src, grad_dst, grad_self, grad_neighbor
+
+
+def att_grad_summed(q_src, q_dst, src, dst, mask, g):
+    r"""The attention vectors' gradients as a reduction over the edges, the
+    form autograd derives when one vector is broadcast to every edge.
+    """
+    z = torch.relu(q_src[src] + q_dst[dst]) * _spread(
+        g, q_src.size(1) // g.size(1)
+    )
+    m = mask.view(-1, 1)
+    return torch.where(m, 0.0, z).sum(0), torch.where(m, z, 0.0).sum(0)
+
+
+def att_grad_scattered(q_src, q_dst, src, dst, mask, g):
+    r"""The same gradients as a scatter into per-target rows and a sum over
+    nodes, the form of GATEConv's compiled backward.
+    """
+    num_dst = q_dst.size(0)
+    z = torch.relu(q_src[src] + q_dst[dst]) * _spread(
+        g, q_src.size(1) // g.size(1)
+    )
+    rows = dst + num_dst * mask.to(dst.dtype)
+    out = q_dst.new_zeros(2 * num_dst, q_dst.size(1)).index_add_(0, rows, z)
+    return out.view(2, num_dst, -1).sum(1).unbind(0)
 
 
 def aggregate(value, alpha, src, dst):
@@ -185,6 +215,15 @@ def measure(graph: str, heads: int, args) -> Dict[str, float]:
             (value, alpha, src, dst, grad_out),
         ),
     }
+    att_inputs = (q_src, q_dst, src, dst, mask, g)
+    for name, fn in (
+        ('att_summed', att_grad_summed),
+        ('att_scattered', att_grad_scattered),
+    ):
+        compiled = torch.compile(fn, fullgraph=True, dynamic=False)
+        row[f'{name}_ms'] = median_ms(
+            partial(compiled, *att_inputs), args.reps
+        )
     for name, (fn, inputs) in passes.items():
         compiled = torch.compile(fn, fullgraph=True, dynamic=False)
         row[f'{name}_ms'] = median_ms(partial(compiled, *inputs), args.reps)
@@ -210,6 +249,8 @@ COLUMNS = [
     ('aggregate backward ms', 'aggregate_backward_ms', '{:.1f}'),
     ('parts ms', 'parts_ms', '{:.1f}'),
     ('parts / GATv2', None, None),
+    ('a_s/a_t gradient, summed over edges ms', 'att_summed_ms', '{:.1f}'),
+    ('a_s/a_t gradient, scattered ms', 'att_scattered_ms', '{:.1f}'),
 ]
 
 
@@ -229,7 +270,7 @@ def markdown(rows: List[dict], argv) -> str:
         cells = [
             fmt.format(r[key]) for _, key, fmt in COLUMNS if key is not None
         ]
-        cells.append(f'{r["parts_ms"] / r["gatv2_ms"]:.2f}')
+        cells.insert(-2, f'{r["parts_ms"] / r["gatv2_ms"]:.2f}')
         lines.append('| ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines) + '\n'
 

@@ -11,10 +11,12 @@ to float rounding).
 
 TorchScript cannot script a :class:`torch.autograd.Function`, and the
 chunk loop is Python control flow that :func:`torch.compile` would unroll,
-so both use the plain message passing of :class:`GATEConv` instead
-(Inductor fuses its forward score without an :obj:`[E, H, C]` activation,
-but its backward does write :obj:`[E, H, C]` buffers: see the benchmark
-page).
+so both use the plain message passing of :class:`GATEConv` instead. Under
+:func:`torch.compile` it saves no :obj:`[E, H, C]` tensor either: Inductor
+fuses the forward score without an :obj:`[E, H, C]` activation, and the
+aggregation runs under activation checkpointing, so that the gathered
+messages are gathered again in backward (whose kernels do write
+:obj:`[E, H, C]` buffers: see the benchmark page).
 """
 
 from typing import Optional

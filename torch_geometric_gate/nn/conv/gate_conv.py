@@ -559,8 +559,8 @@ class GATEConv(MessagePassing):
         # per target, rather than broadcasting one vector to all edges, makes
         # their gradients a scatter into `[2 * N_dst, H, C]` and a sum over
         # nodes: compiled, a reduction over all E edges of gathered operands
-        # runs one pass over the edges per 8 channels (measured 6-9x slower
-        # on Tolokers; `benchmark/compile_parts.py`). Inductor fuses the
+        # runs one pass over the edges per 8 channels (measured 6.6-7.4x
+        # slower on Tolokers; `benchmark/compile_parts.py`). Inductor fuses the
         # gathers, the activation, the choice and the reduction into one
         # forward kernel that writes no `[E, H, C]` activation; eager mode
         # takes `_fused_attend` instead.
