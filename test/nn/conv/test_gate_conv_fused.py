@@ -1,5 +1,5 @@
 import itertools
-from typing import Dict
+from typing import Dict, Tuple
 
 import pytest
 import torch
@@ -167,8 +167,10 @@ def test_fused_functions_gradcheck_across_chunks(monkeypatch, slope):
     assert torch.allclose(aggregate(q_src, alpha), expected)
 
 
-def saved_bytes(module, *args) -> int:
-    r"""Bytes of the distinct storages saved for backward by one forward."""
+def saved_storages(module, *args) -> Tuple[Dict[int, int], Tensor]:
+    r"""The distinct storages (their bytes) saved for backward by one
+    forward, and its output.
+    """
     storages: Dict[int, int] = {}
 
     def pack(t: Tensor):
@@ -177,17 +179,26 @@ def saved_bytes(module, *args) -> int:
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        module(*args)
-    return sum(storages.values())
+        out = module(*args)
+    return storages, out
+
+
+def saved_bytes(module, *args) -> int:
+    r"""Bytes of the distinct storages saved for backward by one forward."""
+    return sum(saved_storages(module, *args)[0].values())
+
+
+def random_graph(num_nodes: int = 1000, num_edges: int = 20000):
+    torch.manual_seed(0)
+    x = torch.randn(num_nodes, 32)
+    edge_index = torch.randint(0, num_nodes, (2, num_edges))
+    return x, edge_index[:, edge_index[0] != edge_index[1]]
 
 
 @pytest.mark.parametrize('heads', [1, 8])
 def test_fused_path_saves_at_most_a_third_of_gatv2(heads):
-    torch.manual_seed(0)
-    num_nodes, num_edges, hidden = 1000, 20000, 64
-    x = torch.randn(num_nodes, 32)
-    edge_index = torch.randint(0, num_nodes, (2, num_edges))
-    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    num_edges, hidden = 20000, 64
+    x, edge_index = random_graph(num_edges=num_edges)
     gate = GATEConv(32, hidden // heads, heads=heads)
     randomize(gate)
     gatv2 = GATv2Conv(32, hidden // heads, heads=heads)
@@ -198,7 +209,7 @@ def test_fused_path_saves_at_most_a_third_of_gatv2(heads):
     # No `[E, H, C]` tensor at all: everything saved is far below it.
     edge_tensor = num_edges * hidden * x.element_size()
     assert gate_bytes < edge_tensor
-    # The plain path (TorchScript, torch.compile) does save them:
+    # The plain path (TorchScript, hooks, explain mode) does save them:
     assert saved_bytes(plain(gate), x, edge_index) > 2 * edge_tensor
 
 
@@ -207,25 +218,14 @@ def test_compiled_step_saves_no_edge_tensor(heads):
     # Under torch.compile the plain path runs; its aggregation is
     # checkpointed, so that the gathered messages are gathered again in
     # backward instead of being saved.
-    torch.manual_seed(0)
-    num_nodes, num_edges, hidden = 1000, 20000, 64
-    x = torch.randn(num_nodes, 32)
-    edge_index = torch.randint(0, num_nodes, (2, num_edges))
-    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    hidden = 64
+    x, edge_index = random_graph()
     gate = GATEConv(32, hidden // heads, heads=heads)
     randomize(gate)
     compiled = torch.compile(gate, fullgraph=True)
     compiled(x, edge_index)  # Compiles.
 
-    storages: Dict[int, int] = {}
-
-    def pack(t: Tensor):
-        storage = t.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = compiled(x, edge_index)
+    storages, out = saved_storages(compiled, x, edge_index)
     edge_tensor = edge_index.size(1) * hidden * x.element_size()
     assert 0 < max(storages.values()) < edge_tensor / 4
     # And the gradients are those of eager mode:
