@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conv_testing import EDGE_INDEX, NUM_NODES, randomize_attention
 from torch import Tensor
 from torch.func import functional_call
 from torch_geometric.nn import GATv2Conv
@@ -15,24 +16,6 @@ from torch_geometric.utils import to_torch_sparse_tensor
 
 from torch_geometric_gate import GATEConv
 from torch_geometric_gate.utils import self_loop_attention
-
-# A small graph with a self-loop (2 -> 2), a duplicate edge (0 -> 1 twice),
-# a node without in-edges (4) and an isolated node (5):
-EDGE_INDEX = torch.tensor(
-    [
-        [0, 0, 1, 2, 2, 3, 1, 3],
-        [1, 1, 0, 2, 3, 0, 2, 2],
-    ]
-)
-NUM_NODES = 6
-
-
-def randomize_attention(conv: GATEConv, scale: float = 1.0):
-    with torch.no_grad():
-        conv.att_neighbor.normal_(0.0, scale)
-        conv.att_self.normal_(0.0, scale)
-        if conv.bias is not None:
-            conv.bias.normal_()
 
 
 def dense_gate(

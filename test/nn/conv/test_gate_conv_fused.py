@@ -3,30 +3,13 @@ from typing import Dict, Tuple
 
 import pytest
 import torch
+from conv_testing import EDGE_INDEX, NUM_NODES, randomize_attention
 from torch import Tensor
 from torch_geometric.nn import GATv2Conv
 
 from torch_geometric_gate import GATEConv
 from torch_geometric_gate.nn.conv import _fused
 from torch_geometric_gate.nn.conv._fused import EdgeAggregate, EdgeScore
-
-# A self-loop (2 -> 2), a duplicate edge (0 -> 1 twice), a node without
-# in-edges (4) and an isolated node (5):
-EDGE_INDEX = torch.tensor(
-    [
-        [0, 0, 1, 2, 2, 3, 1, 3],
-        [1, 1, 0, 2, 3, 0, 2, 2],
-    ]
-)
-NUM_NODES = 6
-
-
-def randomize(conv: GATEConv):
-    with torch.no_grad():
-        conv.att_neighbor.normal_()
-        conv.att_self.normal_()
-        if conv.bias is not None:
-            conv.bias.normal_()
 
 
 def plain(conv: GATEConv) -> GATEConv:
@@ -84,7 +67,7 @@ def test_fused_path_equals_plain_path(
         residual=True,
     )
     fused = GATEConv(5, 4, **kwargs).double()
-    randomize(fused)
+    randomize_attention(fused)
     reference = plain(GATEConv(5, 4, **kwargs).double())
     reference.load_state_dict(fused.state_dict())
     x = (torch.randn(NUM_NODES, 5, dtype=torch.double),)
@@ -200,7 +183,7 @@ def test_fused_path_saves_at_most_a_third_of_gatv2(heads):
     num_edges, hidden = 20000, 64
     x, edge_index = random_graph(num_edges=num_edges)
     gate = GATEConv(32, hidden // heads, heads=heads)
-    randomize(gate)
+    randomize_attention(gate)
     gatv2 = GATv2Conv(32, hidden // heads, heads=heads)
 
     gate_bytes = saved_bytes(gate, x, edge_index)
@@ -221,7 +204,7 @@ def test_compiled_step_saves_no_edge_tensor(heads):
     hidden = 64
     x, edge_index = random_graph()
     gate = GATEConv(32, hidden // heads, heads=heads)
-    randomize(gate)
+    randomize_attention(gate)
     compiled = torch.compile(gate, fullgraph=True)
     compiled(x, edge_index)  # Compiles.
 
@@ -243,7 +226,7 @@ def test_one_overflowing_head_leaves_the_others_finite(fused):
     torch.manual_seed(0)
     x = torch.rand(NUM_NODES, 4) + 0.5  # positive: U x overflows to +inf
     conv = GATEConv(4, 3, heads=2)
-    randomize(conv)
+    randomize_attention(conv)
     if not fused:
         plain(conv)
     expected = conv(x, EDGE_INDEX)
@@ -261,7 +244,7 @@ def test_attention_gradients_stay_finite_at_huge_inputs(fused):
     for seed, scale in itertools.product(range(10), [1e10, 1e20]):
         torch.manual_seed(seed)
         conv = GATEConv(5, 4, heads=2)
-        randomize(conv)
+        randomize_attention(conv)
         if not fused:
             plain(conv)
         x = torch.randn(NUM_NODES, 5) * scale
@@ -275,7 +258,7 @@ def test_fused_path_works_under_torch_func_grad():
 
     torch.manual_seed(0)
     conv = GATEConv(5, 4, heads=2, edge_dim=2)
-    randomize(conv)
+    randomize_attention(conv)
     x = torch.randn(NUM_NODES, 5)
     edge_attr = torch.randn(EDGE_INDEX.size(1), 2)
     params = dict(conv.named_parameters())

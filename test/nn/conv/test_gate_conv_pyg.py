@@ -4,6 +4,7 @@ type of :obj:`forward`, autocast.
 
 import pytest
 import torch
+from conv_testing import NUM_NODES, randomize_attention
 from torch import Tensor
 from torch_geometric.explain import (
     AttentionExplainer,
@@ -24,16 +25,7 @@ EDGE_INDEX = torch.tensor(
         [1, 1, 0, 2, 3, 0, 2, 2, 5, 5],
     ]
 )
-NUM_NODES = 6
 LOOP = EDGE_INDEX[0] == EDGE_INDEX[1]
-
-
-def randomize(conv: GATEConv):
-    with torch.no_grad():
-        conv.att_neighbor.normal_()
-        conv.att_self.normal_()
-        if conv.bias is not None:
-            conv.bias.normal_()
 
 
 class Net(torch.nn.Module):
@@ -41,8 +33,8 @@ class Net(torch.nn.Module):
         super().__init__()
         self.conv1 = GATEConv(5, 4, heads=2, add_self_loops=add_self_loops)
         self.conv2 = GATEConv(8, 3, add_self_loops=add_self_loops)
-        randomize(self.conv1)
-        randomize(self.conv2)
+        randomize_attention(self.conv1)
+        randomize_attention(self.conv2)
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         x = self.conv1(x, edge_index).relu()
@@ -55,7 +47,7 @@ def test_explain_message_masks_input_edges(add_self_loops, bipartite):
     torch.manual_seed(0)
     x = torch.randn(NUM_NODES, 5)
     conv = GATEConv(5, 4, heads=2, add_self_loops=add_self_loops)
-    randomize(conv)
+    randomize_attention(conv)
     if bipartite:
         edge_index = EDGE_INDEX[:, EDGE_INDEX[1] < 4]
         inp, num_dst = (x, torch.randn(4, 5)), 4
@@ -164,7 +156,7 @@ def test_lazy_edge_dim():
     conv = GATEConv(5, 4, heads=2, edge_dim=3)
     conv.load_state_dict(lazy.state_dict())
     assert torch.allclose(conv(x, EDGE_INDEX, edge_attr), out)
-    randomize(lazy)
+    randomize_attention(lazy)
     conv.load_state_dict(lazy.state_dict())
     assert torch.allclose(
         lazy(x, EDGE_INDEX, edge_attr), conv(x, EDGE_INDEX, edge_attr)
@@ -183,7 +175,7 @@ def test_return_attention_weights_false_returns_output_only():
     torch.manual_seed(4)
     x = torch.randn(NUM_NODES, 5)
     conv = GATEConv(5, 4, heads=2)
-    randomize(conv)
+    randomize_attention(conv)
     out = conv(x, EDGE_INDEX)
     adj_t = to_torch_sparse_tensor(
         EDGE_INDEX[:, [0, 2, 3, 4, 5, 6, 7, 8, 9]].flip(0),
@@ -217,7 +209,7 @@ def test_attention_dtype_under_autocast():
         (8, 64, True),  # many heads
     ]:
         conv = GATEConv(16, channels, heads, add_self_loops=add_self_loops)
-        randomize(conv)
+        randomize_attention(conv)
         out32, (_, alpha32) = conv(
             x, EDGE_INDEX, return_attention_weights=True
         )
@@ -297,7 +289,7 @@ def test_negative_slope_trains():
     torch.manual_seed(6)
     x = torch.randn(NUM_NODES, 8, requires_grad=True)
     conv = GATEConv(8, 4, heads=2, negative_slope=-0.5)
-    randomize(conv)
+    randomize_attention(conv)
     assert not conv._fusable()
     conv(x, EDGE_INDEX).sum().backward()
     assert torch.isfinite(x.grad).all()

@@ -1,0 +1,27 @@
+r"""What the GATEConv tests share: a small graph and random attention."""
+
+import torch
+
+from torch_geometric_gate import GATEConv
+
+# A small graph with a self-loop (2 -> 2), a duplicate edge (0 -> 1 twice),
+# a node without in-edges (4) and an isolated node (5):
+EDGE_INDEX = torch.tensor(
+    [
+        [0, 0, 1, 2, 2, 3, 1, 3],
+        [1, 1, 0, 2, 3, 0, 2, 2],
+    ]
+)
+NUM_NODES = 6
+
+
+def randomize_attention(conv: GATEConv, scale: float = 1.0):
+    r"""Draws both attention vectors from :math:`\mathcal{N}(0, scale^2)`
+    (zero, their initial value, is uniform attention) and the bias from
+    :math:`\mathcal{N}(0, 1)`.
+    """
+    with torch.no_grad():
+        conv.att_neighbor.normal_(0.0, scale)
+        conv.att_self.normal_(0.0, scale)
+        if conv.bias is not None:
+            conv.bias.normal_()
