@@ -14,12 +14,15 @@ the package::
 """
 
 import argparse
-import statistics
-import time
+import os
+import sys
 from functools import partial
 
 import torch
 from torch.utils.cpp_extension import load_inline
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compile_parts import median_ms  # noqa: E402
 
 SOURCE = r"""
 #include <torch/extension.h>
@@ -55,16 +58,6 @@ torch::Tensor segment_max(torch::Tensor e, torch::Tensor index,
 def aten_max(e, expanded, num_nodes: int):
     out = e.new_zeros(num_nodes, e.size(1))
     return out.scatter_reduce_(0, expanded, e, 'amax', include_self=False)
-
-
-def median_ms(fn, reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
 
 
 def main(argv=None):
