@@ -15,8 +15,8 @@ so both use the plain message passing of :class:`GATEConv` instead. Under
 :func:`torch.compile` it saves no :obj:`[E, H, C]` tensor either: Inductor
 fuses the forward score without an :obj:`[E, H, C]` activation, and the
 aggregation runs under activation checkpointing, so that the gathered
-messages are gathered again in backward (whose kernels do write
-:obj:`[E, H, C]` buffers: see the benchmark page).
+messages are gathered again in backward (the compiled step still writes
+transient :obj:`[E, H, C]` buffers: see the benchmark page).
 """
 
 from typing import Optional

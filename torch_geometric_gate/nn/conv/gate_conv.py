@@ -497,7 +497,14 @@ class GATEConv(MessagePassing):
         else:
             self_mask = ei[0] == ei[1]
 
-        if torch.jit.is_scripting() or is_compiling() or not self._fusable():
+        # The eager kernels of `_fused` where they apply; the plain message
+        # passing under TorchScript, torch.compile, hooks and explain mode:
+        fusable = not torch.jit.is_scripting() and self._fusable()
+        if fusable and not is_compiling():
+            alpha, out = self._fused_attend(
+                ei, q_src, q_dst, value, edge_attr, self_mask, drop_mask
+            )
+        else:
             # edge_updater_type: (q: PairTensor, edge_attr: OptTensor, self_mask: Tensor, drop_mask: OptTensor)  # noqa: E501
             alpha = self.edge_updater(
                 ei,
@@ -507,16 +514,12 @@ class GATEConv(MessagePassing):
                 drop_mask=drop_mask,
                 size=(num_src, num_dst),
             )
-            if torch.jit.is_scripting() or not self._fusable():
-                out = self._aggregate_plain(ei, value, alpha, num_src, num_dst)
-            else:  # torch.compile
+            if fusable:  # torch.compile, no hooks: recompute the messages.
                 out = self._aggregate_recomputed(
                     ei, value, alpha, num_src, num_dst
                 )
-        else:
-            alpha, out = self._fused_attend(
-                ei, q_src, q_dst, value, edge_attr, self_mask, drop_mask
-            )
+            else:
+                out = self._aggregate_plain(ei, value, alpha, num_src, num_dst)
 
         if self.concat:
             out = out.view(-1, H * C)
@@ -559,7 +562,7 @@ class GATEConv(MessagePassing):
         # per target, rather than broadcasting one vector to all edges, makes
         # their gradients a scatter into `[2 * N_dst, H, C]` and a sum over
         # nodes: compiled, a reduction over all E edges of gathered operands
-        # runs one pass over the edges per 8 channels (measured 6.6-7.4x
+        # runs one pass over the edges per 8 channels (measured 4.9-8.0x
         # slower on Tolokers; `benchmark/compile_parts.py`). Inductor fuses the
         # gathers, the activation, the choice and the reduction into one
         # forward kernel that writes no `[E, H, C]` activation; eager mode
@@ -675,8 +678,10 @@ class GATEConv(MessagePassing):
     @torch.jit.unused
     def _fusable(self) -> bool:
         r"""Whether eager mode may bypass :meth:`propagate` for the
-        memory-lean kernels of :mod:`._fused`: not while explaining, with
-        hooks, another aggregation or flow, or decomposed layers.
+        memory-lean kernels of :mod:`._fused`, and :func:`torch.compile`
+        recompute the aggregation in backward: not while explaining, with
+        hooks (a recomputation would run them twice), another aggregation
+        or flow, or decomposed layers.
         """
         hooks = (
             self._propagate_forward_pre_hooks,
