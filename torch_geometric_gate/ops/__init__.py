@@ -1,0 +1,21 @@
+r"""Kernels behind :class:`~torch_geometric_gate.GATEConv`'s attention, and
+the switch that selects them (:func:`attention_kernel`).
+
+The layer itself (:mod:`torch_geometric_gate.nn.conv.gate_conv`) is PyG's
+message passing, the :obj:`'reference'` kernel; it hands the attention to
+:func:`attend` when :func:`select_kernel` picks another kernel.
+"""
+
+from .dispatch import (
+    KERNELS,
+    attend,
+    attention_kernel,
+    select_kernel,
+)
+
+__all__ = [
+    'KERNELS',
+    'attend',
+    'attention_kernel',
+    'select_kernel',
+]
