@@ -79,7 +79,7 @@ class EdgeScore(torch.autograd.Function):
         att = torch.cat([att_neighbor, att_self], dim=0)  # [2, H, C]
         dtype = torch.promote_types(q_src.dtype, att.dtype)
         e = q_src.new_empty(src.numel(), att.size(1), dtype=dtype)
-        for s in _chunks(src.numel(), att[0].numel(), att.device):
+        for s in _chunks(src.numel(), att.size(1) * att.size(2), att.device):
             act = _activation(
                 q_src, q_dst, edge_attr, weight_edge, src, dst, s,
                 negative_slope,
@@ -108,17 +108,16 @@ class EdgeScore(torch.autograd.Function):
         grad_att = torch.zeros_like(att)
         # Out of place wherever autograd may save a tensor: with
         # `create_graph=True` this backward is differentiated in turn.
-        for s in _chunks(src.numel(), att[0].numel(), att.device):
+        for s in _chunks(src.numel(), att.size(1) * att.size(2), att.device):
             act = _activation(
                 q_src, q_dst, edge_attr, weight_edge, src, dst, s, slope
             )
             is_loop = loop[s].view(-1, 1)
             g = grad_e[s]
             if need[7] or need[8]:
-                g2 = torch.stack(
-                    [g.masked_fill(is_loop, 0.0), g.masked_fill(~is_loop, 0.0)],
-                    dim=-1,
-                )  # [c, H, 2]: the gradients of the neighbor and self scores
+                # [c, H, 2]: the gradients of the neighbor and self scores
+                g_loop = g.masked_fill(~is_loop, 0.0)
+                g2 = torch.stack([g - g_loop, g_loop], dim=-1)
                 grad_att = grad_att + torch.einsum(
                     'chk,chd->khd', g2, act.to(g2.dtype)
                 )
@@ -175,7 +174,7 @@ class EdgeAggregate(torch.autograd.Function):
     ) -> Tensor:
         dtype = torch.promote_types(x.dtype, alpha.dtype)
         out = x.new_zeros(num_dst, x.size(1), x.size(2), dtype=dtype)
-        for s in _chunks(src.numel(), x[0].numel(), x.device):
+        for s in _chunks(src.numel(), x.size(1) * x.size(2), x.device):
             msg = x.index_select(0, src[s]).to(dtype)
             msg *= alpha[s].unsqueeze(-1)
             out.index_add_(0, dst[s], msg)
@@ -193,7 +192,7 @@ class EdgeAggregate(torch.autograd.Function):
         grad_x = torch.zeros_like(x) if need[0] else None
         grad_alpha = torch.zeros_like(alpha) if need[1] else None
         grad_out = grad_out.contiguous()
-        for s in _chunks(src.numel(), x[0].numel(), x.device):
+        for s in _chunks(src.numel(), x.size(1) * x.size(2), x.device):
             g = grad_out.index_select(0, dst[s])
             if grad_alpha is not None:
                 x_j = x.index_select(0, src[s]).to(g.dtype)

@@ -2,6 +2,8 @@ r"""GATEConv with PyG's own tools: explainers, lazy edge features, the return
 type of :obj:`forward`, autocast.
 """
 
+import copy
+
 import pytest
 import torch
 from conv_testing import NUM_NODES, randomize_attention
@@ -15,7 +17,8 @@ from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
 from torch_geometric.nn import GATv2Conv, to_hetero
 from torch_geometric.utils import scatter, to_torch_sparse_tensor
 
-from torch_geometric_gate import GATEConv
+from torch_geometric_gate import GATEConv, attention_kernel
+from torch_geometric_gate.ops import select_kernel
 
 # Input self-loops (2 -> 2, 5 -> 5), a duplicate edge (0 -> 1 twice) and a
 # node without in-edges (4):
@@ -290,7 +293,174 @@ def test_negative_slope_trains():
     x = torch.randn(NUM_NODES, 8, requires_grad=True)
     conv = GATEConv(8, 4, heads=2, negative_slope=-0.5)
     randomize_attention(conv)
-    assert not conv._fusable()
+    assert select_kernel(conv, x) == 'reference'
     conv(x, EDGE_INDEX).sum().backward()
     assert torch.isfinite(x.grad).all()
     assert conv.att_self.grad is not None
+
+
+# The layer's contract with PyG users, on the default (kernel) path and the
+# reference path alike: each of these failed on the layer of 0.1.0.
+
+
+def test_positional_arguments_follow_gatv2conv():
+    conv = GATEConv(8, 4, 2, True, 0.2, 0.0, True, 3)
+    ref = GATv2Conv(8, 4, 2, True, 0.2, 0.0, True, 3)
+    assert conv.edge_dim == ref.edge_dim == 3
+    assert not conv.share_weights
+    conv = GATEConv(8, 4, 1, True, 0.0, 0.0, True, None, 0.5, False, True)
+    assert conv.fill_value == 0.5 and conv.bias is None and conv.share_weights
+
+
+@pytest.mark.parametrize('hook', [False, True])
+def test_double_backward(hook):
+    torch.manual_seed(0)
+    conv = GATEConv(5, 4, heads=2, edge_dim=2).double()
+    randomize_attention(conv)
+    if hook:  # A hook changes nothing but the kernel that runs:
+        conv.register_message_forward_hook(lambda *args: None)
+    x = torch.randn(NUM_NODES, 5, dtype=torch.double, requires_grad=True)
+    edge_attr = torch.randn(EDGE_INDEX.size(1), 2, dtype=torch.double)
+
+    def penalty(kernel):
+        conv.zero_grad()
+        with attention_kernel(kernel):
+            out = conv(x, EDGE_INDEX, edge_attr)
+        (g,) = torch.autograd.grad(out.square().sum(), x, create_graph=True)
+        g.square().sum().backward()  # A gradient penalty.
+        return [p.grad.clone() for p in conv.parameters()]
+
+    for got, expected in zip(penalty('auto'), penalty('reference')):
+        assert torch.allclose(got, expected, atol=1e-10)
+
+
+def test_torch_func_jacrev_and_vmap():
+    from torch.func import jacrev, vmap
+
+    torch.manual_seed(0)
+    conv = GATEConv(5, 3, heads=2)
+    randomize_attention(conv)
+    x = torch.randn(NUM_NODES, 5)
+    jac = jacrev(lambda x: conv(x, EDGE_INDEX))(x)
+    assert jac.shape == (NUM_NODES, 6, NUM_NODES, 5)
+    with attention_kernel('reference'):
+        expected = torch.autograd.functional.jacobian(
+            lambda x: conv(x, EDGE_INDEX), x
+        )
+    assert torch.allclose(jac, expected, atol=1e-6)
+    xs = torch.randn(3, NUM_NODES, 5)
+    out = vmap(lambda x: conv(x, EDGE_INDEX))(xs)
+    assert torch.allclose(out[1], conv(xs[1], EDGE_INDEX), atol=1e-6)
+
+
+@pytest.mark.parametrize('hook', [False, True])
+def test_bf16_autocast_sums_in_float32(hook):
+    torch.manual_seed(0)
+    num_nodes = 300
+    x = torch.randn(num_nodes, 16)
+    # Node 0 has 299 neighbors, whose sum bf16 would round:
+    edge_index = torch.stack(
+        [torch.arange(1, num_nodes), torch.zeros(num_nodes - 1).long()]
+    )
+    conv = GATEConv(16, 8, heads=2, bias=False)
+    randomize_attention(conv, 0.1)
+    gatv2 = GATv2Conv(16, 8, heads=2, bias=False)
+    if hook:
+        conv.register_message_forward_hook(lambda *args: None)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        out = conv(x, edge_index)
+        assert out.dtype == gatv2(x, edge_index).dtype == torch.float32
+    # The same with the bf16 projections made exact in float64:
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        value = conv.lin(x)
+    conv64 = copy.deepcopy(conv).double()
+    with attention_kernel('reference'), torch.no_grad():
+        conv64.lin.weight.copy_(conv.lin.weight.bfloat16())
+        conv64.lin_src.weight.copy_(conv.lin_src.weight.bfloat16())
+        conv64.lin_dst.weight.copy_(conv.lin_dst.weight.bfloat16())
+        expected = conv64(x.bfloat16().double(), edge_index)
+    assert value.dtype == torch.bfloat16
+    err = (out.double() - expected).abs().max() / expected.abs().max()
+    assert err < 2e-2  # bf16 scores; float32 sums of 299 terms
+
+
+def test_bipartite_coinciding_indices_are_no_self_loops():
+    torch.manual_seed(0)
+    x_src, x_dst = torch.randn(3, 5), torch.randn(2, 5)
+    edge_index = torch.tensor([[0, 1, 2, 1], [0, 0, 0, 1]])  # 0 -> 0, 1 -> 1
+    conv = GATEConv((5, 5), 4, add_self_loops=False)
+    with torch.no_grad():
+        conv.att_self.fill_(100.0)  # Would make 0 -> 0 take all attention.
+    _, (_, alpha) = conv(
+        (x_src, x_dst), edge_index, return_attention_weights=True
+    )
+    # Scored with a_s = 0: uniform over the three edges into node 0.
+    assert torch.allclose(alpha[:3], torch.full((3, 1), 1 / 3))
+    # A homogeneous graph (or add_self_loops=True) does score its loops with
+    # a_t:
+    _, (_, alpha) = conv(x_src, edge_index, return_attention_weights=True)
+    assert alpha[0].item() > 0.99
+
+
+@pytest.mark.parametrize('kernel', ['auto', 'reference'])
+@pytest.mark.parametrize('bipartite', [False, True])
+def test_empty_graphs(kernel, bipartite):
+    conv = GATEConv(5, 4, heads=2, edge_dim=2)
+    with attention_kernel(kernel):
+        for num_src, num_dst in [(0, 0), (0, 3), (3, 0)]:
+            if not bipartite and num_src != num_dst:
+                continue
+            x_src = torch.randn(num_src, 5, requires_grad=True)
+            x = (x_src, torch.randn(num_dst, 5)) if bipartite else x_src
+            empty = torch.empty(2, 0, dtype=torch.long)
+            out = conv(x, empty, torch.randn(0, 2))
+            assert out.shape == (num_dst, 8)
+            out.sum().backward()
+
+
+def test_out_of_range_indices_fail_alike_eager_and_compiled():
+    conv = GATEConv(5, 4)
+    x = torch.randn(NUM_NODES, 5)
+    compiled = torch.compile(conv, fullgraph=True)
+    for bad in (-1, NUM_NODES):
+        edge_index = torch.tensor([[0, bad], [1, 0]])
+        for f in (conv, compiled):
+            with pytest.raises(RuntimeError, match='out of range'):
+                f(x, edge_index)
+    torch._dynamo.reset()
+
+
+def test_target_to_source_flow_with_bipartite_input():
+    torch.manual_seed(0)
+    x_src, x_dst = torch.randn(5, 3), torch.randn(2, 3)
+    edge_index = torch.tensor([[0, 3, 4, 2], [0, 0, 1, 1]])
+    conv = GATEConv((3, 3), 4, heads=2)
+    randomize_attention(conv)
+    flipped = GATEConv((3, 3), 4, heads=2, flow='target_to_source')
+    flipped.load_state_dict(conv.state_dict())
+    out = flipped((x_src, x_dst), edge_index.flip(0))
+    # As GATv2Conv (PyG's message passing sizes the output by x[0] under
+    # this flow), the targets' rows come first:
+    ref = GATv2Conv((3, 3), 4, heads=2, flow='target_to_source')
+    assert out.shape == ref((x_src, x_dst), edge_index.flip(0)).shape
+    expected = conv((x_src, x_dst), edge_index)
+    assert torch.allclose(out[:2], expected, atol=1e-6)
+
+
+def test_bad_scalar_arguments():
+    for slope in (float('nan'), float('inf'), '0.2', True):
+        with pytest.raises(ValueError, match="'negative_slope'"):
+            GATEConv(5, 4, negative_slope=slope)
+    with pytest.raises(ValueError, match="'fill_value' must be a finite"):
+        GATEConv(5, 4, edge_dim=2, fill_value=float('nan'))
+    with pytest.raises(ValueError, match="'fill_value' must be a finite"):
+        GATEConv(5, 4, edge_dim=3, fill_value=torch.ones(2))
+    GATEConv(5, 4, edge_dim=3, fill_value=torch.ones(3))  # fine
+    with pytest.raises(ValueError, match='num_nodes, channels'):
+        GATEConv(5, 4)((torch.randn(3, 5), None), EDGE_INDEX[:, :2])
+
+
+def test_decomposed_layers_are_refused():
+    # GATv2Conv fails inside PyG's propagate; say why instead:
+    with pytest.raises(ValueError, match="'decomposed_layers > 1'"):
+        GATEConv(5, 4, decomposed_layers=2)

@@ -219,11 +219,9 @@ class GATE(BasicGNN):
                 position = 'last'
             else:
                 position = 'hidden'
-            seen: List[int] = []
             for lin in (conv.lin, conv.lin_src, conv.lin_dst):
-                if id(lin) in seen:  # `share_weights=True`.
+                if lin is None:  # `share_weights=True`: `lin` only.
                     continue
-                seen.append(id(lin))
                 weight = lin.weight
                 if isinstance(
                     weight, torch.nn.parameter.UninitializedParameter

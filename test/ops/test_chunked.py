@@ -8,28 +8,20 @@ from torch import Tensor
 from torch_geometric.nn import GATv2Conv
 
 from torch_geometric_gate import GATEConv
-from torch_geometric_gate.nn.conv import _fused
-from torch_geometric_gate.nn.conv._fused import EdgeAggregate, EdgeScore
+from torch_geometric_gate.ops import attention_kernel, chunked, select_kernel
+from torch_geometric_gate.ops.chunked import EdgeAggregate, EdgeScore
 
 
-def plain(conv: GATEConv) -> GATEConv:
-    r"""Forces the plain message passing of TorchScript and torch.compile
-    in eager mode (a hook makes the layer leave the fused path).
-    """
-    conv.register_message_forward_hook(lambda module, inputs, out: out)
-    assert not conv._fusable()
-    return conv
-
-
-def step(conv, x, edge_index, edge_attr=None, seed=0):
+def step(conv, x, edge_index, edge_attr=None, seed=0, kernel='auto'):
     torch.manual_seed(seed)
     x = tuple(t.clone().requires_grad_() for t in x)
-    out, (ei, alpha) = conv(
-        x if len(x) == 2 else x[0],
-        edge_index,
-        edge_attr,
-        return_attention_weights=True,
-    )
+    with attention_kernel(kernel):
+        out, (ei, alpha) = conv(
+            x if len(x) == 2 else x[0],
+            edge_index,
+            edge_attr,
+            return_attention_weights=True,
+        )
     # A loss that reaches the attention weights directly too:
     loss = (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum()
     loss = loss + (alpha * alpha).sum()
@@ -53,7 +45,7 @@ def step(conv, x, edge_index, edge_attr=None, seed=0):
         (2, False, None, 0.0, False, False, 0.5),
     ],
 )
-def test_fused_path_equals_plain_path(
+def test_chunked_kernels_equal_reference(
     heads, add_self_loops, edge_dim, slope, share_weights, bipartite, dropout
 ):
     torch.manual_seed(0)
@@ -68,8 +60,7 @@ def test_fused_path_equals_plain_path(
     )
     fused = GATEConv(5, 4, **kwargs).double()
     randomize_attention(fused)
-    reference = plain(GATEConv(5, 4, **kwargs).double())
-    reference.load_state_dict(fused.state_dict())
+    reference = fused
     x = (torch.randn(NUM_NODES, 5, dtype=torch.double),)
     edge_index = EDGE_INDEX
     if bipartite:
@@ -79,9 +70,10 @@ def test_fused_path_equals_plain_path(
     if edge_dim is not None:
         edge_attr = torch.randn(edge_index.size(1), 3, dtype=torch.double)
 
-    assert fused._fusable()
+    assert select_kernel(fused, x[0]) == 'chunked'
     got = step(fused, x, edge_index, edge_attr, seed=7)
-    expected = step(reference, x, edge_index, edge_attr, seed=7)
+    fused.zero_grad()
+    expected = step(reference, x, edge_index, edge_attr, 7, 'reference')
     assert torch.allclose(got[0], expected[0], atol=1e-12)
     assert torch.equal(got[1], expected[1])
     assert torch.allclose(got[2], expected[2], atol=1e-12)
@@ -99,9 +91,9 @@ def test_fused_path_equals_plain_path(
 
 
 @pytest.mark.parametrize('slope', [0.0, 0.2])
-def test_fused_functions_gradcheck_across_chunks(monkeypatch, slope):
+def test_chunked_functions_gradcheck_across_chunks(monkeypatch, slope):
     # Chunks of 3 edges, so that chunk boundaries are crossed:
-    monkeypatch.setattr(_fused, 'CHUNK_ELEMENTS', 3 * 2 * 2)
+    monkeypatch.setitem(chunked.CHUNK_ELEMENTS, 'cpu', 3 * 2 * 2)
     torch.manual_seed(0)
     kw = dict(dtype=torch.double, requires_grad=True)
     heads, channels, num_edges = 2, 2, 11
@@ -112,7 +104,7 @@ def test_fused_functions_gradcheck_across_chunks(monkeypatch, slope):
     src = torch.randint(0, 4, (num_edges,))
     dst = torch.randint(0, 4, (num_edges,))
     src[:3] = dst[:3]
-    self_mask = src == dst
+    loop = src == dst
     att_s = torch.randn(1, heads, channels, **kw)
     att_t = torch.randn(1, heads, channels, **kw)
 
@@ -124,7 +116,7 @@ def test_fused_functions_gradcheck_across_chunks(monkeypatch, slope):
             weight,
             src,
             dst,
-            self_mask,
+            loop,
             att_s,
             att_t,
             slope,
@@ -132,11 +124,13 @@ def test_fused_functions_gradcheck_across_chunks(monkeypatch, slope):
 
     inputs = (q_src, q_dst, edge_attr, weight, att_s, att_t)
     assert torch.autograd.gradcheck(score, inputs)
+    # The backward is differentiable (gradient penalties):
+    assert torch.autograd.gradgradcheck(score, inputs)
 
     # Against the plain formula:
     z = q_src[src] + q_dst[dst] + (edge_attr @ weight.t()).view(-1, 2, 2)
     z = torch.nn.functional.leaky_relu(z, slope)
-    att = torch.where(self_mask.view(-1, 1, 1), att_t, att_s)
+    att = torch.where(loop.view(-1, 1, 1), att_t, att_s)
     assert torch.allclose(score(*inputs), (z * att).sum(-1))
 
     alpha = torch.rand(num_edges, heads, **kw)
@@ -145,6 +139,7 @@ def test_fused_functions_gradcheck_across_chunks(monkeypatch, slope):
         return EdgeAggregate.apply(q_src, alpha, src, dst, 4)
 
     assert torch.autograd.gradcheck(aggregate, (q_src, alpha))
+    assert torch.autograd.gradgradcheck(aggregate, (q_src, alpha))
     expected = torch.zeros(4, heads, channels, dtype=torch.double)
     expected.index_add_(0, dst, q_src[src] * alpha.unsqueeze(-1))
     assert torch.allclose(aggregate(q_src, alpha), expected)
@@ -179,7 +174,7 @@ def random_graph(num_nodes: int = 1000, num_edges: int = 20000):
 
 
 @pytest.mark.parametrize('heads', [1, 8])
-def test_fused_path_saves_at_most_a_third_of_gatv2(heads):
+def test_chunked_kernels_save_at_most_a_third_of_gatv2(heads):
     num_edges, hidden = 20000, 64
     x, edge_index = random_graph(num_edges=num_edges)
     gate = GATEConv(32, hidden // heads, heads=heads)
@@ -192,68 +187,42 @@ def test_fused_path_saves_at_most_a_third_of_gatv2(heads):
     # No `[E, H, C]` tensor at all: everything saved is far below it.
     edge_tensor = num_edges * hidden * x.element_size()
     assert gate_bytes < edge_tensor
-    # The plain path (TorchScript, hooks, explain mode) does save them:
-    assert saved_bytes(plain(gate), x, edge_index) > 2 * edge_tensor
+    # The reference does save them:
+    with attention_kernel('reference'):
+        assert saved_bytes(gate, x, edge_index) > 2 * edge_tensor
 
 
-@pytest.mark.parametrize('heads', [1, 8])
-def test_compiled_step_saves_no_edge_tensor(heads):
-    # Under torch.compile the plain path runs; its aggregation is
-    # checkpointed, so that the gathered messages are gathered again in
-    # backward instead of being saved.
-    hidden = 64
-    x, edge_index = random_graph()
-    gate = GATEConv(32, hidden // heads, heads=heads)
-    randomize_attention(gate)
-    compiled = torch.compile(gate, fullgraph=True)
-    compiled(x, edge_index)  # Compiles.
-
-    storages, out = saved_storages(compiled, x, edge_index)
-    edge_tensor = edge_index.size(1) * hidden * x.element_size()
-    assert 0 < max(storages.values()) < edge_tensor / 4
-    # And the gradients are those of eager mode:
-    out.square().sum().backward()
-    grads = [p.grad.clone() for p in gate.parameters()]
-    gate.zero_grad()
-    gate(x, edge_index).square().sum().backward()
-    for g_compiled, p in zip(grads, gate.parameters()):
-        scale = p.grad.abs().max()
-        assert torch.allclose(g_compiled, p.grad, atol=1e-5 * scale)
-
-
-@pytest.mark.parametrize('fused', [True, False])
-def test_one_overflowing_head_leaves_the_others_finite(fused):
+@pytest.mark.parametrize('kernel', ['chunked', 'reference'])
+def test_one_overflowing_head_leaves_the_others_finite(kernel):
     torch.manual_seed(0)
     x = torch.rand(NUM_NODES, 4) + 0.5  # positive: U x overflows to +inf
     conv = GATEConv(4, 3, heads=2)
     randomize_attention(conv)
-    if not fused:
-        plain(conv)
-    expected = conv(x, EDGE_INDEX)
-    with torch.no_grad():
-        conv.lin_src.weight[:3] = 3e38  # head 0 of the score side
-    out, (_, alpha) = conv(x, EDGE_INDEX, return_attention_weights=True)
+    with attention_kernel(kernel):
+        expected = conv(x, EDGE_INDEX)
+        with torch.no_grad():
+            conv.lin_src.weight[:3] = 3e38  # head 0 of the score side
+        out, (_, alpha) = conv(x, EDGE_INDEX, return_attention_weights=True)
     assert not torch.isfinite(alpha[:, 0]).all()  # head 0 did overflow
     # Head 1 is untouched (it was NaN with a block-diagonal score GEMM):
     assert torch.isfinite(alpha[:, 1]).all()
     assert torch.allclose(out[:, 3:], expected[:, 3:])
 
 
-@pytest.mark.parametrize('fused', [True, False])
-def test_attention_gradients_stay_finite_at_huge_inputs(fused):
+@pytest.mark.parametrize('kernel', ['chunked', 'reference'])
+def test_attention_gradients_stay_finite_at_huge_inputs(kernel):
     for seed, scale in itertools.product(range(10), [1e10, 1e20]):
         torch.manual_seed(seed)
         conv = GATEConv(5, 4, heads=2)
         randomize_attention(conv)
-        if not fused:
-            plain(conv)
         x = torch.randn(NUM_NODES, 5) * scale
-        conv(x, EDGE_INDEX).sum().backward()
+        with attention_kernel(kernel):
+            conv(x, EDGE_INDEX).sum().backward()
         for p in (conv.att_neighbor, conv.att_self):
             assert torch.isfinite(p.grad).all(), (seed, scale)
 
 
-def test_fused_path_works_under_torch_func_grad():
+def test_default_path_works_under_torch_func_grad():
     from torch.func import functional_call, grad
 
     torch.manual_seed(0)
