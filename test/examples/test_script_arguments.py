@@ -44,6 +44,9 @@ BAD = [
     ('neighbor_dependent', ['--compile-after', '-1'], '--compile-after', '0'),
     ('neighbor_dependent', ['--hidden', 'x'], '--hidden', "got 'x'"),
     ('neighbor_dependent', ['--seeds', '0', '0'], '--seeds', 'more than'),
+    ('distributed', ['--num-nodes', '0'], '--num-nodes', '>= 1'),
+    ('distributed', ['--num-classes', '0'], '--num-classes', '>= 2'),
+    ('distributed', ['--epochs', '0'], '--epochs', '>= 1'),
 ]
 
 
