@@ -131,6 +131,19 @@ RECIPE_DEFAULTS = {
     ),
 }
 STRONG_DATASETS = ('Minesweeper', 'Tolokers')
+# Columns that results CSVs of an earlier version lack (not recorded).
+LATER_COLUMNS = {
+    'bal_best_epoch': '0',
+    **{
+        name: 'nan'
+        for name in (
+            'bal_val',
+            'bal_test_bal_acc',
+            'bal_test_roc_auc',
+            'bal_test_acc',
+        )
+    },
+}
 NUM_SPLITS = 10
 
 
@@ -831,6 +844,7 @@ def main(argv=None):
             args,
             result_cls=RealResult,
             row_key=lambda t: (t.dataset, t.recipe, t.num_layers),
+            later_columns=LATER_COLUMNS,
         )
     finally:
         if tmp_root is not None:
