@@ -58,6 +58,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import remove_self_loops, to_undirected
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from _experiment import int_at_least, positive_float  # noqa: E402
 from ogbn import (  # noqa: E402
     DATASETS,
     build_model,
@@ -179,19 +180,19 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         '--dataset', choices=('synthetic',) + DATASETS, default='synthetic'
     )
     parser.add_argument('--root', default='data/OGB')
-    parser.add_argument('--num-nodes', type=int, default=10000)
-    parser.add_argument('--avg-degree', type=float, default=10.0)
-    parser.add_argument('--num-features', type=int, default=32)
-    parser.add_argument('--num-classes', type=int, default=4)
+    parser.add_argument('--num-nodes', type=int_at_least(1), default=10000)
+    parser.add_argument('--avg-degree', type=positive_float, default=10.0)
+    parser.add_argument('--num-features', type=int_at_least(1), default=32)
+    parser.add_argument('--num-classes', type=int_at_least(2), default=4)
     parser.add_argument('--graph-seed', type=int, default=0)
     parser.add_argument('--model', choices=('GATE', 'GATv2'), default='GATE')
-    parser.add_argument('--num-layers', type=int, default=2)
-    parser.add_argument('--hidden-channels', type=int, default=64)
-    parser.add_argument('--heads', type=int, default=1)
-    parser.add_argument('--lr', type=float, default=0.005)
+    parser.add_argument('--num-layers', type=int_at_least(1), default=2)
+    parser.add_argument('--hidden-channels', type=int_at_least(1), default=64)
+    parser.add_argument('--heads', type=int_at_least(1), default=1)
+    parser.add_argument('--lr', type=positive_float, default=0.005)
     parser.add_argument(
         '--batch-size',
-        type=int,
+        type=int_at_least(1),
         default=1024,
         help='global batch: seed nodes per step over all processes',
     )
@@ -202,9 +203,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         default=[10],
         help='per layer (one value: every layer); -1: all neighbours',
     )
-    parser.add_argument('--epochs', type=int, default=3)
+    parser.add_argument('--epochs', type=int_at_least(1), default=3)
     parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--num-workers', type=int, default=0)
+    parser.add_argument('--num-workers', type=int_at_least(0), default=0)
     parser.add_argument(
         '--eval',
         action='store_true',

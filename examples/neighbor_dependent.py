@@ -28,13 +28,16 @@ import time
 
 import numpy as np
 import torch
-from synthetic_common import (
-    MODELS,
+from _experiment import (
+    SYNTHETIC_MODELS as MODELS,
+)
+from _experiment import (
     Task,
     add_training_args,
+    check_unique,
     mean_ci95,
     run_summary,
-    run_tasks,
+    run_synthetic,
     train_task,
     write_tables,
 )
@@ -145,7 +148,9 @@ def parse_args(argv=None):
         help='default: runs/neighbor_dependent/ours or .../paper',
     )
     add_training_args(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_unique(parser, args, 'seeds', 'ks', 'extra_depths', 'models')
+    return args
 
 
 def main():
@@ -201,7 +206,7 @@ def main():
         if not args.tables_only:  # no graph is needed for the tables
             for k in args.ks:  # generate each graph once, up front
                 load(k, args.paper_data, tmp_root, args.graph_seed)
-        results = run_tasks(
+        results = run_synthetic(
             tasks,
             functools.partial(run_one, config),
             os.path.join(args.out_dir, 'table2.csv'),

@@ -75,6 +75,7 @@ try:
 except ImportError:  # Run as a script without the package installed.
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
     from torch_geometric_gate.nn import GATE, GATEConv
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))  # for _experiment
 
 DATASETS = ('ogbn-arxiv', 'ogbn-products', 'ogbn-mag')
 
@@ -488,6 +489,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
             f'--num-neighbors takes one value or one per layer '
             f'({args.num_layers}), got {len(args.num_neighbors)}'
         )
+    if args.out and not (args.calibrate_memory or args.estimate_only):
+        from _experiment import check_writable
+
+        check_writable(parser, '--out', args.out)
     for name in (
         'num_layers',
         'hidden_channels',

@@ -27,12 +27,15 @@ import tempfile
 import time
 
 import torch
-from synthetic_common import (
-    MODELS,
+from _experiment import (
+    SYNTHETIC_MODELS as MODELS,
+)
+from _experiment import (
     Task,
     add_training_args,
+    check_unique,
     run_summary,
-    run_tasks,
+    run_synthetic,
     train_task,
     write_tables,
 )
@@ -138,7 +141,9 @@ def parse_args(argv=None):
         '--out-dir', default=os.path.join('runs', 'self_sufficient')
     )
     add_training_args(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_unique(parser, args, 'datasets', 'depths', 'models')
+    return args
 
 
 def main():
@@ -189,7 +194,7 @@ def main():
         if not args.tables_only:  # no graph is needed for the tables
             for dataset in args.datasets:  # process each graph once, up front
                 load(dataset, args.seed, tmp_root, planetoid_root)
-        results = run_tasks(
+        results = run_synthetic(
             tasks,
             functools.partial(run_one, config),
             os.path.join(args.out_dir, 'table1.csv'),

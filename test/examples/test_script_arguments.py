@@ -12,7 +12,7 @@ EXAMPLES = osp.join(ROOT, 'examples')
 
 
 def load_script(name, monkeypatch):
-    monkeypatch.syspath_prepend(EXAMPLES)  # for `import synthetic_common`
+    monkeypatch.syspath_prepend(EXAMPLES)  # for `import _experiment`
     spec = importlib.util.spec_from_file_location(
         f'gate_example_{name}', osp.join(EXAMPLES, f'{name}.py')
     )
@@ -43,6 +43,10 @@ BAD = [
     ('neighbor_dependent', ['--threads', '0'], '--threads', '>= 1'),
     ('neighbor_dependent', ['--compile-after', '-1'], '--compile-after', '0'),
     ('neighbor_dependent', ['--hidden', 'x'], '--hidden', "got 'x'"),
+    ('neighbor_dependent', ['--seeds', '0', '0'], '--seeds', 'more than'),
+    ('distributed', ['--num-nodes', '0'], '--num-nodes', '>= 1'),
+    ('distributed', ['--num-classes', '0'], '--num-classes', '>= 2'),
+    ('distributed', ['--epochs', '0'], '--epochs', '>= 1'),
 ]
 
 

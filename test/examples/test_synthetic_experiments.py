@@ -105,9 +105,25 @@ def test_self_sufficient_resumes_and_runs_in_parallel(tmp_path):
         in open(osp.join(out, 'table1.md')).read()
     )
 
-    # Without --resume, the runs start afresh.
-    _run('self_sufficient.py', *common, '--depths', '1', '--models', 'GAT')
-    assert len(_rows(osp.join(out, 'table1.csv'))) == 1
+    # Without --resume, a folder that holds runs is refused (never
+    # silently replaced); the runs stay.
+    proc = subprocess.run(
+        [
+            sys.executable,
+            osp.join(EXAMPLES, 'self_sufficient.py'),
+            *common,
+            '--depths',
+            '1',
+            '--models',
+            'GAT',
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        timeout=600,
+    )
+    assert proc.returncode != 0 and '--resume' in proc.stderr
+    assert _rows(osp.join(out, 'table1.csv')) == rows
 
 
 @pytest.mark.skipif(
@@ -154,19 +170,22 @@ def test_neighbor_dependent_on_paper_graphs(tmp_path):
 def test_results_csv_of_an_earlier_version_is_read(tmp_path):
     sys.path.insert(0, EXAMPLES)
     try:
-        from synthetic_common import LATER_COLUMNS, read_csv, write_csv
+        from _experiment import LATER_COLUMNS, RunResult, read_csv, write_csv
     finally:
         sys.path.remove(EXAMPLES)
     path = str(tmp_path / 'runs.csv')
     old = _rows(osp.join(osp.dirname(__file__), 'table1_without_max_test.csv'))
     assert set(LATER_COLUMNS).isdisjoint(old[0])
-    (result,) = read_csv(
-        osp.join(osp.dirname(__file__), 'table1_without_max_test.csv')
+    (result,), cut = read_csv(
+        osp.join(osp.dirname(__file__), 'table1_without_max_test.csv'),
+        RunResult,
+        LATER_COLUMNS,
     )
+    assert cut == 0
     assert math.isnan(result.max_test_acc) and result.max_test_acc_epoch == 0
     assert result.first_full_train_epoch == 40
-    write_csv([result], path)  # written back in the current layout
-    (again,) = read_csv(path)
+    write_csv([result], path, RunResult)  # written back in the new layout
+    (again,), _ = read_csv(path, RunResult, LATER_COLUMNS)
     assert math.isnan(again.max_test_acc)
     # nan != nan, so compare the rest:
     assert replace(again, max_test_acc=0) == replace(result, max_test_acc=0)
@@ -175,13 +194,13 @@ def test_results_csv_of_an_earlier_version_is_read(tmp_path):
 def test_results_csv_of_another_layout_is_refused(tmp_path):
     sys.path.insert(0, EXAMPLES)
     try:
-        from synthetic_common import read_csv
+        from _experiment import RunResult, read_csv
     finally:
         sys.path.remove(EXAMPLES)
     path = tmp_path / 'old.csv'
     path.write_text('dataset,model,num_layers\ner2,GATE,1\n')
     with pytest.raises(ValueError, match='not a results CSV'):
-        read_csv(str(path))
+        read_csv(str(path), RunResult)
 
 
 def test_self_sufficient_records_first_epoch_of_full_training_accuracy(

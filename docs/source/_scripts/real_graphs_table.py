@@ -20,6 +20,7 @@ depth and model::
 
 import argparse
 import csv
+import math
 import os
 import statistics
 import sys
@@ -28,10 +29,10 @@ sys.path.insert(
     0, os.path.join(os.path.dirname(__file__), '..', '..', '..', 'examples')
 )
 from real_graphs import MODELS as ALL_MODELS  # noqa: E402
-from real_graphs import SEP_MODELS  # noqa: E402
+from real_graphs import STRONG_ONLY  # noqa: E402
 
-# The models of the paper's tables (the -sep variants are extra):
-MODELS = [m for m in ALL_MODELS if m not in SEP_MODELS]
+# The models of the paper's tables (the strong recipe's are extra):
+MODELS = [m for m in ALL_MODELS if m not in STRONG_ONLY]
 PAPER = ['GAT', 'GATE', 'GATE_S']
 
 parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
@@ -97,10 +98,15 @@ for row in rows:
     if key not in cells:
         cells[key] = {}
         order.append(key)
-    test = row['test (ours)'].split(' (n=')[0]
-    n = row['test (ours)'].split('(n=')[-1].rstrip(')')
+    if 'test_mean' not in row:
+        sys.exit(
+            f"{args.summary}: no numeric 'test_mean' column; rewrite it "
+            'with real_graphs.py --tables-only (this version)'
+        )
+    mean, ci, n = (float(row[f'test_{p}']) for p in ('mean', 'ci', 'n'))
+    test = f'{mean:.2f}' + ('' if math.isnan(ci) else f' ± {ci:.2f}')
     cells[key][row['model']] = (
-        test if n == '10' else f'{test} (n={n})',
+        test if n == 10 else f'{test} (n={n:.0f})',
         row['paper'],
     )
 

@@ -1,0 +1,168 @@
+r"""Seconds per training epoch of ``examples/real_graphs.py`` runs, eager
+and :func:`torch.compile` d, and the projected hours of a whole table: the
+budget tool that was ``real_graphs.py --time-epochs``. It times the same
+loop the runs use (``examples/_experiment.py``'s ``train``: the step and the
+validation metric, the evaluation pass where the recipe has dropout), N
+epochs after warm-up, of split 0 of every dataset, recipe, depth and model
+that the ``real_graphs.py`` options select, and writes ``epoch_times.csv``
+with the hours if every run took ``max_epochs`` epochs (an upper bound for
+the paper recipe, which stops after ``patience`` epochs without
+improvement), from the faster of eager and compiled (process CPU time on
+a CPU: the time of one process with a core of its own, whatever else loads
+the machine; wall time on a GPU)::
+
+    python benchmark/epoch_times.py --epochs 3 -- --datasets Minesweeper \
+        --models GAT GATE --compile-after 0 --out-dir runs/budget
+"""
+
+import argparse
+import csv
+import math
+import os
+import shutil
+import sys
+import time
+from dataclasses import replace
+
+import torch
+
+sys.path.insert(
+    0,
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'examples'),
+)
+import real_graphs  # noqa: E402
+from _experiment import (  # noqa: E402
+    Selector,
+    int_at_least,
+    mask_index,
+    metrics,
+    split_masks,
+    train,
+)
+
+HEADER = [
+    'dataset',
+    'recipe',
+    'L',
+    'model',
+    's/epoch (eager, wall)',
+    's/epoch (eager, process CPU)',
+    's/epoch (compiled, wall)',
+    's/epoch (compiled, process CPU)',
+    'runs',
+    'max epochs',
+    'hours at max epochs (upper bound, 1 process)',
+]
+
+
+def time_epochs(config, task, epochs, compiled):
+    r"""Wall and process CPU seconds per epoch of ``task`` over ``epochs``
+    epochs of the runs' loop, after one warm-up epoch (``compiled``: two,
+    compiling)."""
+    data, model = real_graphs.prepare(config, task)
+    metric = real_graphs.main_metric(task.dataset)
+    train_mask, val_mask, _ = split_masks(data, task.split)
+    train_i, val_i = mask_index(train_mask), mask_index(val_mask)
+    optimizer = torch.optim.Adam(model.parameters(), lr=task.lr)
+    warm = 2 if compiled else 1
+    stamps = []
+
+    def measure(out, loss, alphas):
+        values = {'val': metrics(out, data.y, val_i)[metric]}
+        if data.x.device.type == 'cuda':
+            torch.cuda.synchronize()
+        stamps.append((time.perf_counter(), time.process_time()))
+        return values
+
+    # One run of the loop: the epochs after the warm-up ones are timed,
+    # from one epoch's validation metric to the next one's.
+    train(
+        model,
+        optimizer,
+        data.x,
+        data.edge_index,
+        data.y,
+        train_i,
+        measure,
+        [Selector('val', 'max', state_of=model)],
+        warm + epochs,
+        separate_eval=task.dropout > 0,
+        compile_after=0 if compiled else None,
+    )
+    (w0, c0), (w1, c1) = stamps[warm - 1], stamps[-1]
+    return (w1 - w0) / epochs, (c1 - c0) / epochs
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--epochs', type=int_at_least(1), default=3)
+    parser.add_argument(
+        'real_graphs_args',
+        nargs=argparse.REMAINDER,
+        help="after '--': the options of examples/real_graphs.py",
+    )
+    args = parser.parse_args(argv)
+    rest = [a for a in args.real_graphs_args if a != '--']
+    rg = real_graphs.parse_args(rest)
+    os.makedirs(rg.out_dir, exist_ok=True)
+    root, tmp_root = real_graphs.data_root(rg)
+    config = dict(
+        root=root, device=rg.device, threads=rg.threads, compile_after=None
+    )
+    tasks = real_graphs.make_tasks(rg)
+    rows, seen = [], set()
+    path = os.path.join(rg.out_dir, 'epoch_times.csv')
+    try:
+        for task in tasks:
+            key = (task.dataset, task.recipe, task.num_layers, task.model)
+            if key in seen:
+                continue
+            seen.add(key)
+            n = sum(
+                (t.dataset, t.recipe, t.num_layers, t.model) == key
+                for t in tasks
+            )
+            task = replace(task, split=0)
+            try:
+                eager, eager_cpu = time_epochs(
+                    config, task, args.epochs, False
+                )
+                comp, comp_cpu = (
+                    time_epochs(config, task, args.epochs, True)
+                    if rg.compile_after is not None
+                    else (math.nan, math.nan)
+                )
+            except (RuntimeError, MemoryError) as e:  # out of memory
+                row = [*map(str, key), f'failed: {str(e)[:80]!r}']
+                rows.append(row + [''] * (len(HEADER) - len(row)))
+            else:
+                on_cpu = rg.device == 'cpu'
+                costs = [eager_cpu if on_cpu else eager]
+                if not math.isnan(comp):
+                    costs.append(comp_cpu if on_cpu else comp)
+                best = min(costs)
+                rows.append(
+                    [
+                        *map(str, key),
+                        f'{eager:.4f}',
+                        f'{eager_cpu:.4f}',
+                        '' if math.isnan(comp) else f'{comp:.4f}',
+                        '' if math.isnan(comp) else f'{comp_cpu:.4f}',
+                        str(n),
+                        str(task.max_epochs),
+                        f'{best * task.max_epochs * n / 3600:.2f}',
+                    ]
+                )
+            print(' '.join(rows[-1]), flush=True)
+            with open(path, 'w', newline='') as f:  # a crash keeps the rest
+                writer = csv.writer(f)
+                writer.writerow(HEADER)
+                writer.writerows(rows)
+    finally:
+        if tmp_root is not None:
+            shutil.rmtree(tmp_root, ignore_errors=True)
+    return rows
+
+
+if __name__ == '__main__':
+    main()
