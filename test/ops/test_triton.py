@@ -347,3 +347,23 @@ def test_triton_through_attend():
     a1, o1 = run(tops.triton_attention, graph, inputs)
     a2, o2 = run(lambda *args: attend('triton', *args), graph, inputs)
     assert torch.equal(a1, a2) and torch.equal(o1, o2)
+
+
+def test_triton_forward_runner_and_bytes():
+    graph = make_graph()
+    src, dst, loop, masked, num = graph
+    inputs = make_inputs(num, num, src.numel(), 2, 3, None)
+    _, out = run(tops.triton_attention, graph, (inputs | {'edge_attr': None}))
+    runner = tops.forward_runner(
+        src, dst, inputs['q_src'], inputs['q_dst'], inputs['value'], loop,
+        inputs['att_neighbor'], inputs['att_self'], 0.0, num,
+    )  # fmt: skip
+    # Without the mask (the runner has none), node 0 differs; the rest not:
+    only, _ = runner()
+    keep = torch.ones(num, dtype=torch.bool, device=DEVICE)
+    keep[dst[masked]] = False
+    assert_close(only[keep], out[keep])
+    e, n = src.numel(), num
+    assert tops.forward_bytes(e, n, 2, 3, 4) == e * (5 + 2 * 24) + n * (
+        4 + 24 + 24 + 8
+    )

@@ -20,7 +20,9 @@ import triton.language as tl
 
 
 @triton.jit
-def _tile(H: tl.constexpr, C: tl.constexpr, H_PAD, C_PAD):
+def _tile(
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr, C_PAD: tl.constexpr
+):
     h = tl.arange(0, H_PAD)
     c = tl.arange(0, C_PAD)
     hc = h[:, None] * C + c[None, :]

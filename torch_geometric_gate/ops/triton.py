@@ -205,23 +205,14 @@ class TritonAttention(torch.autograd.Function):
         )
         a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
         ep = _edge_projection(edge_attr, weight_edge, graph.perm)
-        num_dst = settings.num_dst
-        out = torch.empty(
-            num_dst, heads, channels, device=device, dtype=settings.out_dtype
+        out, lse = _launch_forward(
+            graph, settings, q_src_c, q_dst_c, value_c, ep, a_s, a_t
         )
-        lse = torch.empty(num_dst, heads, device=device, dtype=torch.float32)
         alpha = torch.empty(
             num_edges, heads, device=device, dtype=settings.score_dtype
         )
         flags = (ep is not None, settings.p_drop > 0)
         common = (settings.seed, settings.p_drop, settings.scale)
-        if num_dst > 0:
-            k.gate_fwd_kernel[(num_dst,)](
-                q_src_c, q_dst_c, value_c, ep if flags[0] else q_src_c,
-                a_s, a_t, graph.src_s, settings.kind, graph.rowptr, out,
-                lse, *common, settings.slope,
-                heads, channels, h_pad, c_pad, block, *flags,
-            )  # fmt: skip
         if num_edges > 0:
             block_a = max(block, 16)
             k.gate_alpha_kernel[(_cdiv(num_edges, block_a),)](
@@ -331,6 +322,59 @@ class TritonAttention(torch.autograd.Function):
         )  # fmt: skip
 
 
+def _launch_forward(graph, settings, q_src, q_dst, value, ep, a_s, a_t):
+    r"""Runs :func:`gate_fwd_kernel` alone (contiguous inputs): returns
+    :obj:`out` and the log-sum-exp."""
+    from torch_geometric_gate.ops import _triton_kernels as k
+
+    heads, channels = value.shape[1], value.shape[2]
+    h_pad, c_pad = _pow2(heads), _pow2(channels)
+    num_dst = settings.num_dst
+    out = torch.empty(
+        num_dst, heads, channels, device=value.device,
+        dtype=settings.out_dtype,
+    )  # fmt: skip
+    lse = torch.empty(num_dst, heads, device=value.device, dtype=torch.float32)
+    if num_dst > 0:
+        k.gate_fwd_kernel[(num_dst,)](
+            q_src, q_dst, value, ep if ep is not None else q_src, a_s, a_t,
+            graph.src_s, settings.kind, graph.rowptr, out, lse,
+            settings.seed, settings.p_drop, settings.scale, settings.slope,
+            heads, channels, h_pad, c_pad, _block_edges(h_pad, c_pad),
+            ep is not None, settings.p_drop > 0,
+        )  # fmt: skip
+    return out, lse
+
+
+def forward_bytes(
+    num_edges: int,
+    num_dst: int,
+    heads: int,
+    channels: int,
+    itemsize: int,
+    out_itemsize: int = 4,
+    edge_features: bool = False,
+) -> int:
+    r"""The bytes that :func:`gate_fwd_kernel` must move: per edge its
+    source index (4) and kind (1), the gathered rows of
+    :math:`\mathbf{U} \mathbf{x}_u` and :math:`\mathbf{W} \mathbf{x}_u`
+    (and of the edge projection), :obj:`H * C * itemsize` each; per target
+    node its row pointer (4) and :math:`\mathbf{V} \mathbf{x}_v`, and the
+    writes of :obj:`out` and the float32 log-sum-exp:
+
+    .. math::
+        E \, (5 + (2 + [\text{edge}]) \, HCb) + N_{dst} \, (4 + HCb +
+        HCb_{out} + 4H)
+
+    Rows gathered by several edges count once per edge (the traffic the
+    kernel issues; the L2 cache may serve repeats).
+    """
+    hcb = heads * channels * itemsize
+    per_edge = 5 + (3 if edge_features else 2) * hcb
+    per_node = 4 + hcb + heads * channels * out_itemsize + 4 * heads
+    return num_edges * per_edge + num_dst * per_node
+
+
 def _double_backward(saved, settings, grad_alpha, grad_out):
     r"""Recomputes the attention with the chunked kernels under autograd
     (the same dropout mask) and differentiates it with
@@ -433,4 +477,43 @@ def triton_attention(
     )  # fmt: skip
 
 
-__all__ = ['clear_cache', 'csr', 'triton_attention']
+def forward_runner(
+    src: Tensor,
+    dst: Tensor,
+    q_src: Tensor,
+    q_dst: Tensor,
+    value: Tensor,
+    loop: Tensor,
+    att_neighbor: Tensor,
+    att_self: Tensor,
+    negative_slope: float,
+    num_dst: int,
+):
+    r"""A function that runs :func:`gate_fwd_kernel` alone on these inputs
+    (no dropout, no edge features; the CSR built up front), for timing it
+    against :func:`forward_bytes`."""
+    graph = csr(src, dst, q_src.size(0), num_dst)
+    kind = loop.to(torch.int8).index_select(0, graph.perm).contiguous()
+    dtype = torch.promote_types(q_src.dtype, att_neighbor.dtype)
+    settings = _Settings(
+        graph, kind, float(negative_slope), 0.0, 0, num_dst,
+        (dtype, torch.promote_types(value.dtype, dtype)),
+    )  # fmt: skip
+    tensors = [
+        t.contiguous() for t in (q_src, q_dst, value, att_neighbor, att_self)
+    ]
+
+    def run():
+        q_s, q_d, v, a_s, a_t = tensors
+        return _launch_forward(graph, settings, q_s, q_d, v, None, a_s, a_t)
+
+    return run
+
+
+__all__ = [
+    'clear_cache',
+    'csr',
+    'forward_bytes',
+    'forward_runner',
+    'triton_attention',
+]
