@@ -70,3 +70,14 @@ def test_kernel_suite_graph_sizes_and_bandwidth_helpers():
     assert x.shape == (500, 3) and edge_index.size(1) <= 2500
     assert bool((edge_index[0] != edge_index[1]).all())
     assert bench.copy_bandwidth(torch.device('cpu')) is None
+
+
+def test_kernel_suite_records_a_missing_graph(tmp_path):
+    bench = _load('conv')
+    argv = [
+        '--kernels', '--devices', 'cpu', '--suite-graphs', 'cora',
+        '--data-root', str(tmp_path / 'none'), '--out', str(tmp_path),
+    ]  # fmt: skip
+    rows = bench.main(argv)
+    assert len(rows) == 1 and rows[0]['status'].startswith('no graph')
+    assert 'no graph' in (tmp_path / 'conv-kernels.md').read_text()
