@@ -714,6 +714,37 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         default=12.0,
         help='address-space cap of each --deep process on CPU (0: none)',
     )
+    parser.add_argument(
+        '--kernels',
+        action='store_true',
+        help='the kernel suite: GATE with each attention kernel '
+        '(--gate-kernels) and GATv2Conv (--compile) on --suite-graphs, '
+        '--heads and --dtypes on --devices (default: cuda), training step '
+        'time and peak memory, copy and forward-kernel bandwidth, the deep '
+        'step on the products-size graph; writes <name>-kernels.*',
+    )
+    parser.add_argument(
+        '--gate-kernels',
+        dest='kernels_list',
+        nargs='+',
+        default=list(GATE_KERNELS),
+        choices=GATE_KERNELS,
+    )
+    parser.add_argument(
+        '--suite-graphs',
+        nargs='+',
+        default=None,
+        help=f'graphs of --kernels (default: {" ".join(SUITE_GRAPHS)})',
+    )
+    parser.add_argument(
+        '--dtypes', nargs='+', default=list(DTYPES), choices=list(DTYPES)
+    )
+    parser.add_argument(
+        '--suite-max-seconds',
+        type=positive_float,
+        default=510.0,
+        help='--kernels skips the configs left after this many seconds',
+    )
     parser.add_argument('--rss-worker', default=None, help=argparse.SUPPRESS)
     parser.add_argument('--deep-worker', default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -754,6 +785,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
         torch.set_num_threads(args.threads)
     if args.deep:
         return run_deep(args, argv)
+    if args.kernels:
+        return run_kernel_suite(args, argv)
     devices = args.devices or (
         ['cpu', 'cuda'] if torch.cuda.is_available() else ['cpu']
     )
@@ -1156,6 +1189,525 @@ def plot(rows: List[dict], path: str):
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# The kernel suite (--kernels) ################################################
+
+#: The graphs of the kernel suite: name -> (nodes, edges, input channels);
+#: ``None`` sizes: the real graph, or random-1eK's own size.
+SUITE_GRAPHS = ['cora', 'random-1e5', 'random-1e6', 'arxiv-size',
+                'products-size']  # fmt: skip
+SIZED_GRAPHS = {
+    'arxiv-size': (169343, 1166243, 128),
+    'products-size': (2449029, 123718280, 100),
+}
+GATE_KERNELS = ('reference', 'chunked', 'triton')
+DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16}
+
+
+def sized_graph(num_nodes, num_edges, channels, device, seed=0, scale=1.0):
+    r"""A uniform random graph of the given size, drawn on :obj:`device`
+    (duplicates kept, self-loops removed: the layers add their own)."""
+    num_nodes = max(int(num_nodes * scale), 2)
+    num_edges = max(int(num_edges * scale), 1)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    edge_index = torch.randint(
+        num_nodes, (2, num_edges), generator=gen, device=device
+    )
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    x = torch.randn(num_nodes, channels, generator=gen, device=device)
+    return x, edge_index
+
+
+def suite_graph(name, args, device, data_root):
+    r"""The graph on :obj:`device` with :obj:`--channels` node features
+    (Cora's first ones, zero-padded if fewer), so that one compiled
+    GATv2Conv per heads and dtype serves every graph."""
+    if name in SIZED_GRAPHS:
+        n, e, _ = SIZED_GRAPHS[name]
+        return sized_graph(n, e, args.channels, device, scale=args.deep_scale)
+    x, edge_index = load_graph(name, args.channels, data_root)
+    x = x[:, : args.channels]
+    if x.size(1) < args.channels:
+        x = torch.nn.functional.pad(x, (0, args.channels - x.size(1)))
+    return x.to(device), edge_index.to(device)
+
+
+def _layer_dispatches() -> bool:
+    r"""Whether :class:`GATEConv` hands its attention to the kernel switch
+    (otherwise every GATE kernel row runs the layer's own path)."""
+    import inspect
+
+    from torch_geometric_gate.nn.conv import gate_conv
+
+    return 'select_kernel' in inspect.getsource(gate_conv)
+
+
+class _Step:
+    r"""One training step (forward, :obj:`out.float().sum()`, backward) of a
+    layer under an attention kernel."""
+
+    def __init__(self, model, x, edge_index, kernel=None):
+        from torch_geometric_gate.ops import attention_kernel
+
+        self.model, self.x, self.edge_index = model, x, edge_index
+        self.context = (
+            (lambda: attention_kernel(kernel)) if kernel else (lambda: _null())
+        )
+        self.params = [p for p in model.parameters() if p.requires_grad]
+
+    def __call__(self):
+        for p in self.params:
+            p.grad = None
+        with self.context():
+            out = self.model(self.x, self.edge_index)
+        out.float().sum().backward()
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def time_step(step, device, warmup, reps) -> Tuple[float, Optional[int]]:
+    r"""The median time (ms) of :obj:`reps` calls after :obj:`warmup`, with
+    CUDA events on CUDA, and the peak of
+    :func:`torch.cuda.max_memory_allocated` over one call (bytes; ``None``
+    on CPU)."""
+    for _ in range(warmup):
+        step()
+    peak = None
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        step()
+        torch.cuda.synchronize(device)
+        peak = torch.cuda.max_memory_allocated(device)
+    times = []
+    for _ in range(reps):
+        if device.type == 'cuda':
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            step()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t = time.perf_counter()
+            step()
+            times.append(1e3 * (time.perf_counter() - t))
+    return statistics.median(times), peak
+
+
+def copy_bandwidth(device, nbytes=2**30, reps=10) -> Optional[float]:
+    r"""Device-to-device copy (GB/s, read + write), the yardstick of the
+    kernels' effective bandwidth."""
+    if device.type != 'cuda':
+        return None
+    a = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    b = torch.empty_like(a)
+    ms, _ = time_step(lambda: b.copy_(a), device, 2, reps)
+    return 2 * nbytes / (ms * 1e-3) / 1e9
+
+
+def forward_bandwidth(x, edge_index, heads, hidden, dtype, device, reps):
+    r"""The Triton forward kernel alone on inputs like the layer's: its
+    time (ms), :func:`forward_bytes` and the effective bandwidth (GB/s)."""
+    from torch_geometric.utils import add_self_loops
+
+    from torch_geometric_gate.ops import triton as tops
+
+    n = x.size(0)
+    channels = max(hidden // heads, 1)
+    ei, _ = add_self_loops(edge_index, num_nodes=n)
+    src, dst = ei[0], ei[1]
+    gen = torch.Generator(device=device).manual_seed(0)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=gen, device=device).to(dtype)
+
+    q_src, q_dst, value = (rand(n, heads, channels) for _ in range(3))
+    a_s, a_t = rand(1, heads, channels), rand(1, heads, channels)
+    run = tops.forward_runner(
+        src, dst, q_src, q_dst, value, src == dst, a_s, a_t, 0.0, n
+    )
+    ms, _ = time_step(run, device, 1, reps)
+    itemsize = torch.tensor([], dtype=dtype).element_size()
+    out_itemsize = torch.tensor(
+        [], dtype=torch.promote_types(dtype, dtype)
+    ).element_size()
+    nbytes = tops.forward_bytes(
+        src.numel(), n, heads, channels, itemsize, out_itemsize
+    )
+    del run
+    tops.clear_cache()
+    return ms, nbytes, nbytes / (ms * 1e-3) / 1e9
+
+
+def _oom(err: BaseException) -> bool:
+    return isinstance(err, torch.cuda.OutOfMemoryError) or _is_out_of_memory(
+        err
+    )
+
+
+def _free(device):
+    import gc
+
+    gc.collect()
+    if device.type == 'cuda':
+        torch.cuda.empty_cache()
+
+
+def _variants(args, device) -> List[Tuple[str, str]]:
+    out = [('GATE', k) for k in args.kernels_list]
+    out += [('GATv2', v) for v in args.compile]
+    return out
+
+
+def run_kernel_suite(args, argv) -> List[dict]:
+    r"""GATE with each attention kernel and GATv2Conv (eager, compiled) on
+    the suite's graphs, heads and dtypes: training-step time and peak
+    memory, the copy bandwidth and the Triton forward kernel's effective
+    bandwidth, and the deep full-batch step on the products-size graph.
+    Writes :obj:`<name>-kernels.csv`, :obj:`.md` and :obj:`.png`."""
+    import traceback
+
+    started = time.perf_counter()
+    devices = args.devices or ['cuda']
+    graphs = args.suite_graphs or SUITE_GRAPHS
+    needs_data = any(g in REAL_GRAPHS for g in graphs)
+    data_root = copy_data(args.data_root) if needs_data else args.data_root
+    dispatches = _layer_dispatches()
+    rows: List[dict] = []
+    extra: Dict[str, object] = {'layer_dispatches': dispatches}
+    reps = args.reps or 5
+    compiled: Dict[tuple, torch.nn.Module] = {}
+    try:
+        for device_name in devices:
+            device = torch.device(device_name)
+            extra[f'{device_name}_copy_gbs'] = copy_bandwidth(device)
+            for graph in graphs:
+                try:
+                    x0, edge_index = suite_graph(
+                        graph, args, device, data_root
+                    )
+                except Exception as err:  # noqa: BLE001
+                    rows.append(
+                        dict(device=device_name, graph=graph, layer='-',
+                             kernel='-', status=f'no graph: {err}'[:200])
+                    )  # fmt: skip
+                    continue
+                for heads, dtype_name in (
+                    (h, d) for h in args.heads for d in args.dtypes
+                ):
+                    dtype = DTYPES[dtype_name]
+                    x = x0.to(dtype)
+                    base = dict(
+                        device=device_name, graph=graph,
+                        num_nodes=x.size(0), num_edges=edge_index.size(1),
+                        heads=heads, dtype=dtype_name,
+                        hidden=args.hidden,
+                    )  # fmt: skip
+                    for layer, kernel in _variants(args, device):
+                        row = dict(base, layer=layer, kernel=kernel)
+                        rows.append(row)
+                        spent = time.perf_counter() - started
+                        if spent > args.suite_max_seconds:
+                            row['status'] = 'skipped (time budget)'
+                            continue
+                        if (
+                            kernel == 'triton'
+                            and device.type != 'cuda'
+                            and os.environ.get('TRITON_INTERPRET') != '1'
+                        ):
+                            row['status'] = 'skipped (needs CUDA)'
+                            continue
+                        try:
+                            row.update(
+                                _measure_variant(
+                                    layer, kernel, x, edge_index, heads,
+                                    dtype, device, args, reps, compiled,
+                                )
+                            )  # fmt: skip
+                            row['status'] = 'ok'
+                        except Exception as err:  # noqa: BLE001
+                            row['status'] = (
+                                'OOM'
+                                if _oom(err)
+                                else f'error: {type(err).__name__}: {err}'
+                            )[:200]
+                            if not _oom(err):
+                                traceback.print_exc()
+                        _free(device)
+                    if device.type == 'cuda' and 'triton' in args.kernels_list:
+                        try:
+                            ms, nbytes, gbs = forward_bandwidth(
+                                x, edge_index, heads, args.hidden, dtype,
+                                device, reps,
+                            )  # fmt: skip
+                            for r in rows[-len(_variants(args, device)) :]:
+                                if r['kernel'] == 'triton':
+                                    r.update(
+                                        fwd_kernel_ms=ms,
+                                        fwd_kernel_bytes=nbytes,
+                                        fwd_kernel_gbs=gbs,
+                                    )
+                        except Exception as err:  # noqa: BLE001
+                            print(f'forward bandwidth: {err}', file=sys.stderr)
+                        _free(device)
+                del x0, edge_index
+                _free(device)
+            _ratios(rows)
+            extra[f'{device_name}_deep'] = run_deep_products(
+                args, device, started
+            )
+    finally:
+        if needs_data:
+            shutil.rmtree(data_root, ignore_errors=True)
+    write_kernel_suite(rows, extra, args, argv)
+    return rows
+
+
+def _measure_variant(layer, kernel, x, edge_index, heads, dtype, device,
+                     args, reps, compiled) -> dict:  # fmt: skip
+    model = (
+        make_layer(layer, x.size(1), args.hidden, heads, True)
+        .to(device)
+        .to(dtype)
+    )
+    warmup = args.warmup
+    if layer == 'GATE':
+        step = _Step(model, x, edge_index, kernel)
+    else:
+        if kernel == 'compiled':
+            key = (heads, dtype, device.type)
+            if key not in compiled:
+                compiled[key] = torch.compile(model, dynamic=True)
+            else:  # Same weights' shapes: reuse the compiled code.
+                compiled[key]._orig_mod.load_state_dict(model.state_dict())
+            model = compiled[key]
+            warmup = max(warmup, 2)
+        step = _Step(model, x, edge_index)
+    ms, peak = time_step(step, device, warmup, reps)
+    e = edge_index.size(1)
+    return dict(
+        step_ms=ms,
+        ns_per_edge=1e6 * ms / e,
+        peak_mb=None if peak is None else peak / 2**20,
+        reps=reps,
+    )
+
+
+def _ratios(rows: List[dict]):
+    r"""Each row's time and peak memory over GATv2Conv's (eager and
+    compiled) of the same device, graph, heads and dtype."""
+    ref = {}
+    for r in rows:
+        if r['layer'] == 'GATv2' and r.get('status') == 'ok':
+            key = (r['device'], r['graph'], r['heads'], r['dtype'])
+            ref[key + (r['kernel'],)] = r
+    for r in rows:
+        key = (r['device'], r['graph'], r.get('heads'), r.get('dtype'))
+        for variant in ('eager', 'compiled'):
+            other = ref.get(key + (variant,))
+            if other is None or r.get('status') != 'ok':
+                continue
+            r[f'time_vs_gatv2_{variant}'] = r['step_ms'] / other['step_ms']
+            if r.get('peak_mb') and other.get('peak_mb'):
+                r[f'mem_vs_gatv2_{variant}'] = r['peak_mb'] / other['peak_mb']
+
+
+def run_deep_products(args, device, started) -> List[dict]:
+    r"""A full-batch training step of a 3-layer, 256-wide model (one head)
+    on the products-size graph for each layer and kernel: time and peak
+    memory, or the OOM."""
+    n, e, c = SIZED_GRAPHS['products-size']
+    out: List[dict] = []
+    if 'products-size' not in (args.suite_graphs or SUITE_GRAPHS):
+        return out
+    x, edge_index = sized_graph(n, e, c, device, scale=args.deep_scale)
+    labels = torch.randint(47, (x.size(0),), device=device)
+    variants = [('GATE', k) for k in args.kernels_list] + [('GATv2', None)]
+    for layer, kernel in variants:
+        row = dict(
+            layer=layer,
+            kernel=kernel or 'eager',
+            num_nodes=x.size(0),
+            num_edges=edge_index.size(1),
+        )
+        out.append(row)
+        if time.perf_counter() - started > args.suite_max_seconds:
+            row['status'] = 'skipped (time budget)'
+            continue
+        if kernel == 'triton' and device.type != 'cuda':
+            row['status'] = 'skipped (needs CUDA)'
+            continue
+        model = None
+        try:
+            model = DeepModel(layer, c, 256, 1, 3, 47).to(device)
+            params = list(model.parameters())
+
+            def step(model=model, params=params, kernel=kernel):
+                for p in params:
+                    p.grad = None
+                with _Step(model, x, edge_index, kernel).context():
+                    loss = torch.nn.functional.cross_entropy(
+                        model(x, edge_index), labels
+                    )
+                loss.backward()
+
+            ms, peak = time_step(step, device, 1, 1)
+            peak_mb = None if peak is None else peak / 2**20
+            row.update(status='ok', step_ms=ms, peak_mb=peak_mb)
+        except Exception as err:  # noqa: BLE001
+            row['status'] = (
+                'OOM' if _oom(err) else f'error: {type(err).__name__}: {err}'
+            )[:200]
+        del model
+        _free(device)
+    return out
+
+
+SUITE_COLUMNS = [
+    'device', 'graph', 'num_nodes', 'num_edges', 'heads', 'hidden', 'dtype',
+    'layer', 'kernel', 'status', 'reps', 'step_ms', 'ns_per_edge', 'peak_mb',
+    'time_vs_gatv2_eager', 'time_vs_gatv2_compiled', 'mem_vs_gatv2_eager',
+    'mem_vs_gatv2_compiled', 'fwd_kernel_ms', 'fwd_kernel_bytes',
+    'fwd_kernel_gbs',
+]  # fmt: skip
+
+
+def write_kernel_suite(rows, extra, args, argv):
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, f'{args.name}-kernels')
+    with open(stem + '.csv', 'w', newline='') as f:
+        writer = csv.DictWriter(f, SUITE_COLUMNS, extrasaction='ignore')
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: r.get(k, '') for k in SUITE_COLUMNS})
+    with open(stem + '.json', 'w') as f:
+        json.dump(extra, f, indent=1, default=str)
+    lines = [
+        '# GATE attention kernels vs GATv2Conv: training step',
+        '',
+        f'`{command_line(argv)}`',
+        '',
+        machine_info(),
+        '',
+        f'- GATEConv dispatches to the kernel switch: '
+        f'{extra["layer_dispatches"]} (if False, every GATE row runs the '
+        "layer's own path)",
+    ]
+    for k, v in extra.items():
+        if k.endswith('_copy_gbs') and v:
+            lines.append(f'- {k[: -len("_copy_gbs")]} device-to-device copy: '
+                         f'{v:.0f} GB/s (read + write)')  # fmt: skip
+    lines += [
+        '',
+        'Step: forward, `out.float().sum()`, backward; median of the reps '
+        '(CUDA events on CUDA); peak: `torch.cuda.max_memory_allocated` '
+        'over one step (graph and features included). Ratios: over '
+        'GATv2Conv of the same graph, heads and dtype. fwd GB/s: the Triton '
+        'forward kernel alone, `forward_bytes` / its time.',
+        '',
+        '| graph | edges | H | dtype | layer | kernel | ms | ns/edge | '
+        'peak MB | x GATv2 | x GATv2 compiled | mem x GATv2 | fwd GB/s | '
+        'status |',
+        '|' + '---|' * 14,
+    ]
+    for r in rows:
+        lines.append(
+            '| ' + ' | '.join(_fmt(r.get(k)) for k in (
+                'graph', 'num_edges', 'heads', 'dtype', 'layer', 'kernel',
+                'step_ms', 'ns_per_edge', 'peak_mb', 'time_vs_gatv2_eager',
+                'time_vs_gatv2_compiled', 'mem_vs_gatv2_eager',
+                'fwd_kernel_gbs', 'status',
+            )) + ' |'
+        )  # fmt: skip
+    for k, deep in extra.items():
+        if not k.endswith('_deep') or not deep:
+            continue
+        lines += [
+            '',
+            f'## {k[: -len("_deep")]}: full batch, 3 layers, 256 wide, one '
+            'head, products-size graph',
+            '',
+            '| layer | kernel | nodes | edges | ms | peak MB | status |',
+            '|---|---|---|---|---|---|---|',
+        ]
+        for r in deep:
+            lines.append(
+                '| ' + ' | '.join(_fmt(r.get(c)) for c in (
+                    'layer', 'kernel', 'num_nodes', 'num_edges', 'step_ms',
+                    'peak_mb', 'status',
+                )) + ' |'
+            )  # fmt: skip
+    with open(stem + '.md', 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    if args.plot:
+        plot_steps(suite_series(rows), stem + '.png')
+
+
+def suite_series(rows: List[dict]) -> List[dict]:
+    r"""The kernel suite's rows as plot points."""
+    return [
+        dict(
+            panel=f'{r["device"]} H={r["heads"]} {r["dtype"]}',
+            line=f'{r["layer"]} {r["kernel"]}',
+            edges=int(r['num_edges']),
+            ms=float(r['step_ms']),
+            mb=float(r['peak_mb'])
+            if r.get('peak_mb') not in (None, '')
+            else None,
+        )
+        for r in rows
+        if r.get('status') == 'ok'
+    ]
+
+
+def plot_steps(points: List[dict], path: str, memory_label='peak MB'):
+    r"""Step time and memory against edges (log-log): one column per panel
+    (device, heads, dtype), one line per layer and kernel."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    panels = sorted({p['panel'] for p in points}) or ['(no data)']
+    fig, axes = plt.subplots(
+        2, len(panels), figsize=(4.5 * len(panels), 7), squeeze=False
+    )
+    for col, panel in enumerate(panels):
+        lines: Dict[str, list] = {}
+        for p in points:
+            if p['panel'] == panel:
+                lines.setdefault(p['line'], []).append(p)
+        for row, (key, label) in enumerate(
+            (('ms', 'step ms'), ('mb', memory_label))
+        ):
+            ax = axes[row][col]
+            for i, (name, pts) in enumerate(sorted(lines.items())):
+                pts = sorted(
+                    (q['edges'], q[key]) for q in pts if q[key] is not None
+                )
+                if pts:
+                    ax.plot(*zip(*pts), marker='o', color=f'C{i}',
+                            label=name)  # fmt: skip
+            ax.set_xscale('log')
+            ax.set_yscale('log')
+            ax.set_xlabel('edges')
+            ax.set_ylabel(label)
+            ax.set_title(panel)
+            ax.grid(True, which='both', alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 

@@ -1,0 +1,83 @@
+r"""The kernel suite of ``benchmark/conv.py --kernels`` (the GPU command)
+and ``benchmark/plot.py``, run on CPU with tiny sizes: the Triton kernel
+and the CUDA measurements (peak memory, bandwidths) are skipped there."""
+
+import csv
+import importlib.util
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+
+
+def _load(name):
+    path = os.path.join(ROOT, 'benchmark', f'{name}.py')
+    spec = importlib.util.spec_from_file_location(f'gate_bench_{name}', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_kernel_suite_on_cpu_writes_csv_markdown_and_plot(tmp_path):
+    pytest.importorskip('matplotlib')
+    bench = _load('conv')
+    argv = [
+        '--kernels', '--devices', 'cpu',
+        '--suite-graphs', 'random-1e3', 'products-size',
+        '--deep-scale', '2e-5', '--heads', '1', '2', '--hidden', '4',
+        '--compile', 'eager', '--reps', '1', '--warmup', '0',
+        '--threads', '1', '--out', str(tmp_path), '--plot',
+    ]  # fmt: skip
+    rows = bench.main(argv)
+    # graphs x heads x dtypes x (3 GATE kernels + GATv2 eager):
+    assert len(rows) == 2 * 2 * 2 * 4
+    for r in rows:
+        if r['kernel'] == 'triton':
+            assert r['status'] == 'skipped (needs CUDA)'
+        else:
+            assert r['status'] == 'ok', r
+            assert r['step_ms'] > 0 and r['peak_mb'] is None
+            assert r['time_vs_gatv2_eager'] > 0
+    with open(tmp_path / 'conv-kernels.csv') as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == len(rows)
+    assert {r['dtype'] for r in table} == {'float32', 'bfloat16'}
+    text = (tmp_path / 'conv-kernels.md').read_text()
+    assert 'products-size' in text and '3 layers, 256 wide' in text
+    assert (tmp_path / 'conv-kernels.png').stat().st_size > 0
+    # The plot script reads the suite's CSV and the CPU runs' CSVs:
+    plot = _load('plot')
+    points = plot.main(
+        [
+            str(tmp_path / 'conv-kernels.csv'),
+            os.path.join(ROOT, 'benchmark', 'results', 'cpu-eager.csv'),
+            '--out',
+            str(tmp_path / 'both.png'),
+        ]  # fmt: skip
+    )
+    assert {p['line'] for p in points} >= {'GATE chunked', 'GATv2 eager'}
+    assert (tmp_path / 'both.png').stat().st_size > 0
+
+
+def test_kernel_suite_graph_sizes_and_bandwidth_helpers():
+    bench = _load('conv')
+    import torch
+
+    x, edge_index = bench.sized_graph(
+        1000, 5000, 3, torch.device('cpu'), scale=0.5
+    )
+    assert x.shape == (500, 3) and edge_index.size(1) <= 2500
+    assert bool((edge_index[0] != edge_index[1]).all())
+    assert bench.copy_bandwidth(torch.device('cpu')) is None
+
+
+def test_kernel_suite_records_a_missing_graph(tmp_path):
+    bench = _load('conv')
+    argv = [
+        '--kernels', '--devices', 'cpu', '--suite-graphs', 'cora',
+        '--data-root', str(tmp_path / 'none'), '--out', str(tmp_path),
+    ]  # fmt: skip
+    rows = bench.main(argv)
+    assert len(rows) == 1 and rows[0]['status'].startswith('no graph')
+    assert 'no graph' in (tmp_path / 'conv-kernels.md').read_text()

@@ -1,0 +1,371 @@
+r"""The Triton kernels (:mod:`torch_geometric_gate.ops.triton`) against the
+chunked kernels and an independent dense float64 computation.
+
+On CPU they run under the Triton interpreter (``TRITON_INTERPRET=1``, set
+here before Triton is imported; tiny graphs only); with CUDA available and
+``TRITON_INTERPRET`` unset they run compiled on the GPU.
+"""
+
+import importlib.util
+import os
+import sys
+
+import pytest
+import torch
+
+if importlib.util.find_spec('triton') is None:
+    pytest.skip('Triton is not installed', allow_module_level=True)
+if importlib.util.find_spec('numpy') is None:  # The interpreter needs it.
+    pytest.skip('NumPy is not installed', allow_module_level=True)
+
+ON_GPU = torch.cuda.is_available() and 'TRITON_INTERPRET' not in os.environ
+if not ON_GPU:
+    os.environ['TRITON_INTERPRET'] = '1'
+    # `triton.jit` decides at decoration time (Triton's own `tl.sum` etc.
+    # included) whether to interpret, from a setting read once:
+    if 'triton.language' in sys.modules:  # torch may import `triton`.
+        pytest.skip(
+            'Triton was imported before TRITON_INTERPRET=1 was set; run '
+            'this module on its own or set TRITON_INTERPRET=1',
+            allow_module_level=True,
+        )
+
+from torch_geometric_gate.ops import attend  # noqa: E402
+from torch_geometric_gate.ops import triton as tops  # noqa: E402
+from torch_geometric_gate.ops.chunked import chunked_attention  # noqa: E402
+
+DEVICE = torch.device('cuda' if ON_GPU else 'cpu')
+
+ATOL, RTOL = 2e-5, 1e-4
+
+
+def make_graph(num_nodes=7, num_src=None):
+    r"""A small graph: node 0 has a high in-degree, node :obj:`num_nodes -
+    1` is isolated, nodes :obj:`0 .. num_nodes - 2` have a self-loop
+    (scored with :math:`\mathbf{a}_t`), and node 2 also has a masked input
+    self-loop, next to a masked ordinary edge."""
+    n = num_nodes - 1
+    src = [1, 2, 3, 4, 5, 0, 1, 2, 3, 0, 2, 4, 3, 1, 2]
+    dst = [0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 1, 2, 1, 3, 2]
+    src = [s % n for s in src] + list(range(n))
+    dst = [d % n for d in dst] + list(range(n))
+    src = torch.tensor(src, device=DEVICE)
+    dst = torch.tensor(dst, device=DEVICE)
+    loop = src == dst
+    masked = torch.zeros_like(loop)
+    masked[14] = True  # The input self-loop (2, 2).
+    masked[3] = True  # An ordinary edge (4, 0).
+    return src, dst, loop, masked, num_nodes
+
+
+def make_inputs(num_src, num_dst, num_edges, heads, channels, edge_dim,
+                dtype=torch.float32, att_dtype=None, seed=0):  # fmt: skip
+    gen = torch.Generator().manual_seed(seed)
+
+    def rand(*shape, dt=dtype):
+        t = torch.randn(*shape, generator=gen, dtype=torch.float64)
+        return t.to(DEVICE, dt).requires_grad_()
+
+    att_dtype = att_dtype or dtype
+    inputs = {
+        'q_src': rand(num_src, heads, channels),
+        'q_dst': rand(num_dst, heads, channels),
+        'value': rand(num_src, heads, channels),
+        'edge_attr': rand(num_edges, edge_dim) if edge_dim else None,
+        'weight_edge': (
+            rand(heads * channels, edge_dim) if edge_dim else None
+        ),
+        'att_neighbor': rand(1, heads, channels, dt=att_dtype),
+        'att_self': rand(1, heads, channels, dt=att_dtype),
+    }
+    return inputs
+
+
+NAMES = ('q_src', 'q_dst', 'value', 'edge_attr', 'weight_edge',
+         'att_neighbor', 'att_self')  # fmt: skip
+
+
+def run(fn, graph, inputs, slope=0.0, dropout=0.0, training=False):
+    src, dst, loop, masked, num_dst = graph
+    i = inputs
+    return fn(
+        src, dst, i['q_src'], i['q_dst'], i['value'], i['edge_attr'],
+        i['weight_edge'], loop, masked, i['att_neighbor'], i['att_self'],
+        slope, dropout, training, num_dst,
+    )  # fmt: skip
+
+
+def dense_attention(src, dst, loop, masked, num_dst, inputs, slope,
+                    keep=None, p=0.0):  # fmt: skip
+    r"""GATE's attention in float64 with a dense :obj:`[N, E]` incidence
+    matrix (no scatter, no PyG softmax)."""
+    i = {k: (v.double() if v is not None else None) for k, v in inputs.items()}
+    heads, channels = i['value'].shape[1:]
+    z = i['q_src'][src] + i['q_dst'][dst]
+    if i['edge_attr'] is not None:
+        z = z + (i['edge_attr'] @ i['weight_edge'].t()).view_as(z)
+    act = torch.where(z > 0, z, slope * z)
+    att = torch.where(loop.view(-1, 1, 1), i['att_self'], i['att_neighbor'])
+    score = (act * att).sum(-1)  # [E, H]
+    valid = torch.ones_like(loop) if masked is None else ~masked
+    nodes = torch.arange(num_dst, device=src.device)
+    member = (dst[None, :] == nodes[:, None]) & valid[None, :]  # [N, E]
+    scores = torch.where(member[..., None], score[None], float('-inf'))
+    top = scores.amax(1, keepdim=True).detach()
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    weight = torch.where(
+        member[..., None], (scores - top).exp(), torch.zeros_like(scores)
+    )
+    total = weight.sum(1, keepdim=True)
+    alpha = (weight / torch.where(total > 0, total, 1.0)).sum(0)  # [E, H]
+    if keep is not None:
+        alpha = alpha * keep.double() / (1 - p)
+    incidence = (dst[None, :] == nodes[:, None]).double()
+    out = torch.einsum(
+        'ne,ehc->nhc', incidence, alpha[..., None] * i['value'][src]
+    )
+    return alpha, out
+
+
+def grads(outputs, inputs, grad_alpha, grad_out):
+    wanted = [inputs[k] for k in NAMES if inputs[k] is not None]
+    got = iter(torch.autograd.grad(outputs, wanted, (grad_alpha, grad_out)))
+    return {k: next(got) for k in NAMES if inputs[k] is not None}
+
+
+def assert_close(actual, expected, atol=ATOL, rtol=RTOL, what=''):
+    torch.testing.assert_close(
+        actual.double(), expected.double(), atol=atol, rtol=rtol, msg=what
+    )
+
+
+def check_against(fn_ref, graph, inputs, slope, atol=ATOL, rtol=RTOL,
+                  dense=True):  # fmt: skip
+    alpha, out = run(tops.triton_attention, graph, inputs, slope)
+    gen = torch.Generator().manual_seed(1)
+    grad_alpha = torch.randn(alpha.shape, generator=gen).to(DEVICE)
+    grad_out = torch.randn(out.shape, generator=gen).to(DEVICE)
+    got = grads((alpha, out), inputs, grad_alpha, grad_out)
+    src, dst, loop, masked, num_dst = graph
+    if dense:
+        d_alpha, d_out = dense_attention(
+            src, dst, loop, masked, num_dst, inputs, slope
+        )
+        assert_close(alpha, d_alpha, atol, rtol, 'alpha vs dense')
+        assert_close(out, d_out, atol, rtol, 'out vs dense')
+        want = grads(
+            (d_alpha, d_out), inputs, grad_alpha.double(), grad_out.double()
+        )
+        for k in want:
+            assert_close(got[k], want[k], atol, rtol, f'grad {k} vs dense')
+    if fn_ref is not None:
+        r_alpha, r_out = run(fn_ref, graph, inputs, slope)
+        assert r_alpha.dtype == alpha.dtype and r_out.dtype == out.dtype
+        assert_close(alpha, r_alpha, atol, rtol, 'alpha vs chunked')
+        assert_close(out, r_out, atol, rtol, 'out vs chunked')
+        want = grads((r_alpha, r_out), inputs, grad_alpha, grad_out)
+        for k in want:
+            assert want[k].dtype == got[k].dtype, k
+            assert_close(got[k], want[k], atol, rtol, f'grad {k} vs chunked')
+    return alpha, out, got
+
+
+@pytest.mark.parametrize(
+    'heads,channels,edge_dim,slope',
+    [(1, 4, None, 0.0), (3, 5, 2, 0.0), (3, 3, None, 0.2), (1, 6, 3, 0.2)],
+)
+def test_triton_matches_dense_and_chunked(heads, channels, edge_dim, slope):
+    graph = make_graph()
+    src, dst, loop, masked, num = graph
+    inputs = make_inputs(num, num, src.numel(), heads, channels, edge_dim)
+    alpha, out, got = check_against(chunked_attention, graph, inputs, slope)
+    # The isolated node: no output, no gradient; masked edges: alpha 0.
+    assert bool((out[num - 1] == 0).all())
+    assert bool((got['q_dst'][num - 1] == 0).all())
+    assert bool((got['value'][num - 1] == 0).all())
+    assert bool((alpha[masked] == 0).all())
+
+
+def test_triton_bipartite_without_loops():
+    src = torch.tensor([0, 1, 2, 3, 4, 0, 4, 2], device=DEVICE)
+    dst = torch.tensor([0, 0, 1, 1, 2, 2, 2, 0], device=DEVICE)
+    loop = torch.zeros_like(src, dtype=torch.bool)
+    graph = (src, dst, loop, None, 4)  # Target 3 has no edges.
+    inputs = make_inputs(5, 4, src.numel(), 2, 3, 2)
+    check_against(chunked_attention, graph, inputs, 0.0)
+
+
+def test_triton_all_edges_masked_gives_zero():
+    src = torch.tensor([0, 1, 1, 2], device=DEVICE)
+    dst = torch.tensor([1, 1, 0, 0], device=DEVICE)
+    loop = src == dst
+    masked = torch.tensor([True, True, False, False], device=DEVICE)
+    graph = (src, dst, loop, masked, 3)
+    inputs = make_inputs(3, 3, 4, 2, 3, None)
+    alpha, out, _ = check_against(None, graph, inputs, 0.0)
+    assert bool((out[1] == 0).all()) and bool((alpha[:2] == 0).all())
+
+
+def _star(degree):
+    # Node 0 receives `degree` edges (its self-loop included), plus a few
+    # other edges.
+    n = degree
+    src = list(range(n)) + [0, 0, 1]
+    dst = [0] * n + [1, 2, 2]
+    src = torch.tensor(src, device=DEVICE)
+    dst = torch.tensor(dst, device=DEVICE)
+    return src, dst, src == dst, None, n
+
+
+@pytest.mark.parametrize('block', [2, None])
+def test_triton_degree_above_block_size(block, monkeypatch):
+    monkeypatch.setattr(tops, 'BLOCK_EDGES', block)
+    degree = 11 if block else 150  # The default block: 64 edges here.
+    graph = _star(degree)
+    n = graph[-1]
+    inputs = make_inputs(n, n, graph[0].numel(), 1, 4, 2 if block else None)
+    check_against(chunked_attention, graph, inputs, 0.0)
+
+
+def test_triton_dropout_seeded_and_consistent():
+    graph = make_graph()
+    src, dst, loop, masked, num = graph
+    inputs = make_inputs(num, num, src.numel(), 3, 5, 2)
+    p = 0.4
+    plain, _ = run(tops.triton_attention, graph, inputs)
+    torch.manual_seed(7)
+    alpha, out = run(tops.triton_attention, graph, inputs, 0.0, p, True)
+    torch.manual_seed(7)
+    alpha2, out2 = run(tops.triton_attention, graph, inputs, 0.0, p, True)
+    assert torch.equal(alpha, alpha2) and torch.equal(out, out2)
+    torch.manual_seed(8)
+    alpha3, _ = run(tops.triton_attention, graph, inputs, 0.0, p, True)
+    assert not torch.equal(alpha, alpha3)
+    # Evaluation mode (or p = 0) does not drop:
+    evaluated, _ = run(tops.triton_attention, graph, inputs, 0.0, p, False)
+    assert torch.equal(evaluated, plain)
+
+    keep = alpha != 0
+    dropped = (~keep)[~masked]
+    assert 0 < int(dropped.sum()) < dropped.numel()
+    # The kept weights are scaled by 1 / (1 - p), as F.dropout does:
+    assert_close(alpha, plain * keep / (1 - p), what='scaled weights')
+    # Against the dense computation with the same mask, gradients included:
+    gen = torch.Generator().manual_seed(2)
+    grad_alpha = torch.randn(alpha.shape, generator=gen).to(DEVICE)
+    grad_out = torch.randn(out.shape, generator=gen).to(DEVICE)
+    got = grads((alpha, out), inputs, grad_alpha, grad_out)
+    d_alpha, d_out = dense_attention(
+        src, dst, loop, masked, num, inputs, 0.0, keep=keep, p=p
+    )
+    assert_close(alpha, d_alpha, what='alpha')
+    assert_close(out, d_out, what='out')
+    want = grads((d_alpha, d_out), inputs, grad_alpha.double(),
+                 grad_out.double())  # fmt: skip
+    for k in want:
+        assert_close(got[k], want[k], what=f'grad {k}')
+
+
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize('att_dtype', [None, torch.float32])
+def test_triton_low_precision_inputs(dtype, att_dtype):
+    graph = make_graph()
+    src, dst, loop, masked, num = graph
+    inputs = make_inputs(num, num, src.numel(), 3, 5, 2, dtype, att_dtype)
+    alpha, out, got = check_against(
+        chunked_attention, graph, inputs, 0.0, atol=5e-2, rtol=5e-2
+    )
+    for k, g in got.items():
+        assert g.dtype == inputs[k].dtype, k
+
+
+def test_triton_double_backward_matches_chunked():
+    graph = make_graph()
+    src, dst, loop, masked, num = graph
+    inputs = make_inputs(num, num, src.numel(), 2, 3, 2)
+    wanted = [inputs[k] for k in NAMES]
+
+    def penalty(fn):
+        alpha, out = run(fn, graph, inputs, 0.1)
+        loss = (out.square().sum() + alpha.square().sum()) / 2
+        first = torch.autograd.grad(loss, wanted, create_graph=True)
+        total = sum(g.square().sum() for g in first)
+        return first, torch.autograd.grad(total, wanted)
+
+    got_first, got = penalty(tops.triton_attention)
+    want_first, want = penalty(chunked_attention)
+    for name, a, b in zip(NAMES, got_first + got, want_first + want):
+        assert_close(a, b, what=name)
+
+
+def test_triton_double_backward_keeps_the_dropout_mask():
+    graph = make_graph()
+    src, dst, loop, masked, num = graph
+    inputs = make_inputs(num, num, src.numel(), 2, 3, None)
+    wanted = [inputs[k] for k in NAMES if inputs[k] is not None]
+    firsts = []
+    for create_graph in (False, True):
+        torch.manual_seed(3)
+        alpha, out = run(tops.triton_attention, graph, inputs, 0.0, 0.5, True)
+        firsts.append(
+            torch.autograd.grad(
+                out.sum() + alpha.sum(), wanted, create_graph=create_graph
+            )
+        )
+    for a, b in zip(*firsts):
+        assert_close(a, b, what='first-order gradients')
+
+
+def test_triton_csr_cache_reused_and_rebuilt():
+    tops.clear_cache()
+    graph = make_graph()
+    src, dst, loop, masked, num = graph
+    inputs = make_inputs(num, num, src.numel(), 1, 4, None)
+    first = tops.csr(src, dst, num, num)
+    run(tops.triton_attention, graph, inputs)
+    assert tops.csr(src, dst, num, num) is first  # Reused.
+    # Another graph gets its own CSR; the first one stays cached:
+    star = _star(6)
+    other = tops.csr(star[0], star[1], 6, 6)
+    assert other is not first
+    assert tops.csr(src, dst, num, num) is first
+    # Rewriting the edge index in place rebuilds it (version counter):
+    dst[0] = 1
+    rebuilt = tops.csr(src, dst, num, num)
+    assert rebuilt is not first
+    check_against(None, (src, dst, loop, masked, num), inputs, 0.0)
+    # Views of one edge index tensor hit the cache on every call:
+    edge_index = torch.stack([src, dst])
+    a = tops.csr(edge_index[0], edge_index[1], num, num)
+    assert tops.csr(*edge_index, num, num) is a
+    tops.clear_cache()
+    assert tops.csr(src, dst, num, num) is not rebuilt
+
+
+def test_triton_through_attend():
+    graph = make_graph()
+    src, dst, loop, masked, num = graph
+    inputs = make_inputs(num, num, src.numel(), 2, 3, None)
+    a1, o1 = run(tops.triton_attention, graph, inputs)
+    a2, o2 = run(lambda *args: attend('triton', *args), graph, inputs)
+    assert torch.equal(a1, a2) and torch.equal(o1, o2)
+
+
+def test_triton_forward_runner_and_bytes():
+    graph = make_graph()
+    src, dst, loop, masked, num = graph
+    inputs = make_inputs(num, num, src.numel(), 2, 3, None)
+    _, out = run(tops.triton_attention, graph, (inputs | {'edge_attr': None}))
+    runner = tops.forward_runner(
+        src, dst, inputs['q_src'], inputs['q_dst'], inputs['value'], loop,
+        inputs['att_neighbor'], inputs['att_self'], 0.0, num,
+    )  # fmt: skip
+    # Without the mask (the runner has none), node 0 differs; the rest not:
+    only, _ = runner()
+    keep = torch.ones(num, dtype=torch.bool, device=DEVICE)
+    keep[dst[masked]] = False
+    assert_close(only[keep], out[keep])
+    e, n = src.numel(), num
+    assert tops.forward_bytes(e, n, 2, 3, 4) == e * (5 + 2 * 24) + n * (
+        4 + 24 + 24 + 8
+    )

@@ -1,0 +1,344 @@
+r"""The :func:`triton.jit` kernels behind
+:mod:`torch_geometric_gate.ops.triton` (imported only when that module
+runs them, so that importing the package never needs Triton).
+
+Layout: every node tensor is :obj:`[N, H, C]` contiguous, loaded as an
+:obj:`[H_PAD, C_PAD]` tile (powers of two, masked); a block of
+:obj:`BLOCK_E` edges is an :obj:`[BLOCK_E, H_PAD, C_PAD]` tile. Edges are
+visited in CSR order (sorted by target): :obj:`src_s`, :obj:`dst_s` and
+:obj:`kind_s` are the source, the target and the kind of the edge at each
+CSR position (bit 0: a self-loop, scored with :math:`\mathbf{a}_t`; bit 1:
+masked). Row offsets are computed in int64 (:obj:`E * H * C` may pass
+:math:`2^{31}`).
+
+The dropout mask of the edge at CSR position :obj:`p` and head :obj:`h` is
+:obj:`tl.rand(seed, p * H + h) >= p_drop`, drawn alike in every kernel.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tile(
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr, C_PAD: tl.constexpr
+):
+    h = tl.arange(0, H_PAD)
+    c = tl.arange(0, C_PAD)
+    hc = h[:, None] * C + c[None, :]
+    hc_mask = (h[:, None] < H) & (c[None, :] < C)
+    return h, hc, hc_mask
+
+
+@triton.jit
+def _edge_scores(
+    qs_ptr, ep_ptr, row, p, edge_mask, kind, qd, a_s, a_t, hc, hc_mask,
+    slope, HC: tl.constexpr, HAS_EDGE: tl.constexpr,
+):  # fmt: skip
+    # z = U x_u + V x_v (+ W_e e_uv) for a block of edges; `row` indexes
+    # q_src ([BLOCK_E] or a scalar), `qd` is [H, C] or [BLOCK_E, H, C].
+    m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
+    offs = row.to(tl.int64)
+    z = tl.load(
+        qs_ptr + offs[:, None, None] * HC + hc[None, :, :], mask=m3, other=0.0
+    ).to(tl.float32)
+    z = z + qd
+    if HAS_EDGE:
+        z += tl.load(
+            ep_ptr + p.to(tl.int64)[:, None, None] * HC + hc[None, :, :],
+            mask=m3,
+            other=0.0,
+        ).to(tl.float32)
+    act = tl.where(z > 0, z, z * slope)
+    is_self = ((kind & 1) == 1)[:, None, None]
+    att = tl.where(is_self, a_t[None, :, :], a_s[None, :, :])
+    score = tl.sum(act * att, axis=2)  # [BLOCK_E, H_PAD]
+    valid = edge_mask & (kind < 2)
+    return z, act, att, score, valid
+
+
+@triton.jit
+def _keep(seed, p, h, p_drop, H: tl.constexpr):
+    r = tl.rand(seed, (p[:, None] * H + h[None, :]).to(tl.int32))
+    return r >= p_drop
+
+
+@triton.jit
+def gate_fwd_kernel(
+    qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
+    src_ptr, kind_ptr, rowptr_ptr, out_ptr, lse_ptr,
+    seed, p_drop, scale, slope,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
+    HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+):  # fmt: skip
+    r"""One program per target node: online softmax over its incoming edges
+    in blocks of :obj:`BLOCK_E`, :math:`\sum_u \alpha_{uv} W x_u` summed in
+    float32; writes :obj:`out[v]` and the log-sum-exp :obj:`lse[v]`."""
+    HC: tl.constexpr = H * C
+    v = tl.program_id(0).to(tl.int64)
+    h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    h_mask = h < H
+    start = tl.load(rowptr_ptr + v)
+    end = tl.load(rowptr_ptr + v + 1)
+    qd = tl.load(qd_ptr + v * HC + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    m_i = tl.full((H_PAD,), float('-inf'), tl.float32)
+    l_i = tl.zeros((H_PAD,), tl.float32)
+    acc = tl.zeros((H_PAD, C_PAD), tl.float32)
+    for block in range(start, end, BLOCK_E):
+        p = block + tl.arange(0, BLOCK_E)
+        edge_mask = p < end
+        u = tl.load(src_ptr + p, mask=edge_mask, other=0)
+        kind = tl.load(kind_ptr + p, mask=edge_mask, other=2).to(tl.int32)
+        z, act, att, score, valid = _edge_scores(
+            qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :, :], a_s, a_t,
+            hc, hc_mask, slope, HC, HAS_EDGE,
+        )  # fmt: skip
+        score = tl.where(valid[:, None], score, float('-inf'))
+        m_new = tl.maximum(m_i, tl.max(score, axis=0))
+        m_safe = tl.where(m_new == float('-inf'), 0.0, m_new)
+        correction = tl.exp(m_i - m_safe)
+        weight = tl.exp(score - m_safe[None, :])  # 0 where masked
+        l_i = l_i * correction + tl.sum(weight, axis=0)
+        if HAS_DROPOUT:
+            keep = _keep(seed, p, h, p_drop, H)
+            weight = tl.where(keep, weight, 0.0)
+        m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
+        val = tl.load(
+            val_ptr + u.to(tl.int64)[:, None, None] * HC + hc[None, :, :],
+            mask=m3,
+            other=0.0,
+        ).to(tl.float32)
+        acc = acc * correction[:, None] + tl.sum(weight[:, :, None] * val, 0)
+        m_i = m_new
+    m_safe = tl.where(m_i == float('-inf'), 0.0, m_i)
+    has = l_i > 0
+    denom = tl.where(has, l_i, 1.0)
+    out = acc / denom[:, None] * scale  # 0 for nodes without edges
+    tl.store(out_ptr + v * HC + hc, out, mask=hc_mask)
+    tl.store(lse_ptr + v * H + h, m_safe + tl.log(denom), mask=h_mask)
+
+
+@triton.jit
+def gate_alpha_kernel(
+    qs_ptr, qd_ptr, ep_ptr, as_ptr, at_ptr,
+    src_ptr, dst_ptr, kind_ptr, perm_ptr, lse_ptr, alpha_ptr,
+    num_edges, seed, p_drop, scale, slope,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
+    HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+):  # fmt: skip
+    r"""One program per block of edges (CSR order): the attention weights
+    :math:`\exp(e_{uv} - \mathrm{lse}_v)` (after dropout), stored at the
+    caller's edge order through :obj:`perm`."""
+    HC: tl.constexpr = H * C
+    h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    h_mask = h < H
+    p = tl.program_id(0).to(tl.int64) * BLOCK_E + tl.arange(0, BLOCK_E)
+    edge_mask = p < num_edges
+    u = tl.load(src_ptr + p, mask=edge_mask, other=0)
+    v = tl.load(dst_ptr + p, mask=edge_mask, other=0).to(tl.int64)
+    kind = tl.load(kind_ptr + p, mask=edge_mask, other=2).to(tl.int32)
+    m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
+    qd = tl.load(
+        qd_ptr + v[:, None, None] * HC + hc[None, :, :], mask=m3, other=0.0
+    ).to(tl.float32)
+    a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    z, act, att, score, valid = _edge_scores(
+        qs_ptr, ep_ptr, u, p, edge_mask, kind, qd, a_s, a_t, hc, hc_mask,
+        slope, HC, HAS_EDGE,
+    )  # fmt: skip
+    mh = edge_mask[:, None] & h_mask[None, :]
+    lse = tl.load(lse_ptr + v[:, None] * H + h[None, :], mask=mh, other=0.0)
+    alpha = tl.where(valid[:, None], tl.exp(score - lse), 0.0)
+    if HAS_DROPOUT:
+        keep = _keep(seed, p, h, p_drop, H)
+        alpha = tl.where(keep, alpha * scale, 0.0)
+    e = tl.load(perm_ptr + p, mask=edge_mask, other=0)
+    tl.store(alpha_ptr + e[:, None] * H + h[None, :], alpha, mask=mh)
+
+
+@triton.jit
+def gate_keep_kernel(
+    perm_ptr, keep_ptr, num_edges, seed, p_drop,
+    H: tl.constexpr, H_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
+):  # fmt: skip
+    r"""The dropout mask, at the caller's edge order (for the double-backward
+    fallback)."""
+    h = tl.arange(0, H_PAD)
+    p = tl.program_id(0).to(tl.int64) * BLOCK_E + tl.arange(0, BLOCK_E)
+    edge_mask = p < num_edges
+    keep = _keep(seed, p, h, p_drop, H)
+    e = tl.load(perm_ptr + p, mask=edge_mask, other=0)
+    mh = edge_mask[:, None] & (h < H)[None, :]
+    tl.store(keep_ptr + e[:, None] * H + h[None, :], keep.to(tl.int8), mask=mh)
+
+
+@triton.jit
+def gate_bwd_dst_kernel(
+    qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
+    src_ptr, kind_ptr, rowptr_ptr, lse_ptr, gout_ptr, galpha_ptr,
+    dqd_ptr, delta_ptr, gatt_ptr,
+    num_dst, seed, p_drop, scale, slope,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
+    HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    HAS_GALPHA: tl.constexpr,
+):  # fmt: skip
+    r"""Backward, pass 1: programs stride over the target nodes. With
+    :math:`d\alpha_e` the gradient of the (pre-dropout) attention weight,
+    :math:`\delta_v = \sum_e \alpha_e d\alpha_e` and :math:`g_e =
+    \mathbf{a}_e \odot \phi'(z_e)`, the score gradient is
+    :math:`ds_e = \alpha_e (d\alpha_e - \delta_v)`, so
+
+    * :math:`dV x_v = \sum_e \alpha_e d\alpha_e g_e - \delta_v \sum_e
+      \alpha_e g_e` (one pass over the edges, no second loop),
+    * :math:`d\mathbf{a}_k` likewise with :math:`\phi(z_e)` for the edges
+      of kind :math:`k`, summed over this program's nodes into
+      :obj:`gatt[pid]` (reduced in PyTorch: deterministic, no atomics).
+
+    Writes :obj:`dqd[v]` and :obj:`delta[v]` for pass 2."""
+    HC: tl.constexpr = H * C
+    pid = tl.program_id(0)
+    h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    h_mask = h < H
+    a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    g_as = tl.zeros((H_PAD, C_PAD), tl.float32)
+    g_at = tl.zeros((H_PAD, C_PAD), tl.float32)
+    for node in range(pid, num_dst, tl.num_programs(0)):
+        v = tl.cast(node, tl.int64)
+        start = tl.load(rowptr_ptr + v)
+        end = tl.load(rowptr_ptr + v + 1)
+        qd = tl.load(qd_ptr + v * HC + hc, mask=hc_mask, other=0.0)
+        qd = qd.to(tl.float32)
+        go = tl.load(gout_ptr + v * HC + hc, mask=hc_mask, other=0.0)
+        go = go.to(tl.float32)
+        lse = tl.load(lse_ptr + v * H + h, mask=h_mask, other=0.0)
+        sum_a = tl.zeros((H_PAD, C_PAD), tl.float32)
+        sum_b = tl.zeros((H_PAD, C_PAD), tl.float32)
+        delta = tl.zeros((H_PAD,), tl.float32)
+        x_s = tl.zeros((H_PAD, C_PAD), tl.float32)
+        y_s = tl.zeros((H_PAD, C_PAD), tl.float32)
+        x_t = tl.zeros((H_PAD, C_PAD), tl.float32)
+        y_t = tl.zeros((H_PAD, C_PAD), tl.float32)
+        for block in range(start, end, BLOCK_E):
+            p = block + tl.arange(0, BLOCK_E)
+            edge_mask = p < end
+            u = tl.load(src_ptr + p, mask=edge_mask, other=0)
+            kind = tl.load(kind_ptr + p, mask=edge_mask, other=2)
+            kind = kind.to(tl.int32)
+            z, act, att, score, valid = _edge_scores(
+                qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :, :], a_s,
+                a_t, hc, hc_mask, slope, HC, HAS_EDGE,
+            )  # fmt: skip
+            alpha = tl.where(valid[:, None], tl.exp(score - lse[None, :]), 0.0)
+            m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
+            val = tl.load(
+                val_ptr + u.to(tl.int64)[:, None, None] * HC + hc[None, :, :],
+                mask=m3,
+                other=0.0,
+            ).to(tl.float32)
+            d_alpha = tl.sum(go[None, :, :] * val, axis=2)
+            mh = edge_mask[:, None] & h_mask[None, :]
+            if HAS_GALPHA:
+                d_alpha += tl.load(
+                    galpha_ptr + p.to(tl.int64)[:, None] * H + h[None, :],
+                    mask=mh,
+                    other=0.0,
+                ).to(tl.float32)
+            if HAS_DROPOUT:
+                keep = _keep(seed, p, h, p_drop, H)
+                d_alpha = tl.where(keep, d_alpha * scale, 0.0)
+            w1 = alpha * d_alpha
+            g = att * tl.where(z > 0, 1.0, slope)
+            sum_a += tl.sum(w1[:, :, None] * g, axis=0)
+            sum_b += tl.sum(alpha[:, :, None] * g, axis=0)
+            delta += tl.sum(w1, axis=0)
+            is_self = ((kind & 1) == 1)[:, None]
+            x_t += tl.sum(tl.where(is_self, w1, 0.0)[:, :, None] * act, 0)
+            y_t += tl.sum(tl.where(is_self, alpha, 0.0)[:, :, None] * act, 0)
+            x_s += tl.sum(tl.where(is_self, 0.0, w1)[:, :, None] * act, 0)
+            y_s += tl.sum(tl.where(is_self, 0.0, alpha)[:, :, None] * act, 0)
+        dqd = sum_a - delta[:, None] * sum_b
+        tl.store(dqd_ptr + v * HC + hc, dqd, mask=hc_mask)
+        tl.store(delta_ptr + v * H + h, delta, mask=h_mask)
+        g_as += x_s - delta[:, None] * y_s
+        g_at += x_t - delta[:, None] * y_t
+    base = gatt_ptr + pid.to(tl.int64) * 2 * HC
+    tl.store(base + hc, g_as, mask=hc_mask)
+    tl.store(base + HC + hc, g_at, mask=hc_mask)
+
+
+@triton.jit
+def gate_bwd_src_kernel(
+    qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
+    dst_ptr, kind_ptr, rev_rowptr_ptr, rev_pos_ptr, lse_ptr, gout_ptr,
+    galpha_ptr, delta_ptr, dqs_ptr, dval_ptr, dep_ptr,
+    seed, p_drop, scale, slope,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
+    HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    HAS_GALPHA: tl.constexpr,
+):  # fmt: skip
+    r"""Backward, pass 2: one program per source node over its outgoing
+    edges (the reverse CSR holds their CSR positions): recomputes
+    :math:`\alpha_e` and :math:`ds_e = \alpha_e (d\alpha_e - \delta_v)`,
+    sums :math:`dU x_u = \sum_e ds_e g_e` and :math:`dW x_u = \sum_e
+    \alpha'_e \, d\mathrm{out}_v`, and writes the per-edge :math:`dz_e =
+    ds_e g_e` (the gradient of the edge projection) at CSR position
+    :obj:`p`; every edge is visited by exactly one program, so no
+    atomics."""
+    HC: tl.constexpr = H * C
+    u = tl.program_id(0).to(tl.int64)
+    h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    h_mask = h < H
+    a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    val = tl.load(val_ptr + u * HC + hc, mask=hc_mask, other=0.0)
+    val = val.to(tl.float32)
+    start = tl.load(rev_rowptr_ptr + u)
+    end = tl.load(rev_rowptr_ptr + u + 1)
+    dqs = tl.zeros((H_PAD, C_PAD), tl.float32)
+    dval = tl.zeros((H_PAD, C_PAD), tl.float32)
+    for block in range(start, end, BLOCK_E):
+        i = block + tl.arange(0, BLOCK_E)
+        edge_mask = i < end
+        p = tl.load(rev_pos_ptr + i, mask=edge_mask, other=0).to(tl.int64)
+        v = tl.load(dst_ptr + p, mask=edge_mask, other=0).to(tl.int64)
+        kind = tl.load(kind_ptr + p, mask=edge_mask, other=2).to(tl.int32)
+        m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
+        node3 = v[:, None, None] * HC + hc[None, :, :]
+        qd = tl.load(qd_ptr + node3, mask=m3, other=0.0).to(tl.float32)
+        rows = tl.zeros((BLOCK_E,), tl.int64) + u
+        z, act, att, score, valid = _edge_scores(
+            qs_ptr, ep_ptr, rows, p, edge_mask, kind, qd, a_s, a_t, hc,
+            hc_mask, slope, HC, HAS_EDGE,
+        )  # fmt: skip
+        mh = edge_mask[:, None] & h_mask[None, :]
+        node2 = v[:, None] * H + h[None, :]
+        lse = tl.load(lse_ptr + node2, mask=mh, other=0.0)
+        alpha = tl.where(valid[:, None], tl.exp(score - lse), 0.0)
+        go = tl.load(gout_ptr + node3, mask=m3, other=0.0).to(tl.float32)
+        d_alpha = tl.sum(go * val[None, :, :], axis=2)
+        if HAS_GALPHA:
+            d_alpha += tl.load(
+                galpha_ptr + p[:, None] * H + h[None, :], mask=mh, other=0.0
+            ).to(tl.float32)
+        kept = alpha
+        if HAS_DROPOUT:
+            keep = _keep(seed, p, h, p_drop, H)
+            d_alpha = tl.where(keep, d_alpha * scale, 0.0)
+            kept = tl.where(keep, alpha * scale, 0.0)
+        delta = tl.load(delta_ptr + node2, mask=mh, other=0.0)
+        ds = alpha * (d_alpha - delta)
+        dz = ds[:, :, None] * att * tl.where(z > 0, 1.0, slope)
+        dqs += tl.sum(dz, axis=0)
+        dval += tl.sum(kept[:, :, None] * go, axis=0)
+        if HAS_EDGE:
+            tl.store(dep_ptr + p[:, None, None] * HC + hc[None, :, :], dz, m3)
+    tl.store(dqs_ptr + u * HC + hc, dqs, mask=hc_mask)
+    tl.store(dval_ptr + u * HC + hc, dval, mask=hc_mask)
