@@ -80,3 +80,15 @@ def test_plot_to_a_directory_raises(tmp_path):
                 plot(recorder, path)
     assert list(tmp_path.iterdir()) == []
     assert not tmp_path.with_suffix('.png').exists()
+
+
+@withPackage('matplotlib')
+def test_layer_names_must_not_be_one_string():
+    # 'ab' named two layers 'a' and 'b'; 'a' named one layer 'a'.
+    recorder = SelfAttentionRecorder()
+    recorder.record([torch.rand(3), torch.rand(3)])
+    for plot in [plot_self_attention_history, plot_self_attention_histogram]:
+        with pytest.raises(TypeError, match="'layer_names' must be a list"):
+            plot(recorder, layer_names='ab')
+    fig = plot_self_attention_histogram(recorder, layer_names=('x', 'y'))
+    assert [ax.get_title() for ax in fig.axes] == ['x', 'y']
