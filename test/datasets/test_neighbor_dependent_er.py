@@ -194,6 +194,8 @@ def test_neighbor_dependent_er_file_name(tmp_path):
         (dict(num_layers=0), 'num_layers'),
         (dict(act='gelu'), 'act'),
         (dict(negative_slope=-0.2), 'negative_slope'),
+        # Failed after writing, inside K-means ('Input X contains NaN'):
+        (dict(negative_slope=float('inf')), "'negative_slope' must be a fin"),
         (dict(init='kaiming'), 'init'),
         (dict(seed=-3), 'seed'),
     ],

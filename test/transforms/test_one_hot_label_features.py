@@ -42,3 +42,19 @@ def test_one_hot_label_features_errors():
         OneHotLabelFeatures(num_classes=2.0)
     with pytest.raises(TypeError, match='dtype'):
         OneHotLabelFeatures(dtype='float')
+
+
+def test_one_hot_label_features_empty_labels():
+    # Raised a bare 'max(): Expected reduction dim to be specified ...'.
+    empty = Data(y=torch.empty(0, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"infer 'num_classes'.*\[0, num"):
+        OneHotLabelFeatures()(empty)
+    # With 'num_classes', a graph without nodes has a defined result:
+    out = OneHotLabelFeatures(num_classes=3)(empty)
+    assert out.x.shape == (0, 3) and out.x.dtype == torch.float
+
+
+def test_one_hot_label_features_rejects_non_tensor_labels():
+    # Raised "AttributeError: 'list' object has no attribute 'dim'".
+    with pytest.raises(TypeError, match=r'torch.Tensor.*\[num_nodes\]'):
+        OneHotLabelFeatures(num_classes=2)(Data(y=[0, 1]))

@@ -314,3 +314,43 @@ def test_random_gat_labels_on_cora(tmp_path):
     assert set(data.y.tolist()) == set(range(7))
     assert not torch.equal(data.y, cora.y)
     assert dataset.num_classes == 7
+
+
+@withPackage('sklearn')
+def test_random_gat_labels_rejects_non_finite_input():
+    # These failed inside scikit-learn's KMeans ('Input X contains NaN').
+    data = random_graph()
+    for value in [float('inf'), -float('inf')]:
+        with pytest.raises(ValueError, match="'negative_slope' must be a fin"):
+            RandomGATLabels(negative_slope=value)
+    for value in [float('nan'), float('inf')]:
+        x = data.x.clone()
+        x[3, 1] = value
+        with pytest.raises(ValueError, match=r"finite node features 'x'.*1"):
+            RandomGATLabels()(Data(x=x, edge_index=data.edge_index))
+        with pytest.raises(ValueError, match="finite node features 'x'"):
+            RandomGATLabels().embed(x, data.edge_index)
+    # Finite features whose network output overflows float64:
+    x = data.x.double() / data.x.abs().max()
+    with pytest.raises(ValueError, match='overflowed.*rescale'):
+        RandomGATLabels()(Data(x=x * 1.7e308, edge_index=data.edge_index))
+    # or whose squared distances overflow in K-means, which then found
+    # 'fewer than num_classes distinct clusters':
+    with pytest.raises(ValueError, match='too large for K-means.*rescale'):
+        RandomGATLabels()(Data(x=x * 1e200, edge_index=data.edge_index))
+    assert (
+        RandomGATLabels()(Data(x=x * 1e50, edge_index=data.edge_index))
+        .y.unique()
+        .numel()
+        == 2
+    )
+    with pytest.raises(ValueError, match=r'shape \[num_nodes, num_features\]'):
+        RandomGATLabels().embed(data.x.view(-1), data.edge_index)
+
+
+def test_random_gat_labels_rejects_seeds_beyond_the_generator():
+    # A seed of 2**64 or more failed later, in torch.Generator.manual_seed,
+    # with 'Overflow when unpacking long long'.
+    with pytest.raises(ValueError, match=r"'seed' must be below 2\*\*64"):
+        RandomGATLabels(seed=2**64)
+    assert RandomGATLabels(seed=2**64 - 1).network_parameters(2)

@@ -51,6 +51,11 @@ def test_random_labels_errors():
         RandomLabels(0)
     with pytest.raises(ValueError, match='seed'):
         RandomLabels(2, seed=-1)
+    # Failed at the first call, in torch.Generator.manual_seed ('Overflow
+    # when unpacking long long'):
+    with pytest.raises(ValueError, match=r"'seed' must be below 2\*\*64"):
+        RandomLabels(2, seed=2**64)
+    assert RandomLabels(2, seed=2**64 - 1)(Data(num_nodes=3)).y.numel() == 3
     with pytest.raises(TypeError, match='num_classes'):
         RandomLabels(2.0)
     with pytest.raises(ValueError, match='number of nodes'):

@@ -86,3 +86,20 @@ def test_rejects_non_integer_and_negative_edge_index():
     with pytest.raises(ValueError, match=r'\[0, 2\).*minimum -1'):
         dirichlet_energy(x, torch.tensor([[0, -1], [1, 0]]))
     assert dirichlet_energy(x, edge_index.int()) == 1.0
+
+
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
+def test_half_precision_input_returns_float32(dtype):
+    # An energy far beyond float16's range (65504) was returned as inf.
+    torch.manual_seed(2)
+    x = (torch.randn(1000, 16) * 10).to(dtype)
+    edge_index = erdos_renyi_graph(1000, 0.05)
+    for ei in (None, edge_index):
+        energy = dirichlet_energy(x, ei)
+        assert energy.dtype == torch.float32
+        assert torch.isfinite(energy)
+        expected = _dense(x, ei)
+        assert torch.allclose(energy.double(), expected, rtol=1e-5)
+    # float32 and float64 keep their dtype:
+    for dtype in (torch.float32, torch.float64):
+        assert dirichlet_energy(x.to(dtype)).dtype == dtype

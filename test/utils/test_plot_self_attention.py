@@ -80,3 +80,26 @@ def test_plot_to_a_directory_raises(tmp_path):
                 plot(recorder, path)
     assert list(tmp_path.iterdir()) == []
     assert not tmp_path.with_suffix('.png').exists()
+
+
+@withPackage('matplotlib')
+def test_histogram_rejects_nan():
+    # NaN values were left out of the histogram and the legend read
+    # 'mean nan', without an error.
+    bad = torch.tensor([0.5, float('nan'), 0.2])
+    with pytest.raises(ValueError, match='layer 1 holds 1 NaN.*diverged'):
+        plot_self_attention_histogram([torch.rand(3), bad])
+    with pytest.raises(ValueError, match='layer 0 holds 1 NaN'):
+        plot_self_attention_histogram([torch.tensor([float('inf'), 0.1])])
+
+
+@withPackage('matplotlib')
+def test_layer_names_must_not_be_one_string():
+    # 'ab' named two layers 'a' and 'b'; 'a' named one layer 'a'.
+    recorder = SelfAttentionRecorder()
+    recorder.record([torch.rand(3), torch.rand(3)])
+    for plot in [plot_self_attention_history, plot_self_attention_histogram]:
+        with pytest.raises(TypeError, match="'layer_names' must be a list"):
+            plot(recorder, layer_names='ab')
+    fig = plot_self_attention_histogram(recorder, layer_names=('x', 'y'))
+    assert [ax.get_title() for ax in fig.axes] == ['x', 'y']

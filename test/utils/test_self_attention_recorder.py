@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -107,3 +108,23 @@ def test_recorder_rejects_nan():
     assert len(recorder) == 1
     assert torch.equal(recorder.history(), before)
     assert all(torch.equal(a, b) for a, b in zip(recorder.last, last))
+
+
+def test_recorder_rejects_non_integer_epoch_and_layer():
+    # A float epoch was truncated (1.7 recorded as 1), a string failed with
+    # "invalid literal for int()"; a float or string layer with an
+    # IndexError or a comparison TypeError.
+    recorder = SelfAttentionRecorder()
+    for epoch in [1.7, 'a', True]:
+        with pytest.raises(TypeError, match="'epoch' must be an int"):
+            recorder.record([torch.rand(3)], epoch=epoch)
+    assert len(recorder) == 0
+    recorder.record([torch.rand(3)], epoch=np.int64(4))
+    recorder.record([torch.rand(3)], epoch=torch.tensor(5))
+    assert recorder.epochs.tolist() == [4, 5]
+    for layer in [0.5, 'a']:
+        with pytest.raises(TypeError, match="'layer' must be an int"):
+            recorder.history(layer)
+        with pytest.raises(TypeError, match="'layer' must be an int"):
+            recorder.stat('mean', layer)
+    assert recorder.history(np.int64(-1)).shape == (2, 13)

@@ -78,3 +78,19 @@ def test_self_loop_attention_leaves_uncoalesced_input_alone():
     out = self_loop_attention(adj)
     assert torch.equal(out, torch.tensor([0.0, 0.5]))
     assert not adj.is_coalesced()
+
+
+def test_self_loop_attention_rejects_the_attention_pair_passed_whole():
+    # Passing the (edge_index, alpha) pair of return_attention_weights=True
+    # as one argument said "'alpha' is required with an edge index tensor".
+    edge_index = torch.tensor([[0, 1, 0, 1], [1, 0, 0, 1]])
+    alpha = torch.tensor([0.25, 0.5, 0.75, 0.5])
+    attention = (edge_index, alpha)
+    with pytest.raises(TypeError, match=r'two arguments.*\*attention'):
+        self_loop_attention(attention)
+    assert torch.equal(
+        self_loop_attention(*attention), torch.tensor([0.75, 0.5])
+    )
+    # A list edge index still gets the tensor message:
+    with pytest.raises(TypeError, match='torch.Tensor'):
+        self_loop_attention(edge_index.tolist(), alpha)

@@ -21,6 +21,12 @@ class OneHotLabelFeatures(BaseTransform):
     random-label variant. The input :class:`~torch_geometric.data.Data` is
     not modified; the returned copy differs from it in :obj:`x` only.
 
+    A graph without nodes (empty :obj:`data.y`) gets features of shape
+    :obj:`[0, num_classes]` when :obj:`num_classes` is given, so that such a
+    graph still batches with others; without :obj:`num_classes` the width
+    cannot be inferred from no labels, and a :class:`ValueError` asks for
+    it.
+
     Args:
         num_classes (int, optional): The length of the encoding. If not
             given, :obj:`data.y.max() + 1`. (default: :obj:`None`)
@@ -67,10 +73,27 @@ class OneHotLabelFeatures(BaseTransform):
             raise ValueError(
                 "'OneHotLabelFeatures' needs node labels 'data.y'"
             )
-        if y.dim() != 1 or y.dtype.is_floating_point or y.dtype == torch.bool:
+        if not isinstance(y, torch.Tensor):
+            raise TypeError(
+                "Expected integer node labels 'data.y' as a torch.Tensor of "
+                f'shape [num_nodes] (got {type(y).__name__})'
+            )
+        if (
+            y.dim() != 1
+            or y.dtype.is_floating_point
+            or y.dtype.is_complex
+            or y.dtype == torch.bool
+        ):
             raise ValueError(
                 "Expected integer node labels 'data.y' of shape "
                 f'[num_nodes] (got {y.dtype} {list(y.shape)})'
+            )
+        if y.numel() == 0 and self.num_classes is None:
+            raise ValueError(
+                "Cannot infer 'num_classes' from empty node labels "
+                "'data.y' (a graph without nodes); pass "
+                "'OneHotLabelFeatures(num_classes=...)' to get features of "
+                'shape [0, num_classes]'
             )
         if y.numel() > 0 and int(y.min()) < 0:
             raise ValueError("Node labels 'data.y' must be non-negative")

@@ -19,6 +19,9 @@ _ACTIVATIONS: Dict[str, Callable[[Tensor], Tensor]] = {
     'identity': lambda x: x,
 }
 _INITS = ('xavier_uniform', 'xavier_normal', 'torch_default')
+# The largest network output K-means gets: its squared distances and their
+# sums over nodes and features must stay far below float64's 1.8e308.
+_KMEANS_MAX = 1e100
 
 
 def _check_int(value, name: str, minimum: int) -> None:
@@ -105,12 +108,13 @@ class RandomGATLabels(BaseTransform):
         num_classes (int, optional): The number of clusters, i.e. classes.
             (default: :obj:`2`)
         seed (int, optional): The seed of the network's parameters and of
-            K-means. (default: :obj:`0`)
+            K-means, in :math:`[0, 2^{64})`. (default: :obj:`0`)
         act (str, optional): The activation between layers
             (:obj:`"relu"`, :obj:`"elu"`, :obj:`"tanh"` or
             :obj:`"identity"`). (default: :obj:`"elu"`)
         negative_slope (float, optional): The negative slope of the
-            LeakyReLU in the attention score; :obj:`0.0` is a ReLU.
+            LeakyReLU in the attention score, finite and non-negative;
+            :obj:`0.0` is a ReLU.
             (default: :obj:`0.2`)
         init (str, optional): The initialization of the parameters
             (:obj:`"xavier_uniform"`, :obj:`"xavier_normal"` or
@@ -155,13 +159,18 @@ class RandomGATLabels(BaseTransform):
             raise ValueError(
                 f"'act' must be one of {sorted(_ACTIVATIONS)} (got {act!r})"
             )
+        if seed >= 2**64:
+            raise ValueError(
+                f"'seed' must be below 2**64, the range of torch.Generator "
+                f'(got {seed})'
+            )
         if (
             isinstance(negative_slope, bool)
             or not isinstance(negative_slope, numbers.Real)
-            or not negative_slope >= 0
+            or not 0 <= negative_slope < math.inf
         ):
             raise ValueError(
-                "'negative_slope' must be a non-negative number "
+                "'negative_slope' must be a finite non-negative number "
                 f'(got {negative_slope!r})'
             )
         if init not in _INITS:
@@ -220,14 +229,24 @@ class RandomGATLabels(BaseTransform):
         (in :obj:`float64`), the representation that K-means clusters.
 
         Args:
-            x (torch.Tensor): The node features :obj:`[num_nodes, d]`.
+            x (torch.Tensor): The node features :obj:`[num_nodes, d]`, all
+                finite (NaN or infinite values raise a :class:`ValueError`,
+                as does an output that overflows).
             edge_index (torch.Tensor): The edge indices :obj:`[2, E]`
                 (source to target, integers in :obj:`[0, num_nodes)`);
                 self-loops are dropped.
         """
         if not isinstance(x, Tensor) or x.dim() != 2 or x.size(1) < 1:
+            got = list(x.size()) if isinstance(x, Tensor) else type(x).__name__
             raise ValueError(
-                "Expected node features 'x' of shape [num_nodes, num_features]"
+                "Expected node features 'x' of shape [num_nodes, "
+                f'num_features] (got {got})'
+            )
+        num_bad = int((~torch.isfinite(x)).sum())
+        if num_bad > 0:
+            raise ValueError(
+                f"Expected finite node features 'x' (got {num_bad} NaN or "
+                f'infinite values of {x.numel()})'
             )
         num_nodes = x.size(0)
         edge_index = check_edge_index(edge_index, num_nodes)
@@ -251,6 +270,13 @@ class RandomGATLabels(BaseTransform):
             )
             if i < self.num_layers - 1:
                 h = act(h)
+        if not bool(torch.isfinite(h).all()):
+            raise ValueError(
+                'The random network overflowed float64 (its output holds '
+                "NaN or infinite values): the node features 'x' are too "
+                f'large (largest magnitude {float(x.abs().max()):.3g}); '
+                'rescale them'
+            )
         return h
 
     def forward(self, data: Data) -> Data:
@@ -277,6 +303,15 @@ class RandomGATLabels(BaseTransform):
             )
 
         h = self.embed(data.x, data.edge_index)
+        largest = float(h.abs().max()) if h.numel() > 0 else 0.0
+        if largest > _KMEANS_MAX:
+            # K-means squares distances: its float64 sums overflow, and it
+            # then finds fewer clusters than asked for.
+            raise ValueError(
+                f'The random network outputs values up to {largest:.3g}, '
+                f'too large for K-means (expected at most '
+                f"{_KMEANS_MAX:.0e}); rescale the node features 'x'"
+            )
         kmeans = KMeans(
             n_clusters=self.num_classes,
             init='k-means++',

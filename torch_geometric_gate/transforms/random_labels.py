@@ -23,7 +23,8 @@ class RandomLabels(BaseTransform):
 
     Args:
         num_classes (int): The number of classes.
-        seed (int, optional): The seed of the labels. (default: :obj:`0`)
+        seed (int, optional): The seed of the labels, in
+            :math:`[0, 2^{64})`. (default: :obj:`0`)
 
     Example:
         >>> import torch
@@ -52,6 +53,11 @@ class RandomLabels(BaseTransform):
                 raise ValueError(
                     f"'{name}' must be at least {minimum} (got {value})"
                 )
+        if seed >= 2**64:
+            raise ValueError(
+                f"'seed' must be below 2**64, the range of torch.Generator "
+                f'(got {seed})'
+            )
         self.num_classes = num_classes
         self.seed = seed
 

@@ -25,6 +25,12 @@ def layer_names(
 ) -> List[str]:
     if names is None:
         return [f'layer {i + 1}' for i in range(num_layers)]
+    if isinstance(names, (str, bytes)):
+        # list('ab') would name two layers 'a' and 'b'.
+        raise TypeError(
+            f"'layer_names' must be a list of strings, one per layer (got "
+            f'the string {names!r})'
+        )
     names = list(names)
     if len(names) != num_layers:
         raise ValueError(

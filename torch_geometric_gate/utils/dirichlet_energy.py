@@ -47,7 +47,10 @@ def dirichlet_energy(x: Tensor, edge_index: Optional[Tensor] = None) -> Tensor:
             sum over; all pairs if :obj:`None`.
             (default: :obj:`None`)
 
-    :rtype: :class:`torch.Tensor` (a scalar of the dtype of :obj:`x`)
+    :rtype: :class:`torch.Tensor` (a scalar of the dtype of :obj:`x`, at
+        least :obj:`float32`: the energy of :obj:`float16` or
+        :obj:`bfloat16` features is returned in :obj:`float32`, since it
+        easily exceeds the :obj:`float16` range of :math:`65504`)
 
     Example:
         >>> x = torch.tensor([[0.0], [1.0], [3.0]])
@@ -65,13 +68,16 @@ def dirichlet_energy(x: Tensor, edge_index: Optional[Tensor] = None) -> Tensor:
             f"Expected 'x' of shape [num_nodes, channels] (got "
             f'{list(x.size())})'
         )
+    # The sums run in float64; the result is at least float32, because an
+    # energy of half-precision features overflows float16 (returned inf).
+    out_dtype = torch.promote_types(x.dtype, torch.float32)
     x64 = x.double()
 
     if edge_index is None:
         centred = x64 - x64.mean(dim=0, keepdim=True)
         energy = x64.size(0) * centred.pow(2).sum()
-        return energy.to(x.dtype)
+        return energy.to(out_dtype)
 
     edge_index = check_edge_index(edge_index, x.size(0))
     diff = x64[edge_index[0]] - x64[edge_index[1]]
-    return (0.5 * diff.pow(2).sum()).to(x.dtype)
+    return (0.5 * diff.pow(2).sum()).to(out_dtype)

@@ -50,6 +50,11 @@ def plot_self_attention_histogram(
 
     :rtype: :class:`matplotlib.figure.Figure`
 
+    Raises:
+        ValueError: If a layer's :math:`\alpha_{v,v}` holds a NaN or an
+            infinite value (training diverged), as
+            :meth:`SelfAttentionRecorder.record` does.
+
     Example:
         >>> import torch
         >>> from torch_geometric_gate.utils import (
@@ -66,6 +71,15 @@ def plot_self_attention_histogram(
             )
         alpha_vv = alpha_vv.last
     alpha_vv = check_alpha_list(alpha_vv)
+    for i, a in enumerate(alpha_vv):
+        # The histogram would drop them and the mean would read 'nan'.
+        num_bad = int((~torch.isfinite(a.detach())).sum())
+        if num_bad > 0:
+            raise ValueError(
+                f'alpha_vv of layer {i} holds {num_bad} NaN or infinite '
+                f'values (of {a.numel()}): training diverged; expected '
+                f'finite values in [0, 1]'
+            )
     if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
         raise ValueError(f"'bins' must be a positive int (got {bins!r})")
     Figure = import_figure()

@@ -1,3 +1,4 @@
+import operator
 from typing import List, Optional, Sequence
 
 import torch
@@ -16,6 +17,19 @@ def _quantiles(values: Tensor, qs: Tensor) -> Tensor:
     hi = pos.ceil().long()
     frac = (pos - lo.to(pos.dtype)).to(sorted_values.dtype)
     return torch.lerp(sorted_values[lo], sorted_values[hi], frac)
+
+
+def _as_int(value, name: str) -> int:
+    # An int, a NumPy integer or an integer 0-d tensor; a float would be
+    # truncated (epoch 1.7 recorded as 1) and a string fail obscurely.
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"'{name}' must be an int (got {type(value).__name__} {value!r})"
+        ) from None
 
 
 class SelfAttentionRecorder:
@@ -103,8 +117,7 @@ class SelfAttentionRecorder:
                 f'Expected alpha_vv of {self.num_layers} layers '
                 f'as before (got {len(alpha_vv)})'
             )
-        if epoch is None:
-            epoch = self._size
+        epoch = self._size if epoch is None else _as_int(epoch, 'epoch')
 
         rows = []
         for i, a in enumerate(alpha_vv):
@@ -137,7 +150,7 @@ class SelfAttentionRecorder:
                 [self._epochs, torch.empty_like(self._epochs)]
             )
         self._buffer[self._size] = row
-        self._epochs[self._size] = int(epoch)
+        self._epochs[self._size] = epoch
         self._size += 1
 
         if self.keep_last:
@@ -160,8 +173,7 @@ class SelfAttentionRecorder:
         out = self._buffer[: self._size]
         if layer is None:
             return out
-        self._check_layer(layer)
-        return out[:, layer]
+        return out[:, self._check_layer(layer)]
 
     def stat(self, name: str, layer: int) -> Tensor:
         r"""Returns one statistic of one layer over the records: a name of
@@ -175,11 +187,13 @@ class SelfAttentionRecorder:
             )
         return self.history(layer)[:, self.STATS.index(name)]
 
-    def _check_layer(self, layer: int):
+    def _check_layer(self, layer: int) -> int:
+        layer = _as_int(layer, 'layer')
         if not -self.num_layers <= layer < self.num_layers:
             raise ValueError(
                 f"'layer' must be in [0, {self.num_layers}) (got {layer})"
             )
+        return layer
 
     def state_dict(self) -> dict:
         r"""Returns the records as a dictionary of tensors (for

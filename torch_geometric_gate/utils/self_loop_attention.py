@@ -54,7 +54,7 @@ def self_loop_attention(
     """
     if not torch.jit.is_scripting():
         # TorchScript enforces these types itself:
-        num_nodes = _check_python_args(alpha, num_nodes)
+        num_nodes = _check_python_args(edge_index, alpha, num_nodes)
 
     if isinstance(edge_index, SparseTensor):
         if alpha is not None:
@@ -130,7 +130,19 @@ def self_loop_attention(
 
 
 @torch.jit.unused
-def _check_python_args(alpha, num_nodes) -> Optional[int]:
+def _check_python_args(edge_index, alpha, num_nodes) -> Optional[int]:
+    if (
+        isinstance(edge_index, tuple)
+        and len(edge_index) == 2
+        and isinstance(edge_index[1], Tensor)
+    ):
+        # The pair `return_attention_weights=True` returns, passed whole:
+        raise TypeError(
+            "Expected 'edge_index' and 'alpha' as two arguments (got a "
+            'tuple of two tensors); unpack the '
+            "(edge_index, alpha) pair of 'return_attention_weights=True': "
+            'self_loop_attention(*attention)'
+        )
     if alpha is not None and not isinstance(alpha, Tensor):
         raise TypeError(
             f"Expected 'alpha' to be a torch.Tensor (got "

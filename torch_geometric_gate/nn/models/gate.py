@@ -41,6 +41,13 @@ class GATE(BasicGNN):
     layer (:math:`1`: the layer ignores the node's neighbors, :math:`0`: it
     ignores the node itself). :meth:`forward` does not compute it.
 
+    **Edge weights.** GATE does not use edge weights:
+    :meth:`forward` raises a :class:`ValueError` for an
+    :obj:`edge_weight` (PyG's :class:`~torch_geometric.nn.models.BasicGNN`
+    would silently ignore it). Pass them as edge features instead,
+    :obj:`edge_attr=edge_weight.view(-1, 1)` with :obj:`edge_dim=1`, and the
+    attention scores them.
+
     **Initialisation.** With :obj:`init='looks_linear'` (the paper's
     Appendix C), the weights :obj:`lin` (:math:`\mathbf{W}`), :obj:`lin_src`
     (:math:`\mathbf{U}`) and :obj:`lin_dst` (:math:`\mathbf{V}`) of every
@@ -244,6 +251,72 @@ class GATE(BasicGNN):
                         f'looks-linear construction: {e}',
                         stacklevel=3,
                     )
+
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Adj,
+        edge_weight: OptTensor = None,
+        edge_attr: OptTensor = None,
+        batch: OptTensor = None,
+        batch_size: Optional[int] = None,
+        num_sampled_nodes_per_hop: Optional[List[int]] = None,
+        num_sampled_edges_per_hop: Optional[List[int]] = None,
+    ) -> Tensor:
+        r"""Forward pass, as in
+        :meth:`~torch_geometric.nn.models.BasicGNN.forward`.
+
+        GATE takes no :obj:`edge_weight`: a tensor there raises a
+        :class:`ValueError` (:class:`~torch_geometric.nn.models.BasicGNN`
+        would silently drop it, as it does for every layer without edge
+        weights). The attention decides how much each edge counts; to let
+        it see a weight per edge, pass it as a one-dimensional edge feature,
+        :obj:`edge_attr=edge_weight.view(-1, 1)`, to a model built with
+        :obj:`edge_dim=1`.
+        """
+        if edge_weight is not None:
+            raise ValueError(
+                "GATE does not use 'edge_weight' (the attention decides how "
+                'much each edge counts); pass edge weights as edge features '
+                "'edge_attr' of shape [num_edges, edge_dim] to a model "
+                "built with 'edge_dim', e.g. "
+                "'edge_attr=edge_weight.view(-1, 1)' with 'edge_dim=1'"
+            )
+        # `BasicGNN.forward` for a layer with edge features and without edge
+        # weights (TorchScript cannot call the parent's `forward`).
+        xs: List[Tensor] = []
+        for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):  # noqa: B905
+            if (
+                not torch.jit.is_scripting()
+                and num_sampled_nodes_per_hop is not None
+            ):
+                x, edge_index, value = self._trim(
+                    i,
+                    num_sampled_nodes_per_hop,
+                    num_sampled_edges_per_hop,
+                    x,
+                    edge_index,
+                    edge_attr,
+                )
+                edge_attr = value
+            x = conv(x, edge_index, edge_attr=edge_attr)
+
+            if i < self.num_layers - 1 or self.jk_mode is not None:
+                if self.act is not None and self.act_first:
+                    x = self.act(x)
+                if self.supports_norm_batch:
+                    x = norm(x, batch, batch_size)
+                else:
+                    x = norm(x)
+                if self.act is not None and not self.act_first:
+                    x = self.act(x)
+                x = self.dropout(x)
+                if hasattr(self, 'jk'):
+                    xs.append(x)
+
+        x = self.jk(xs) if hasattr(self, 'jk') else x
+        x = self.lin(x) if hasattr(self, 'lin') else x
+        return x
 
     @torch.jit.export
     def forward_with_self_attention(
