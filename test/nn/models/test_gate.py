@@ -490,9 +490,6 @@ def _check_empty_graph_output(model, heads):
     assert [tuple(a.shape) for a in alphas] == [(0, heads)] * 2
 
 
-@pytest.mark.xfail(
-    strict=False, reason='GATEConv empty graph: layer rewrite'
-)  # IndexError in GATEConv's eager kernel (nn/conv/_fused.py), not gate.py.
 @pytest.mark.parametrize(
     'kwargs', [dict(), dict(jk='cat'), dict(heads=2, edge_dim=2)]
 )
