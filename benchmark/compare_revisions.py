@@ -1,6 +1,7 @@
 r"""Times this checkout's :class:`GATEConv` against the one of an earlier git
 revision and PyG's :class:`GATv2Conv`, in one process, in A B C A B C order
-(eager training step; the median of the per-round ratios).
+(eager training step; the median of the per-round ratios), and compares the
+bytes each saves for backward.
 
 Run from the repository root, e.g.::
 
@@ -30,18 +31,57 @@ def _load(path: str, name: str):
     return module
 
 
-def previous_layer_class(revision: str):
-    source = subprocess.run(
-        ['git', 'show', f'{revision}:{MODULE}'],
+def _show(revision: str, path: str) -> str:
+    return subprocess.run(
+        ['git', 'show', f'{revision}:{path}'],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    path = os.path.join(tempfile.mkdtemp(prefix='gate-rev-'), 'gate_conv.py')
+
+
+def previous_layer_class(revision: str):
+    folder = tempfile.mkdtemp(prefix='gate-rev-')
+    # The layer's private helpers of that revision (e.g. `_fused.py`), under
+    # the module names its imports use:
+    conv_dir = os.path.dirname(MODULE)
+    names = subprocess.run(
+        ['git', 'ls-tree', '--name-only', f'{revision}:{conv_dir}'],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for name in names:
+        if (
+            name.startswith('_')
+            and name.endswith('.py')
+            and name != ('__init__.py')
+        ):
+            path = os.path.join(folder, name)
+            with open(path, 'w') as f:
+                f.write(_show(revision, f'{conv_dir}/{name}'))
+            dotted = conv_dir.replace('/', '.') + '.' + name[:-3]
+            _load(path, dotted)
+    path = os.path.join(folder, 'gate_conv.py')
     with open(path, 'w') as f:
-        f.write(source)
+        f.write(_show(revision, MODULE))
     return _load(path, 'gate_conv_previous').GATEConv
+
+
+def saved_bytes(layer, x, edge_index) -> int:
+    r"""Bytes of the distinct storages one forward saves for backward."""
+    storages = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        layer(x, edge_index)
+    return sum(storages.values())
 
 
 def step(layer, x, edge_index) -> float:
@@ -64,8 +104,11 @@ def main(argv=None):
     bench = _load(os.path.join(ROOT, 'benchmark', 'conv.py'), 'gate_bench')
     previous = previous_layer_class(args.revision)
     data_root = bench.copy_data(args.data_root or bench.DEFAULT_DATA)
-    print('| graph | heads | new/GATv2 | previous/GATv2 | new/previous |')
-    print('|---|---|---|---|---|')
+    print(
+        '| graph | heads | new/GATv2 | previous/GATv2 | new/previous '
+        '| saved bytes new/previous | saved bytes new/GATv2 |'
+    )
+    print('|---|---|---|---|---|---|---|')
     for graph in args.graphs:
         x, edge_index = bench.load_graph(graph, 64, data_root)
         for heads in args.heads:
@@ -86,10 +129,17 @@ def main(argv=None):
                 pairs = zip(times[a], times[b])
                 return statistics.median(p / q for p, q in pairs)
 
+            saved = {
+                k: saved_bytes(layer, x, edge_index)
+                for k, layer in layers.items()
+            }
             print(
                 f'| {graph} | {heads} | {ratio("new", "gatv2"):.2f} | '
                 f'{ratio("previous", "gatv2"):.2f} | '
-                f'{ratio("new", "previous"):.2f} |'
+                f'{ratio("new", "previous"):.2f} | '
+                f'{saved["new"] / saved["previous"]:.3f} | '
+                f'{saved["new"] / saved["gatv2"]:.3f} |',
+                flush=True,
             )
 
 

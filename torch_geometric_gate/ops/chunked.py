@@ -44,9 +44,11 @@ def _activation(
     s: slice,
     negative_slope: float,
 ) -> Tensor:
-    z = q_src.index_select(0, src[s]) + q_dst.index_select(0, dst[s])
+    # In place: autograd saves none of these (double backward stays exact).
+    z = q_src.index_select(0, src[s])
+    z += q_dst.index_select(0, dst[s])
     if edge_attr is not None and weight_edge is not None:
-        z = z + (edge_attr[s] @ weight_edge.t()).view_as(z)
+        z += (edge_attr[s] @ weight_edge.t()).view_as(z)
     if negative_slope == 0.0:
         return z.relu_()
     return F.leaky_relu_(z, negative_slope)
@@ -103,11 +105,13 @@ class EdgeScore(torch.autograd.Function):
         need = ctx.needs_input_grad
         grad_src = torch.zeros_like(q_src) if need[0] else None
         grad_dst = torch.zeros_like(q_dst) if need[1] else None
-        grad_attr = torch.zeros_like(edge_attr) if need[2] else None
+        grad_attr = torch.empty_like(edge_attr) if need[2] else None
         grad_weight = torch.zeros_like(weight_edge) if need[3] else None
         grad_att = torch.zeros_like(att)
-        # Out of place wherever autograd may save a tensor: with
-        # `create_graph=True` this backward is differentiated in turn.
+        # With `create_graph=True` this backward is differentiated in turn:
+        # no in-place op on a tensor that autograd saves (accumulating into
+        # the fresh gradient buffers in place is safe, and avoids a copy of
+        # them per chunk).
         for s in _chunks(src.numel(), att.size(1) * att.size(2), att.device):
             act = _activation(
                 q_src, q_dst, edge_attr, weight_edge, src, dst, s, slope
@@ -118,9 +122,7 @@ class EdgeScore(torch.autograd.Function):
                 # [c, H, 2]: the gradients of the neighbor and self scores
                 g_loop = g.masked_fill(~is_loop, 0.0)
                 g2 = torch.stack([g - g_loop, g_loop], dim=-1)
-                grad_att = grad_att + torch.einsum(
-                    'chk,chd->khd', g2, act.to(g2.dtype)
-                )
+                grad_att += torch.einsum('chk,chd->khd', g2, act.to(g2.dtype))
             g_z = torch.where(is_loop.unsqueeze(-1), att[1], att[0])
             g_z = (g_z * g.unsqueeze(-1)).to(act.dtype)
             if slope == 0.0:
@@ -130,9 +132,9 @@ class EdgeScore(torch.autograd.Function):
             # Under autocast the projections (and so their gradients) may
             # have another dtype than the attention vectors:
             if grad_src is not None:
-                grad_src = grad_src.index_add(0, src[s], g_z.to(q_src.dtype))
+                grad_src.index_add_(0, src[s], g_z.to(q_src.dtype))
             if grad_dst is not None:
-                grad_dst = grad_dst.index_add(0, dst[s], g_z.to(q_dst.dtype))
+                grad_dst.index_add_(0, dst[s], g_z.to(q_dst.dtype))
             if edge_attr is not None and weight_edge is not None:
                 g_flat = g_z.view(g_z.size(0), -1)
                 if grad_attr is not None:
@@ -140,7 +142,7 @@ class EdgeScore(torch.autograd.Function):
                         grad_attr.dtype
                     )
                 if grad_weight is not None:
-                    grad_weight = grad_weight + (
+                    grad_weight += (
                         g_flat.t() @ edge_attr[s].to(g_flat.dtype)
                     ).to(grad_weight.dtype)
         return (
@@ -190,7 +192,7 @@ class EdgeAggregate(torch.autograd.Function):
         x, alpha, src, dst = ctx.saved_tensors
         need = ctx.needs_input_grad
         grad_x = torch.zeros_like(x) if need[0] else None
-        grad_alpha = torch.zeros_like(alpha) if need[1] else None
+        grad_alpha = torch.empty_like(alpha) if need[1] else None
         grad_out = grad_out.contiguous()
         for s in _chunks(src.numel(), x.size(1) * x.size(2), x.device):
             g = grad_out.index_select(0, dst[s])
@@ -199,7 +201,7 @@ class EdgeAggregate(torch.autograd.Function):
                 grad_alpha[s] = (g * x_j).sum(-1).to(grad_alpha.dtype)
             if grad_x is not None:
                 g_x = (g * alpha[s].unsqueeze(-1)).to(x.dtype)
-                grad_x = grad_x.index_add(0, src[s], g_x)
+                grad_x.index_add_(0, src[s], g_x)
         return grad_x, grad_alpha, None, None, None
 
 

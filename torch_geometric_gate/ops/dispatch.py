@@ -34,9 +34,9 @@ def attention_kernel(name: str) -> Iterator[None]:
       :meth:`propagate` (the layer as PyG ships it; hooks, explainers,
       TorchScript, :func:`torch.compile` and :mod:`torch.func` all work).
     * :obj:`'chunked'`: the memory-lean eager kernels of
-      :mod:`torch_geometric_gate.ops.chunked`.
+      ``torch_geometric_gate.ops.chunked``.
     * :obj:`'triton'`: the fused GPU kernels of
-      :mod:`torch_geometric_gate.ops.triton` (CPU tensors under
+      ``torch_geometric_gate.ops.triton`` (CPU tensors under
       :obj:`TRITON_INTERPRET=1`).
 
     Forcing a kernel that cannot run a call raises a :class:`RuntimeError`

@@ -212,6 +212,8 @@ class GATEConv(MessagePassing):
         self.reset_parameters()
 
     def reset_parameters(self):
+        r"""Resets all learnable parameters: Glorot weights, zero attention
+        vectors (uniform attention, as the paper prescribes), zero bias."""
         super().reset_parameters()
         self.lin.reset_parameters()
         if self.lin_src is not None and self.lin_dst is not None:
