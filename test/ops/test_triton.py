@@ -18,8 +18,11 @@ if importlib.util.find_spec('triton') is None:
 if importlib.util.find_spec('numpy') is None:  # The interpreter needs it.
     pytest.skip('NumPy is not installed', allow_module_level=True)
 
-ON_GPU = torch.cuda.is_available() and 'TRITON_INTERPRET' not in os.environ
-if not ON_GPU:
+# test/conftest.py sets TRITON_INTERPRET=1 for the whole run without a GPU,
+# before anything (torch_geometric does) imports Triton:
+INTERPRET = os.environ.get('TRITON_INTERPRET') == '1'
+ON_GPU = torch.cuda.is_available() and not INTERPRET
+if not ON_GPU and not INTERPRET:
     os.environ['TRITON_INTERPRET'] = '1'
     # `triton.jit` decides at decoration time (Triton's own `tl.sum` etc.
     # included) whether to interpret, from a setting read once:
