@@ -230,44 +230,29 @@ class GATEConv(MessagePassing):
     if typing.TYPE_CHECKING:
 
         @overload
-        def forward(
-            self,
-            x: Union[Tensor, PairTensor],
-            edge_index: Adj,
-            edge_attr: OptTensor = None,
-            return_attention_weights: Optional[Literal[False]] = None,
-        ) -> Tensor:
-            pass
+        def forward(self, x: Union[Tensor, PairTensor], edge_index: Adj,
+                    edge_attr: OptTensor = None,
+                    return_attention_weights: Optional[Literal[False]] = None
+                    ) -> Tensor: ...
 
         @overload
         def forward(  # noqa: F811
-            self,
-            x: Union[Tensor, PairTensor],
-            edge_index: Tensor,
-            edge_attr: OptTensor = None,
-            *,
-            return_attention_weights: Literal[True],
-        ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
-            pass
+                self, x: Union[Tensor, PairTensor], edge_index: Tensor,
+                edge_attr: OptTensor = None, *,
+                return_attention_weights: Literal[True]
+        ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]: ...
 
         @overload
         def forward(  # noqa: F811
-            self,
-            x: Union[Tensor, PairTensor],
-            edge_index: SparseTensor,
-            edge_attr: OptTensor = None,
-            *,
-            return_attention_weights: Literal[True],
-        ) -> Tuple[Tensor, SparseTensor]:
-            pass
+                self, x: Union[Tensor, PairTensor], edge_index: SparseTensor,
+                edge_attr: OptTensor = None, *,
+                return_attention_weights: Literal[True]
+        ) -> Tuple[Tensor, SparseTensor]: ...
 
     def forward(  # noqa: F811
-        self,
-        x: Union[Tensor, PairTensor],
-        edge_index: Adj,
-        edge_attr: OptTensor = None,
-        return_attention_weights: Optional[bool] = None,
-    ):
+            self, x: Union[Tensor, PairTensor], edge_index: Adj,
+            edge_attr: OptTensor = None,
+            return_attention_weights: Optional[bool] = None):
         r"""Runs the forward pass of the module.
 
         Args:
@@ -295,10 +280,11 @@ class GATEConv(MessagePassing):
                     "TorchScript; call 'forward_with_attention' instead")
             return out
         if return_attention_weights:
+            if masked is not None and (not isinstance(edge_index, Tensor)
+                                       or is_torch_sparse_tensor(edge_index)):
+                ei, alpha = ei[:, ~masked], alpha[~masked]  # Sparse forms.
             if isinstance(edge_index, Tensor):
                 if is_torch_sparse_tensor(edge_index):
-                    if masked is not None:  # Input loops leave sparse forms.
-                        ei, alpha = ei[:, ~masked], alpha[~masked]
                     adj = to_torch_sparse_tensor(ei.flip(0), alpha,
                                                  edge_index.size(),
                                                  layout=edge_index.layout)
@@ -307,8 +293,6 @@ class GATEConv(MessagePassing):
                     return out, (adj, adj.values())
                 return out, (ei, alpha)
             elif isinstance(edge_index, SparseTensor):
-                if masked is not None:
-                    ei, alpha = ei[:, ~masked], alpha[~masked]
                 return out, SparseTensor(row=ei[1], col=ei[0], value=alpha,
                                          sparse_sizes=(edge_index.size(0),
                                                        edge_index.size(1)))
