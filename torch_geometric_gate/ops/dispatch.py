@@ -7,6 +7,7 @@ place, which kernel a call of the layer runs; :func:`attend` runs it.
 
 import contextlib
 import importlib.util
+import os
 from typing import Iterator, List, Optional, Tuple
 
 import torch
@@ -64,13 +65,23 @@ def attention_kernel(name: str) -> Iterator[None]:
         _selected[0] = previous
 
 
-def _hooked(conv) -> bool:
-    return any(
-        len(hooks) > 0
-        for name, hooks in vars(conv).items()
-        if name.endswith('_hooks')
-        and name.startswith(('_propagate', '_message', '_aggregate', '_edge'))
+# MessagePassing's hook dictionaries (the module's own forward hooks wrap the
+# whole call, and run the same with every kernel):
+_HOOKS = tuple(
+    f'_{stage}_forward{pre}_hooks'
+    for stage in (
+        'propagate',
+        'message',
+        'aggregate',
+        'message_and_aggregate',
+        'edge_update',
     )
+    for pre in ('_pre', '')
+)
+
+
+def _hooked(conv) -> bool:
+    return any(len(getattr(conv, name)) > 0 for name in _HOOKS)
 
 
 def _triton_missing(x: Tensor) -> Optional[str]:
@@ -82,8 +93,6 @@ def _triton_missing(x: Tensor) -> Optional[str]:
 
 
 def _interpreting() -> bool:
-    import os
-
     return os.environ.get('TRITON_INTERPRET', '0') == '1'
 
 

@@ -157,12 +157,13 @@ class GATEConv(MessagePassing):
                    and bool(torch.isfinite(fill_value).all()),
                    "'fill_value' must be a finite float, a string or a finite"
                    f" tensor of 1 or 'edge_dim' entries (got {fill_value})")
-        elif not isinstance(fill_value, str):
+        elif isinstance(fill_value, str):
+            _check(fill_value in _REDUCE, f"'fill_value' must be one of "
+                   f'{_REDUCE} (got {fill_value!r})')
+        else:
             _check(_is_real(fill_value), "'fill_value' must be a finite float"
                    f', a string or a tensor (got {fill_value!r})')
             fill_value = float(fill_value)
-        _check(not isinstance(fill_value, str) or fill_value in _REDUCE,
-               f"'fill_value' must be one of {_REDUCE} (got {fill_value!r})")
 
         self.in_channels = in_channels
         self.out_channels = out_channels
@@ -253,23 +254,13 @@ class GATEConv(MessagePassing):
             self, x: Union[Tensor, PairTensor], edge_index: Adj,
             edge_attr: OptTensor = None,
             return_attention_weights: Optional[bool] = None):
-        r"""Runs the forward pass of the module.
-
-        Args:
-            x (torch.Tensor or (torch.Tensor, torch.Tensor)): The input node
-                features, or a :obj:`(source, target)` pair of them.
-            edge_index (torch.Tensor or SparseTensor): The edge indices, or a
-                transposed sparse adjacency (:class:`torch.sparse` COO, CSR
-                or CSC, or :class:`torch_sparse.SparseTensor`).
-            edge_attr (torch.Tensor, optional): The edge features; for a
-                sparse adjacency in the order of its coalesced entries
-                (sorted by target, then by source). (default: :obj:`None`)
-            return_attention_weights (bool, optional): If set to
-                :obj:`True`, additionally returns the tuple
-                :obj:`(edge_index, attention_weights)` of the edges used,
-                self-loops included; under TorchScript use
-                :meth:`forward_with_attention` instead.
-                (default: :obj:`None`)
+        r"""Runs the forward pass of the module: :obj:`x` is the node
+        features or a :obj:`(source, target)` pair of them; :obj:`edge_index`
+        the edge indices or a transposed sparse adjacency (:obj:`edge_attr`
+        then in the order of its coalesced entries). With
+        :obj:`return_attention_weights=True`, it also returns
+        :obj:`(edge_index, attention_weights)` of the edges used, self-loops
+        included (under TorchScript: :meth:`forward_with_attention`).
         """
         out, ei, alpha, masked = self._attend(x, edge_index, edge_attr)
         if torch.jit.is_scripting():
@@ -462,9 +453,9 @@ class GATEConv(MessagePassing):
         if ei.numel() > 0:
             # No host sync (an asynchronous assertion on accelerators), and
             # the same check under torch.compile:
-            bound = torch.tensor([num_src, num_dst], device=ei.device)
+            high = ei.amax(dim=1)
             torch._assert_async(
-                (ei.min() >= 0) & (ei.amax(dim=1) < bound).all(),
+                (ei.min() >= 0) & (high[0] < num_src) & (high[1] < num_dst),
                 "'edge_index' holds node indices out of range: expected "
                 f'row 0 in [0, {num_src}) and row 1 in [0, {num_dst})')
         return ei
