@@ -1084,17 +1084,12 @@ class StrongBlock(torch.nn.Module):
     def forward(self, x, x0, edge_index):
         h = self.norm(x)
         alpha = None
-        if self.kind in ('gat', 'gat1'):
-            num_nodes = h.size(0)
+        if self.kind in ('gat', 'gat1', 'gate', 'gate_s'):
             agg, (ei, att) = self.conv(
                 h, edge_index, return_attention_weights=True
             )
-            if not self.sep:
-                alpha = self_loop_attention(ei, att, num_nodes)
-        elif self.kind in ('gate', 'gate_s'):
-            num_nodes = h.size(0)
-            agg, (ei, att) = self.conv.forward_with_attention(h, edge_index)
-            alpha = self_loop_attention(ei, att, num_nodes)
+            if not self.sep or self.kind in ('gate', 'gate_s'):
+                alpha = self_loop_attention(ei, att, h.size(0))
         elif self.kind == 'fagcn':
             agg = self.conv(h, x0, edge_index)
         else:

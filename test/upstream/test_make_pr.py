@@ -168,6 +168,24 @@ def _marked_lines_removed(lines):
     )
 
 
+def test_pyg_pre_commit_formatting(pyg):
+    # PyG's pre-commit formats with yapf (pinned there: 0.43.0) in the
+    # configuration of its pyproject.toml; the generated files pass it as
+    # they are, and so do ours (and the attentive_fp.py rename):
+    yapf = pytest.importorskip('yapf.yapflib.yapf_api')
+    tree, _, _ = pyg
+    style = str(tree / 'pyproject.toml')
+    for path in (
+        tree.joinpath(*GENERATED),
+        tree / 'test' / 'nn' / 'conv' / 'test_gate_conv.py',
+        tree.joinpath(*ATTENTIVE_FP),
+        SOURCE,
+    ):
+        text = path.read_text()
+        formatted, _ = yapf.FormatCode(text, style_config=style)
+        assert formatted == text, f'{path} is not formatted as PyG formats'
+
+
 def test_generated_file_is_ours_without_the_kernel_hand_off(pyg):
     tree, _, _ = pyg
     ours = SOURCE.read_text().splitlines()

@@ -3,13 +3,15 @@ the switch that selects them (:func:`attention_kernel`).
 
 The layer itself (:mod:`torch_geometric_gate.nn.conv.gate_conv`) is PyG's
 message passing, the :obj:`'reference'` kernel; it hands the attention to
-:func:`attend` when :func:`select_kernel` picks another kernel.
+:func:`attend` (through :func:`kernel_attention`) when :func:`select_kernel`
+picks another kernel.
 """
 
 from .dispatch import (
     KERNELS,
     attend,
     attention_kernel,
+    kernel_attention,
     select_kernel,
 )
 
@@ -17,5 +19,6 @@ __all__ = [
     'KERNELS',
     'attend',
     'attention_kernel',
+    'kernel_attention',
     'select_kernel',
 ]

@@ -2,7 +2,8 @@ r"""The switch that selects the kernel behind :class:`GATEConv`'s attention.
 
 :func:`attention_kernel` sets it, as :func:`torch.nn.attention.sdpa_kernel`
 does for scaled dot-product attention; :func:`select_kernel` decides, in one
-place, which kernel a call of the layer runs; :func:`attend` runs it.
+place, which kernel a call of the layer runs; :func:`attend` runs it, and
+:func:`kernel_attention` is the layer's hand-off to both.
 """
 
 import contextlib
@@ -214,3 +215,31 @@ def attend(
 
         return triton_attention(*args)
     raise ValueError(f'No attention kernel {kernel!r} to run')
+
+
+@torch.jit.unused
+def kernel_attention(
+    conv,
+    edge_index: Tensor,
+    q: Tuple[Tensor, Tensor],
+    value: Tensor,
+    edge_attr: Optional[Tensor],
+    loop: Tensor,
+    masked: Optional[Tensor],
+) -> Optional[Tuple[Tensor, Tensor]]:
+    r""":class:`~torch_geometric_gate.GATEConv`'s hand-off: :obj:`None`
+    where :func:`select_kernel` picks the :obj:`'reference'` (the layer then
+    runs its own message passing), else the attention weights and the
+    aggregated values of the selected kernel, from :func:`attend` with the
+    layer's parameters (:obj:`q` is :obj:`(q_src, q_dst)`, :obj:`edge_index`
+    the :obj:`[2, E]` edges, self-loops included).
+    """
+    kernel = select_kernel(conv, value)
+    if kernel == 'reference':
+        return None
+    w_edge = None if conv.lin_edge is None else conv.lin_edge.weight
+    return attend(
+        kernel, edge_index[0], edge_index[1], q[0], q[1], value, edge_attr,
+        w_edge, loop, masked, conv.att_neighbor, conv.att_self,
+        conv.negative_slope, conv.dropout, conv.training, q[1].size(0),
+    )  # fmt: skip

@@ -38,12 +38,9 @@ print(
 model.eval()
 with torch.no_grad():
     conv = model.convs[0]
-    if hasattr(conv, 'forward_with_attention'):
-        out, (ei, alpha) = conv.forward_with_attention(data.x, data.edge_index)
-    else:
-        out, (ei, alpha) = conv(
-            data.x, data.edge_index, return_attention_weights=True
-        )
+    out, (ei, alpha) = conv(
+        data.x, data.edge_index, return_attention_weights=True
+    )
 src, dst = ei
 alpha = alpha.mean(-1)
 y, n = data.y, data.num_nodes

@@ -387,13 +387,6 @@ def test_gate_conv_sparse_tensor():  # pragma: no cover
         )
         jit = torch.jit.script(conv)
         assert torch.allclose(jit(x, adj.t()), out, atol=1e-6)
-        out_jit, (ei_jit, alpha_jit) = jit.forward_with_attention(x, adj.t())
-        assert torch.allclose(out_jit, out, atol=1e-6)
-        assert torch.allclose(
-            self_loop_attention(ei_jit, alpha_jit, NUM_NODES),
-            self_loop_attention(ei, alpha, NUM_NODES),
-            atol=1e-6,
-        )
 
 
 @withPackage('torch_sparse')
@@ -424,10 +417,8 @@ class UserModel(torch.nn.Module):
         self.conv1 = GATEConv(5, 8, heads=2)
         self.conv2 = GATEConv(16, 3, add_self_loops=False)
 
-    def forward(self, x: Tensor, edge_index: Tensor) -> Tuple[Tensor, Tensor]:
-        x = self.conv1(x, edge_index).relu()
-        out, (ei, alpha) = self.conv2.forward_with_attention(x, edge_index)
-        return out, self_loop_attention(ei, alpha, x.size(0))
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
 
 
 def test_gate_conv_torchscript():
@@ -447,15 +438,8 @@ def test_gate_conv_torchscript():
             torch.randn(EDGE_INDEX.size(1), 2) if conv.edge_dim else None
         )
         jit = torch.jit.script(conv)
-        out, (ei, alpha) = conv(
-            x, EDGE_INDEX, edge_attr, return_attention_weights=True
-        )
+        out = conv(x, EDGE_INDEX, edge_attr)
         assert torch.allclose(jit(x, EDGE_INDEX, edge_attr), out)
-        out_jit, (ei_jit, alpha_jit) = jit.forward_with_attention(
-            x, EDGE_INDEX, edge_attr
-        )
-        assert torch.allclose(out_jit, out)
-        assert torch.equal(ei_jit, ei) and torch.allclose(alpha_jit, alpha)
         if edge_attr is None:  # bipartite and torch.sparse input:
             assert torch.allclose(
                 jit((x, x_dst), ei_b), conv((x, x_dst), ei_b)
@@ -465,17 +449,12 @@ def test_gate_conv_torchscript():
             )
             assert torch.allclose(jit(x, adj_t), conv(x, adj_t), atol=1e-6)
 
-    with pytest.raises(torch.jit.Error, match='forward_with_attention'):
+    with pytest.raises(torch.jit.Error, match='not supported under Torch'):
         jit(x, EDGE_INDEX, edge_attr, return_attention_weights=True)
 
     model = UserModel()
     jit = torch.jit.script(model)
-    out, alpha_vv = model(x, EDGE_INDEX)
-    out_jit, alpha_vv_jit = jit(x, EDGE_INDEX)
-    assert torch.allclose(out_jit, out) and torch.allclose(
-        alpha_vv_jit, alpha_vv
-    )
-    assert alpha_vv.size() == (NUM_NODES, 1)
+    assert torch.allclose(jit(x, EDGE_INDEX), model(x, EDGE_INDEX))
 
 
 @pytest.mark.parametrize('add_self_loops', [True, False])

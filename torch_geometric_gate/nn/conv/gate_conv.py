@@ -11,11 +11,10 @@ from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.nn.inits import zeros
 from torch_geometric.typing import Adj, OptTensor, PairTensor, SparseTensor
-from torch_geometric.utils import (coalesce, is_torch_sparse_tensor, scatter,
-                                   softmax, to_edge_index,
-                                   to_torch_sparse_tensor)
+from torch_geometric.utils import (is_torch_sparse_tensor, scatter, softmax,
+                                   to_edge_index, to_torch_sparse_tensor)
 
-from torch_geometric_gate.ops import attend, select_kernel  # gate-kernels
+from torch_geometric_gate.ops import kernel_attention  # gate-kernels
 
 if typing.TYPE_CHECKING:
     from typing import Literal, overload
@@ -44,21 +43,17 @@ class GATEConv(MessagePassing):
         \right),
 
     with :math:`\phi` the ReLU (a LeakyReLU if :obj:`negative_slope > 0`).
-    Edge features :math:`\mathbf{e}_{u,v}` enter the score as in
-    :class:`~torch_geometric.nn.conv.GATv2Conv`, as
-    :math:`\phi(\mathbf{U} \mathbf{x}_u + \mathbf{V} \mathbf{x}_v +
-    \mathbf{W}_e \mathbf{e}_{u,v})`. Both attention vectors start at zero
-    (uniform attention), as the paper prescribes.
+    Edge features add :math:`\mathbf{W}_e \mathbf{e}_{u,v}` inside
+    :math:`\phi`, as in GATv2. Both attention vectors start at zero (uniform
+    attention), as the paper prescribes.
 
-    With :obj:`add_self_loops=True`, self-loops that the input graph holds
-    are kept in place but take no part in the softmax (their attention is
-    exactly :obj:`0`), and :obj:`min(N_src, N_dst)` fresh self-loops are
-    appended after the input edges, so that every shape is independent of
-    the data (:func:`torch.compile` runs without graph breaks). For a
-    bipartite input :obj:`(x_src, x_dst)`, source :obj:`i` and target
-    :obj:`i` are the same node only with :obj:`add_self_loops=True`, PyG's
-    convention; with :obj:`add_self_loops=False` no edge of a bipartite
-    graph is a self-loop, and all are scored with :math:`\mathbf{a}_s`.
+    With :obj:`add_self_loops=True`, the input's own self-loops stay in
+    place with attention exactly :obj:`0`, and :obj:`min(N_src, N_dst)` fresh
+    self-loops are appended, so that no shape depends on the data
+    (:func:`torch.compile` runs without graph breaks). In a bipartite graph,
+    source :obj:`i` and target :obj:`i` are the same node only with
+    :obj:`add_self_loops=True` (PyG's convention); otherwise every edge is
+    scored with :math:`\mathbf{a}_s`.
 
     Args:
         in_channels (int or tuple): Size of each input sample, or :obj:`-1` to
@@ -84,17 +79,15 @@ class GATEConv(MessagePassing):
             (default: :obj:`None`)
         fill_value (float or torch.Tensor or str, optional): The way to
             generate edge features of self-loops (in case
-            :obj:`edge_dim != None`): a :obj:`float` or
-            :class:`torch.Tensor` is used as it is; a :obj:`str`
-            (:obj:`"add"`, :obj:`"mean"`, :obj:`"min"`, :obj:`"max"`,
-            :obj:`"mul"`) aggregates the features of the edges that point to
-            the node, input self-loops excluded. (default: :obj:`"mean"`)
+            :obj:`edge_dim != None`): a value, or a reduction (:obj:`"add"`,
+            :obj:`"mean"`, :obj:`"min"`, :obj:`"max"`, :obj:`"mul"`) of the
+            node's in-edges, input self-loops excluded.
+            (default: :obj:`"mean"`)
         bias (bool, optional): If set to :obj:`False`, the layer will not learn
             an additive bias. (default: :obj:`True`)
-        share_weights (bool, optional): If set to :obj:`True`, one matrix is
-            used for the values and both sides of the score,
-            :math:`\mathbf{W} = \mathbf{U} = \mathbf{V}` (GATE\ :sub:`S`); the
-            layer then has :obj:`lin` only. (default: :obj:`False`)
+        share_weights (bool, optional): If set to :obj:`True`, one matrix
+            :obj:`lin` holds :math:`\mathbf{W} = \mathbf{U} = \mathbf{V}`
+            (GATE\ :sub:`S`). (default: :obj:`False`)
         residual (bool, optional): If set to :obj:`True`, the layer will add
             a learnable skip-connection. (default: :obj:`False`)
         **kwargs (optional): Additional arguments of
@@ -136,34 +129,30 @@ class GATEConv(MessagePassing):
         super().__init__(node_dim=0, **kwargs)
         pair = in_channels if isinstance(in_channels, tuple) else None
         src_channels, dst_channels = pair or (in_channels, in_channels)
-        lazy_dim = -1 if edge_dim is None else edge_dim
-        for name, value in (('in_channels', src_channels),
-                            ('in_channels', dst_channels),
-                            ('out_channels', out_channels), ('heads', heads),
-                            ('edge_dim', lazy_dim)):
-            _check_int(value, name, lazy=name in ('in_channels', 'edge_dim'))
-        _check(_is_real(negative_slope), "'negative_slope' must be a finite "
-               f'float (got {negative_slope!r})')
-        _check(_is_real(dropout) and 0 <= dropout < 1,
-               f"'dropout' must be a float in [0, 1) (got {dropout!r})")
-        _check(not share_weights or src_channels == dst_channels,
-               "'share_weights=True' needs as many source as target "
-               f'channels (got {in_channels})')
-        _check(self.decomposed_layers == 1,
-               "'decomposed_layers > 1' is not supported")
+        for name, value in zip(_INTS,
+                               (src_channels, dst_channels, out_channels,
+                                heads, -1 if edge_dim is None else edge_dim)):
+            _check_int(value, name)
         if isinstance(fill_value, Tensor):
-            _check(fill_value.dim() <= 1
-                   and fill_value.numel() in (1, edge_dim)
-                   and bool(torch.isfinite(fill_value).all()),
-                   "'fill_value' must be a finite float, a string or a finite"
-                   f" tensor of 1 or 'edge_dim' entries (got {fill_value})")
-        elif isinstance(fill_value, str):
-            _check(fill_value in _REDUCE, f"'fill_value' must be one of "
-                   f'{_REDUCE} (got {fill_value!r})')
+            valid_fill = (fill_value.dim() <= 1
+                          and fill_value.numel() in (1, edge_dim)
+                          and bool(torch.isfinite(fill_value).all()))
         else:
-            _check(_is_real(fill_value), "'fill_value' must be a finite float"
-                   f', a string or a tensor (got {fill_value!r})')
-            fill_value = float(fill_value)
+            valid_fill = (fill_value in _REDUCE if isinstance(fill_value, str)
+                          else _is_real(fill_value))
+        for valid, error in (
+            (_is_real(negative_slope), "'negative_slope' must be a finite "
+             'float'),
+            (_is_real(dropout)
+             and 0 <= dropout < 1, "'dropout' must be a float in [0, 1)"),
+            (not share_weights or src_channels == dst_channels,
+             "'share_weights=True' needs as many source as target channels"),
+            (self.decomposed_layers == 1, "'decomposed_layers > 1' is not "
+             'supported'),
+            (valid_fill, "'fill_value' must be a finite float, a finite "
+             f"tensor of 1 or 'edge_dim' entries, or one of {_REDUCE}"),
+        ):
+            _check(valid, error)
 
         self.in_channels = in_channels
         self.out_channels = out_channels
@@ -173,7 +162,9 @@ class GATEConv(MessagePassing):
         self.dropout = float(dropout)
         self.add_self_loops = add_self_loops
         self.edge_dim = edge_dim
-        self.fill_value = fill_value
+        # A value is kept as a tensor (scriptable; moved at each use):
+        self.fill_value = (torch.tensor(float(fill_value))
+                           if _is_real(fill_value) else fill_value)
         self.share_weights = share_weights
         self.residual = residual
 
@@ -199,11 +190,10 @@ class GATEConv(MessagePassing):
 
         total_out_channels = out_channels * (heads if concat else 1)
 
+        self.res: Optional[Linear] = None
         if residual:
             self.res = Linear(dst_channels, total_out_channels, bias=False,
                               weight_initializer='glorot')
-        else:
-            self.register_parameter('res', None)
 
         if bias:
             self.bias = Parameter(torch.empty(total_out_channels))
@@ -213,8 +203,6 @@ class GATEConv(MessagePassing):
         self.reset_parameters()
 
     def reset_parameters(self):
-        r"""Resets all learnable parameters: Glorot weights, zero attention
-        vectors (uniform attention, as the paper prescribes), zero bias."""
         super().reset_parameters()
         self.lin.reset_parameters()
         if self.lin_src is not None and self.lin_dst is not None:
@@ -231,90 +219,73 @@ class GATEConv(MessagePassing):
     if typing.TYPE_CHECKING:
 
         @overload
-        def forward(self, x: Union[Tensor, PairTensor], edge_index: Adj,
-                    edge_attr: OptTensor = None,
-                    return_attention_weights: Optional[Literal[False]] = None
-                    ) -> Tensor: ...
+        def forward(
+            self, x: Union[Tensor, PairTensor], edge_index: Adj,
+            edge_attr: OptTensor = None,
+            return_attention_weights: Optional[Literal[False]] = None
+        ) -> Tensor:
+            ...
 
         @overload
         def forward(  # noqa: F811
-                self, x: Union[Tensor, PairTensor], edge_index: Tensor,
-                edge_attr: OptTensor = None, *,
-                return_attention_weights: Literal[True]
-        ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]: ...
+            self, x: Union[Tensor, PairTensor], edge_index: Tensor,
+            edge_attr: OptTensor = None, *,
+            return_attention_weights: Literal[True]
+        ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
+            ...
 
         @overload
         def forward(  # noqa: F811
-                self, x: Union[Tensor, PairTensor], edge_index: SparseTensor,
-                edge_attr: OptTensor = None, *,
-                return_attention_weights: Literal[True]
-        ) -> Tuple[Tensor, SparseTensor]: ...
+            self, x: Union[Tensor, PairTensor], edge_index: SparseTensor,
+            edge_attr: OptTensor = None, *,
+            return_attention_weights: Literal[True]
+        ) -> Tuple[Tensor, SparseTensor]:
+            ...
 
     def forward(  # noqa: F811
             self, x: Union[Tensor, PairTensor], edge_index: Adj,
             edge_attr: OptTensor = None,
             return_attention_weights: Optional[bool] = None):
-        r"""Runs the forward pass of the module: :obj:`x` is the node
-        features or a :obj:`(source, target)` pair of them; :obj:`edge_index`
-        the edge indices or a transposed sparse adjacency (:obj:`edge_attr`
-        then in the order of its coalesced entries). With
-        :obj:`return_attention_weights=True`, it also returns
-        :obj:`(edge_index, attention_weights)` of the edges used, self-loops
-        included (under TorchScript: :meth:`forward_with_attention`).
-        """
+        r"""Runs the forward pass of the module (with a sparse
+        :obj:`edge_index`, :obj:`edge_attr` follows its coalesced entries).
+        :obj:`return_attention_weights=True` is not scriptable."""
         out, ei, alpha, masked = self._attend(x, edge_index, edge_attr)
         if torch.jit.is_scripting():
-            if return_attention_weights is not None and (
-                    return_attention_weights):
-                raise RuntimeError(
-                    "'return_attention_weights=True' is not supported under "
-                    "TorchScript; call 'forward_with_attention' instead")
+            _check(
+                return_attention_weights is None
+                or not return_attention_weights,
+                "'return_attention_weights=True' is not supported under "
+                'TorchScript')
             return out
         if return_attention_weights:
-            if masked is not None and (not isinstance(edge_index, Tensor)
-                                       or is_torch_sparse_tensor(edge_index)):
-                ei, alpha = ei[:, ~masked], alpha[~masked]  # Sparse forms.
-            if isinstance(edge_index, Tensor):
-                if is_torch_sparse_tensor(edge_index):
-                    adj = to_torch_sparse_tensor(ei.flip(0), alpha,
-                                                 edge_index.size(),
-                                                 layout=edge_index.layout)
-                    if adj.layout == torch.sparse_coo:
-                        adj = adj.coalesce()
-                    return out, (adj, adj.values())
+            if isinstance(edge_index,
+                          Tensor) and not is_torch_sparse_tensor(edge_index):
                 return out, (ei, alpha)
-            elif isinstance(edge_index, SparseTensor):
-                return out, SparseTensor(row=ei[1], col=ei[0], value=alpha,
-                                         sparse_sizes=(edge_index.size(0),
-                                                       edge_index.size(1)))
+            if masked is not None:  # The sparse forms drop the input loops.
+                ei, alpha = ei[:, ~masked], alpha[~masked]
+            if isinstance(edge_index, SparseTensor):
+                return out, SparseTensor(
+                    row=ei[1], col=ei[0], value=alpha,
+                    sparse_sizes=edge_index.sparse_sizes())
+            adj = to_torch_sparse_tensor(ei.flip(0), alpha, edge_index.size(),
+                                         layout=edge_index.layout)
+            adj = adj.coalesce() if adj.layout == torch.sparse_coo else adj
+            return out, (adj, adj.values())
         return out
 
-    @torch.jit.export
-    def forward_with_attention(
-        self, x: Union[Tensor, PairTensor], edge_index: Adj,
-        edge_attr: OptTensor = None
-    ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
-        r"""The forward pass, returning the output and the tuple
-        :obj:`(edge_index, attention_weights)` of the edges used (self-loops
-        included) for any adjacency form: the scriptable counterpart of
-        :obj:`return_attention_weights=True`.
-        """
-        out, ei, alpha, _ = self._attend(x, edge_index, edge_attr)
-        return out, (ei, alpha)
-
     def _attend(
-        self, x: Union[Tensor, PairTensor], edge_index: Adj,
-        edge_attr: OptTensor
-    ) -> Tuple[Tensor, Tensor, Tensor, OptTensor]:
+            self, x: Union[Tensor, PairTensor], edge_index: Adj,
+            edge_attr: OptTensor) -> Tuple[Tensor, Tensor, Tensor, OptTensor]:
         H, C = self.heads, self.out_channels
 
         if isinstance(x, Tensor):
             x_src, x_dst, bipartite = x, x, False
         else:
             x_src, x_dst, bipartite = x[0], x[1], True
-        _check(x_src is not None and x_dst is not None and x_src.dim() == 2
-               and x_dst.dim() == 2, 'Expected node features of shape '
-               '[num_nodes, channels], or a (source, target) pair of them')
+        _check(
+            x_src is not None and x_dst is not None and x_src.dim() == 2
+            and x_dst.dim() == 2, 'Expected node features of shape '
+            '[num_nodes, channels], or a (source, target) pair of them')
         num_src, num_dst = x_src.size(0), x_dst.size(0)
 
         ei = self._edge_index(edge_index, num_src, num_dst)
@@ -325,10 +296,11 @@ class GATEConv(MessagePassing):
             if edge_attr.dim() == 1:
                 edge_attr = edge_attr.view(-1, 1)
             dim = lin_edge.in_channels  # -1 until lazily initialized
-            _check(edge_attr.dim() == 2 and edge_attr.size(0) == ei.size(1)
-                   and (dim == -1 or edge_attr.size(1) == dim),
-                   f"Expected 'edge_attr' of shape [{ei.size(1)}, {dim}] "
-                   f'(num_edges, edge_dim) (got {list(edge_attr.size())})')
+            _check(
+                edge_attr.dim() == 2 and edge_attr.size(0) == ei.size(1)
+                and (dim == -1 or edge_attr.size(1) == dim),
+                f"Expected 'edge_attr' of shape [{ei.size(1)}, {dim}] "
+                f'(num_edges, edge_dim) (got {list(edge_attr.size())})')
 
         res: OptTensor = None
         if self.res is not None:
@@ -344,26 +316,37 @@ class GATEConv(MessagePassing):
 
         masked: OptTensor = None
         if self.add_self_loops:
-            ei, edge_attr, loop, masked = self._add_loops(
-                ei, edge_attr, min(num_src, num_dst), num_dst)
-        elif bipartite:
-            loop = torch.zeros_like(ei[0], dtype=torch.bool)
-        else:
-            loop = ei[0] == ei[1]
+            # Masks the input's self-loops and appends fresh ones, with shapes
+            # that do not depend on the data:
+            num_loops, input_loop = min(num_src, num_dst), ei[0] == ei[1]
+            if edge_attr is not None:
+                fill_value = self.fill_value
+                if isinstance(fill_value, str):  # Input loops to a spare row:
+                    dst = ei[int(self.flow == 'source_to_target')]
+                    dst = dst.masked_fill(input_loop, num_dst)
+                    loop_attr = scatter(edge_attr, dst, 0, num_dst + 1,
+                                        fill_value)[:num_loops]
+                else:
+                    loop_attr = fill_value.to(edge_attr).expand(
+                        num_loops, edge_attr.size(1))
+                edge_attr = torch.cat([edge_attr, loop_attr], dim=0)
+            loops = torch.arange(num_loops, device=ei.device)
+            ei = torch.cat([ei, loops.repeat(2, 1)], dim=1)
+            loop = torch.cat([input_loop, input_loop.new_ones(num_loops)])
+            masked = torch.cat([input_loop, input_loop.new_zeros(num_loops)])
+        else:  # Then no edge of a bipartite graph is a self-loop:
+            loop = (torch.zeros_like(ei[0], dtype=torch.bool)
+                    if bipartite else ei[0] == ei[1])
 
         q, size = (q_src, q_dst), (num_src, num_dst)
 
         # gate-kernels: begin (cut from PyG's copy by upstream/make_pr.py)
-        kernel = 'reference'
+        fused: Optional[Tuple[Tensor, Tensor]] = None
         if not torch.jit.is_scripting():
-            kernel = select_kernel(self, value)
-        if kernel != 'reference':
-            w_edge = None if self.lin_edge is None else self.lin_edge.weight
-            alpha, out = attend(kernel, ei[0], ei[1], q_src, q_dst, value,
-                                edge_attr, w_edge, loop, masked,
-                                self.att_neighbor, self.att_self,
-                                self.negative_slope, self.dropout,
-                                self.training, num_dst)
+            fused = kernel_attention(self, ei, q, value, edge_attr, loop,
+                                     masked)
+        if fused is not None:
+            alpha, out = fused
         else:
             # gate-kernels: end (the lines up to `dedent end` lose 4 spaces)
             # edge_updater_type: (x: PairTensor, edge_attr: OptTensor, loop: Tensor, masked: OptTensor)  # noqa
@@ -373,10 +356,7 @@ class GATEConv(MessagePassing):
             out = self.propagate(ei, x=(value, q_dst), alpha=alpha, size=size)
         # gate-kernels: dedent end
 
-        if self.concat:
-            out = out.reshape(-1, H * C)
-        else:
-            out = out.mean(dim=1)
+        out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
 
         if res is not None:
             out = out + res
@@ -390,8 +370,7 @@ class GATEConv(MessagePassing):
                     loop: Tensor, masked: OptTensor, index: Tensor,
                     ptr: OptTensor, dim_size: Optional[int]) -> Tensor:
         z = x_j + x_i
-        if edge_attr is not None:
-            assert self.lin_edge is not None
+        if edge_attr is not None and self.lin_edge is not None:
             z = z + self.lin_edge(edge_attr).view(-1, self.heads,
                                                   self.out_channels)
         z = F.leaky_relu(z, self.negative_slope)
@@ -408,9 +387,8 @@ class GATEConv(MessagePassing):
 
     def explain_message(self, inputs: Tensor,
                         dim_size: Optional[int]) -> Tensor:
-        # PyG's explainers hold one mask entry per input edge. The input
-        # edges keep their place here, and the appended self-loops are not
-        # masked:
+        # One mask entry per input edge (they keep their place here); the
+        # appended self-loops are not masked:
         edge_mask = self._edge_mask
         if edge_mask is None:
             raise ValueError("Could not find a pre-defined 'edge_mask' "
@@ -418,9 +396,10 @@ class GATEConv(MessagePassing):
         if self._apply_sigmoid:
             edge_mask = edge_mask.sigmoid()
         loops = inputs.size(self.node_dim) - edge_mask.size(0)
-        _check(loops == 0 or self.add_self_loops and loops >= 0,
-               f"The explainer's edge mask has {edge_mask.size(0)} entries "
-               f'for {inputs.size(self.node_dim) - loops} edges')
+        _check(
+            loops == 0 or self.add_self_loops and loops >= 0,
+            f"The explainer's edge mask has {edge_mask.size(0)} entries "
+            f'for {inputs.size(self.node_dim) - loops} edges')
         edge_mask = torch.cat([edge_mask, edge_mask.new_ones(loops)])
         return inputs * edge_mask.view([-1] + [1] * (inputs.dim() - 1))
 
@@ -429,72 +408,33 @@ class GATEConv(MessagePassing):
         # A checked [2, E] (source, target) edge index of any adjacency:
         error = f'Expected a sparse adjacency of size [{num_dst}, {num_src}]'
         if isinstance(edge_index, SparseTensor):
-            _check(edge_index.size(0) == num_dst
-                   and edge_index.size(1) == num_src, error)
+            _check(edge_index.sparse_sizes() == (num_dst, num_src), error)
             col, row, _ = edge_index.coo()  # `adj_t`: row = target.
             return torch.stack([row, col], dim=0)
         if is_torch_sparse_tensor(edge_index):
             _check(list(edge_index.shape) == [num_dst, num_src], error)
             if edge_index.layout == torch.sparse_coo:
-                ei = coalesce(edge_index._indices(),
-                              num_nodes=max(num_src, num_dst))
-            else:
-                ei, _ = to_edge_index(edge_index)
-                ei = ei[:, torch.argsort(ei[0], stable=True)]  # CSC
+                edge_index = edge_index.coalesce()
+            ei = to_edge_index(edge_index)[0]
+            if edge_index.layout == torch.sparse_csc:  # To row-major order:
+                ei = ei[:, torch.argsort(ei[0], stable=True)]
             return ei.flip(0)
-        _check(edge_index.dim() == 2 and edge_index.size(0) == 2
-               and not edge_index.is_floating_point()
-               and edge_index.dtype != torch.bool,
-               f"Expected 'edge_index' of integers of shape [2, num_edges] "
-               f'(got {edge_index.dtype} of shape {list(edge_index.shape)})')
+        _check(
+            edge_index.dim() == 2 and edge_index.size(0) == 2
+            and not edge_index.is_floating_point()
+            and edge_index.dtype != torch.bool,
+            f"Expected 'edge_index' of integers of shape [2, num_edges] "
+            f'(got {edge_index.dtype} of shape {list(edge_index.shape)})')
         ei = edge_index.long()
         if self.flow == 'target_to_source':
             num_src, num_dst = num_dst, num_src
         if ei.numel() > 0:
-            # No host sync (an asynchronous assertion on accelerators), and
-            # the same check under torch.compile:
-            high = ei.amax(dim=1)
+            high = ei.amax(dim=1)  # No host sync (asynchronous), compiles:
             torch._assert_async(
                 (ei.min() >= 0) & (high[0] < num_src) & (high[1] < num_dst),
                 "'edge_index' holds node indices out of range: expected "
                 f'row 0 in [0, {num_src}) and row 1 in [0, {num_dst})')
         return ei
-
-    def _add_loops(self, edge_index: Tensor, edge_attr: OptTensor,
-                   num_loops: int,
-                   num_dst: int) -> Tuple[Tensor, OptTensor, Tensor, Tensor]:
-        # Appends `num_loops` self-loops and masks the input's own, with
-        # shapes that do not depend on the data:
-        input_loop = edge_index[0] == edge_index[1]
-        if edge_attr is not None:
-            dst = edge_index[int(self.flow == 'source_to_target')]
-            loop_attr = self._loop_attr(edge_attr, dst, input_loop, num_dst)
-            edge_attr = torch.cat([edge_attr, loop_attr[:num_loops]], dim=0)
-        loop = torch.arange(num_loops, device=edge_index.device)
-        edge_index = torch.cat([edge_index, loop.repeat(2, 1)], dim=1)
-        is_loop = torch.cat([input_loop, input_loop.new_ones(num_loops)])
-        masked = torch.cat([input_loop, input_loop.new_zeros(num_loops)])
-        return edge_index, edge_attr, is_loop, masked
-
-    def _loop_attr(self, edge_attr: Tensor, dst: Tensor, input_loop: Tensor,
-                   num_dst: int) -> Tensor:
-        fill_value = self.fill_value
-        if isinstance(fill_value, str):  # Over in-edges, input loops aside:
-            keep = (~input_loop).view(-1, 1)
-            count = scatter(keep.to(edge_attr.dtype), dst, 0, num_dst)
-            reduce = 'sum' if fill_value in ('add', 'mean') else fill_value
-            neutral = {'min': math.inf, 'max': -math.inf, 'mul': 1.0}.get(
-                reduce, 0.0)
-            out = scatter(edge_attr.masked_fill(~keep, neutral), dst, 0,
-                          num_dst, reduce)
-            if fill_value == 'mean':
-                out = out / count.clamp(min=1.0)
-            return out.masked_fill(count == 0, 0.0)
-        if isinstance(fill_value, Tensor):
-            loop_attr = fill_value.to(edge_attr.device, edge_attr.dtype)
-            return loop_attr.view(1, -1).expand(num_dst, edge_attr.size(1))
-        return edge_attr.new_full((num_dst, edge_attr.size(1)),
-                                  float(fill_value))
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.in_channels}, '
@@ -502,6 +442,7 @@ class GATEConv(MessagePassing):
 
 
 _REDUCE = ('add', 'sum', 'mean', 'min', 'max', 'mul')
+_INTS = ('in_channels', 'in_channels', 'out_channels', 'heads', 'edge_dim')
 
 
 def _is_real(value) -> bool:
@@ -509,7 +450,8 @@ def _is_real(value) -> bool:
             and math.isfinite(value))
 
 
-def _check_int(value, name: str, lazy: bool = False):
+def _check_int(value, name: str):
+    lazy = name in ('in_channels', 'edge_dim')
     kind = 'a positive int' + (', or -1 for lazy initialization,' * lazy)
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"'{name}' must be {kind} (got {value!r})")
