@@ -1,7 +1,8 @@
 r"""The experiment machinery every example script shares (private; not a
 public API): command-line checks, metrics on the device, epoch selectors,
-the one full-batch training loop, the results CSV and the task runner with
-``--jobs``/``--resume``, and the table writers.
+the one epoch loop (:func:`run_epochs`, which every script's training runs
+in) and its full-batch training step (:func:`train`), the results CSV and
+the task runner with ``--jobs``/``--resume``, and the table writers.
 
 ``self_sufficient.py``, ``neighbor_dependent.py``, ``real_graphs.py``,
 ``ogbn.py``, ``distributed.py`` and ``benchmark/epoch_times.py`` import it.
@@ -292,6 +293,53 @@ class Selector:
 # The training loop --------------------------------------------------------
 
 
+def run_epochs(
+    step: Callable[[int, Callable[[Dict[str, Tensor]], None]], None],
+    selectors: Sequence[Selector],
+    max_epochs: int,
+    device: torch.device,
+    check_every: int = 1,
+    pbar=None,
+    label: str = '',
+) -> int:
+    r"""The epoch loop of every example script: ``step(epoch, observe)``
+    runs one epoch (full-batch, mini-batch or distributed) and calls
+    ``observe(values)`` with the epoch's values (device scalars) where it
+    measures them, before its parameter update if a selector keeps the
+    model's state. The ``selectors`` see them; the loop ends after
+    ``max_epochs`` epochs or once every selector with a stopping rule has
+    stopped, which it reads back every ``check_every`` epochs (each
+    selector freezes at its own stop, so the results are those of stopping
+    at once). ``pbar`` (:mod:`tqdm`) shows the values every 50 epochs.
+    Returns the epochs run.
+    """
+    running = torch.ones((), dtype=torch.bool, device=device)
+    stopping = [s for s in selectors if s.stops]
+    shown: Dict[str, Tensor] = {}
+    epoch = 0
+
+    def observe(values: Dict[str, Tensor]):
+        for s in selectors:
+            s.update(epoch, values, running)
+        shown.update(values)
+
+    for epoch in range(1, max_epochs + 1):
+        step(epoch, observe)
+        if stopping:
+            running = ~torch.stack([s.stopped for s in stopping]).all()
+        if epoch % check_every == 0 or epoch == max_epochs:
+            if pbar is not None and shown and (epoch % 50 == 0 or epoch == 1):
+                pbar.set_postfix(
+                    run=label,
+                    epoch=epoch,
+                    **{k: f'{v:.3g}' for k, v in as_python(shown).items()},
+                    refresh=True,
+                )
+            if stopping and not bool(running):
+                break
+    return epoch
+
+
 def train(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -321,25 +369,17 @@ def train(
 
     With ``compile_after=n``, a run still going after ``n`` epochs switches
     to :func:`torch.compile` of the forward pass, compiled afresh whatever
-    ran before it in the process. On a GPU the stopping rules are read
-    back every 25 epochs (each selector freezes at its own stop, so the
-    results are those of stopping at once). Returns the epochs run.
+    ran before it in the process. The epochs run in :func:`run_epochs`
+    (on a GPU reading the stopping rules back every 25 epochs); returns
+    the epochs run.
     """
     forward = model.forward_with_self_attention
     device = x.device
     check_every = 1 if device.type == 'cpu' or recorder is not None else 25
-    running = torch.ones((), dtype=torch.bool, device=device)
-    stopping = [s for s in selectors if s.stops]
     y_train = y.index_select(0, train_index)
-    epoch = 0
 
-    def observe(out, loss, alphas):
-        values = measure(out, loss, alphas)
-        for s in selectors:
-            s.update(epoch, values, running)
-        return values
-
-    for epoch in range(1, max_epochs + 1):
+    def step(epoch, observe):
+        nonlocal forward
         if compile_after is not None and epoch == compile_after + 1:
             # Forget the graphs of earlier runs in this process: without
             # this, PyG's GATv2Conv.forward hits dynamo's recompile limit
@@ -357,23 +397,13 @@ def train(
             with torch.no_grad():
                 out, alphas = forward(x, edge_index)
             model.train()
-        values = observe(out, loss, alphas)
+        observe(measure(out, loss, alphas))
         loss.backward()
         optimizer.step()
-        if stopping:
-            running = ~torch.stack([s.stopped for s in stopping]).all()
-        if epoch % check_every == 0 or epoch == max_epochs:
-            if pbar is not None and (epoch % 50 == 0 or epoch == 1):
-                shown = as_python(values)
-                pbar.set_postfix(
-                    run=label,
-                    epoch=epoch,
-                    **{k: f'{v:.3g}' for k, v in shown.items()},
-                    refresh=True,
-                )
-            if stopping and not bool(running):
-                break
-    return epoch
+
+    return run_epochs(
+        step, selectors, max_epochs, device, check_every, pbar, label
+    )
 
 
 def mask_index(mask: Tensor) -> Tensor:

@@ -58,7 +58,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import remove_self_loops, to_undirected
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from _experiment import int_at_least, positive_float  # noqa: E402
+from _experiment import int_at_least, positive_float, run_epochs  # noqa: E402
 from ogbn import (  # noqa: E402
     DATASETS,
     build_model,
@@ -302,7 +302,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     losses: List[float] = []
     first_seeds: List[int] = []
     epoch_seconds: List[float] = []
-    for epoch in range(1, args.epochs + 1):
+
+    def step(epoch, observe):  # no selection: every epoch runs
         sampler.set_epoch(epoch)
         model.train()
         if device.type == 'cuda':
@@ -311,7 +312,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         for batch in loader:
             losses.append(train_step(model, optimizer, batch.to(device)))
             if not first_seeds:
-                first_seeds = batch.n_id[: batch.batch_size].tolist()
+                first_seeds.extend(batch.n_id[: batch.batch_size].tolist())
         if device.type == 'cuda':
             torch.cuda.synchronize()
         epoch_seconds.append(time.perf_counter() - start)
@@ -322,6 +323,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
             f'{steps * args.batch_size / epoch_seconds[-1]:.0f} nodes/s',
             flush=True,
         )
+
+    run_epochs(step, [], args.epochs, device)
 
     # Per-step global loss: the mean over the (equal) shards.
     if distributed:

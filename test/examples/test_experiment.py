@@ -281,3 +281,33 @@ def test_real_graphs_flags_are_checked(capsys, argv, flag):
         real_graphs.parse_args(argv)
     assert e.value.code == 2
     assert f'argument {flag}' in capsys.readouterr().err
+
+
+def test_run_epochs_selects_and_stops_as_its_selectors_say():
+    # Validation values per epoch; the loop stops 3 epochs after the best
+    # (patience 3) and the selector keeps the first best epoch:
+    vals = [0.1, 0.5, 0.4, 0.5, 0.3, 0.2, 0.9, 0.85]
+    seen = []
+
+    def step(epoch, observe):
+        seen.append(epoch)
+        if epoch % 2 == 1 or epoch > 4:  # epochs 2 and 4 measure nothing
+            observe({'val': torch.tensor(vals[epoch - 1])})
+
+    best = ex.Selector('val', 'max', patience=3)
+    last = ex.Selector('val', 'last')
+    ran = ex.run_epochs(step, [best, last], 8, torch.device('cpu'))
+    # Measured epochs 1, 3, 5, 6, 7: best 0.4 at epoch 3, then 5 and 6 are
+    # worse, 7 (0.9) is better, 8 is not: never 3 bad observations in a row.
+    assert ran == len(seen) == 8
+    assert best.result()['epoch'] == 7 and last.result()['epoch'] == 8
+    assert best.result()['at']['val'] == pytest.approx(0.9)
+
+    # Patience 1 stops at the first worse observation (epoch 5), and a
+    # loop without stopping rules runs every epoch:
+    seen.clear()
+    early = ex.Selector('val', 'max', patience=1)
+    assert ex.run_epochs(step, [early], 8, torch.device('cpu')) == 5
+    assert early.result()['epoch'] == 3 and early.result()['stopped']
+    seen.clear()
+    assert ex.run_epochs(step, [], 6, torch.device('cpu')) == 6 == len(seen)
