@@ -345,6 +345,40 @@ def test_triton_csr_cache_reused_and_rebuilt():
     assert tops.csr(src, dst, num, num) is not rebuilt
 
 
+def test_triton_csr_cached_on_the_layer_input():
+    # The layer builds its edges with self-loops afresh at every call; the
+    # CSR is cached on its input edge_index (and add_self_loops) instead:
+    from torch_geometric_gate import GATEConv, attention_kernel
+
+    tops.clear_cache()
+    torch.manual_seed(0)
+    src, dst, _, _, num = make_graph()
+    edge_index = torch.stack([src, dst])
+    x = torch.randn(num, 5, device=DEVICE)
+    convs = [
+        GATEConv(5, 4, heads=2, add_self_loops=loops).to(DEVICE)
+        for loops in (True, False)
+    ]
+    for conv in convs:
+        torch.nn.init.normal_(conv.att_self)
+        torch.nn.init.normal_(conv.att_neighbor)
+
+    def reference(conv):
+        with attention_kernel('reference'):
+            return conv(x, edge_index)
+
+    wanted = [reference(conv) for conv in convs]
+    with attention_kernel('triton'):
+        for _ in range(2):
+            for conv, want in zip(convs, wanted, strict=True):
+                assert_close(conv(x, edge_index), want, what='out')
+        assert len(tops._cache) == 2  # one CSR per (input, add_self_loops)
+        edge_index[1, 0] = (edge_index[1, 0] + 1) % num  # in place: rebuilt
+        assert_close(convs[0](x, edge_index), reference(convs[0]))
+        assert len(tops._cache) == 3
+    tops.clear_cache()
+
+
 def test_triton_through_attend():
     graph = make_graph()
     src, dst, loop, masked, num = graph

@@ -177,6 +177,7 @@ def attend(
     dropout: float,
     training: bool,
     num_dst: int,
+    graph_anchor: Optional[Tuple[Tensor, object]] = None,
 ) -> Tuple[Tensor, Tensor]:
     r"""Runs GATE's attention with :obj:`kernel` (not :obj:`'reference'`,
     which is the layer's own message passing) and returns the attention
@@ -201,6 +202,10 @@ def attend(
         dropout (float): Dropout on the attention weights when
             :obj:`training`.
         num_dst (int): The number of target nodes.
+        graph_anchor ((torch.Tensor, object), optional): A tensor and a tag
+            of which :obj:`src` and :obj:`dst` are a function alone: the
+            Triton kernels cache their CSR on it
+            (:func:`torch_geometric_gate.ops.triton.csr`).
     """
     args = (
         src, dst, q_src, q_dst, value, edge_attr, weight_edge, loop, masked,
@@ -213,13 +218,14 @@ def attend(
     if kernel == 'triton':
         from torch_geometric_gate.ops.triton import triton_attention
 
-        return triton_attention(*args)
+        return triton_attention(*args, graph_anchor)
     raise ValueError(f'No attention kernel {kernel!r} to run')
 
 
 @torch.jit.unused
 def kernel_attention(
     conv,
+    input_edge_index,
     edge_index: Tensor,
     q: Tuple[Tensor, Tensor],
     value: Tensor,
@@ -232,14 +238,22 @@ def kernel_attention(
     runs its own message passing), else the attention weights and the
     aggregated values of the selected kernel, from :func:`attend` with the
     layer's parameters (:obj:`q` is :obj:`(q_src, q_dst)`, :obj:`edge_index`
-    the :obj:`[2, E]` edges, self-loops included).
+    the :obj:`[2, E]` edges, self-loops included, built from the layer's
+    :obj:`input_edge_index`, on which a dense one caches the Triton
+    kernels' CSR).
     """
     kernel = select_kernel(conv, value)
     if kernel == 'reference':
         return None
     w_edge = None if conv.lin_edge is None else conv.lin_edge.weight
+    anchor = None
+    if isinstance(input_edge_index, Tensor) and (
+        input_edge_index.layout == torch.strided
+    ):
+        anchor = (input_edge_index, conv.add_self_loops)
     return attend(
         kernel, edge_index[0], edge_index[1], q[0], q[1], value, edge_attr,
         w_edge, loop, masked, conv.att_neighbor, conv.att_self,
         conv.negative_slope, conv.dropout, conv.training, q[1].size(0),
+        anchor,
     )  # fmt: skip

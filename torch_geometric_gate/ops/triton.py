@@ -43,10 +43,13 @@ CSR of incoming edges), with GATE's score:
   The outputs take the dtypes of :func:`chunked_attention`'s.
 * **The CSR** (and, at the first backward, the reverse CSR) is built once
   per graph and cached, keyed on the :obj:`src` and :obj:`dst` tensors'
-  address, shape, strides and version counter; the cache holds a reference
-  to both, so the address cannot be reused by another tensor while the
-  entry lives (:func:`clear_cache` empties it). Building it syncs with the
-  device (its sizes depend on the data); the cached path does not.
+  address, shape, strides and version counter, or on those of the tensor
+  they are derived from (:obj:`graph_anchor`: the layer passes its input
+  :obj:`edge_index`, from which it builds :obj:`src` and :obj:`dst` with
+  the self-loops afresh at every call); the cache holds a reference to the
+  keyed tensors, so their address cannot be reused by another tensor while
+  the entry lives (:func:`clear_cache` empties it). Building it syncs with
+  the device (its sizes depend on the data); the cached path does not.
   Inference tensors (:func:`torch.inference_mode`) have no version counter
   and are never cached.
 * **Double backward** (:obj:`create_graph=True`): the backward recomputes
@@ -116,15 +119,34 @@ def clear_cache() -> None:
     _cache.clear()
 
 
-def csr(src: Tensor, dst: Tensor, num_src: int, num_dst: int) -> '_Graph':
-    r"""The cached CSR of the graph :obj:`(src, dst)`, built if missing."""
-    ks, kd = _key(src), _key(dst)
-    if ks is None or kd is None:
+def csr(
+    src: Tensor,
+    dst: Tensor,
+    num_src: int,
+    num_dst: int,
+    graph_anchor: Optional[Tuple[Tensor, object]] = None,
+) -> '_Graph':
+    r"""The cached CSR of the graph :obj:`(src, dst)`, built if missing.
+    With :obj:`graph_anchor=(tensor, tag)`, :obj:`src` and :obj:`dst` must
+    be a function of that tensor and tag alone (as the layer's edges with
+    self-loops are of its input :obj:`edge_index` and
+    :obj:`add_self_loops`), and the cache keys on them instead.
+    """
+    if graph_anchor is None:
+        ks, kd = _key(src), _key(dst)
+        refs = (src, dst)
+        key = None if ks is None or kd is None else (ks, kd)
+    else:
+        ka = _key(graph_anchor[0])
+        refs = (graph_anchor[0],)
+        key = None if ka is None else ('anchor', ka, graph_anchor[1])
+    if key is None:
         return _Graph(src, dst, num_src, num_dst)
-    key = (ks, kd, num_src, num_dst, src.device)
+    key = key + (src.numel(), num_src, num_dst, src.device)
     graph = _cache.get(key)
     if graph is None:
         graph = _Graph(src, dst, num_src, num_dst)
+        graph.refs = refs  # Keeps the keyed addresses alive.
         _cache[key] = graph
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
@@ -443,17 +465,19 @@ def triton_attention(
     dropout: float,
     training: bool,
     num_dst: int,
+    graph_anchor: Optional[Tuple[Tensor, object]] = None,
 ) -> Tuple[Tensor, Tensor]:
     r"""GATE's attention with the Triton kernels: returns the attention
     weights :obj:`[E, H]` (in the order of :obj:`src` and :obj:`dst`) and
     the aggregated values :obj:`[N_dst, H, C]`, as
     :func:`~torch_geometric_gate.ops.chunked.chunked_attention` does (see
-    :func:`torch_geometric_gate.ops.attend` for the arguments).
+    :func:`torch_geometric_gate.ops.attend` for the arguments, and
+    :func:`csr` for :obj:`graph_anchor`).
     """
     if negative_slope < 0:
         raise ValueError('The Triton kernels need negative_slope >= 0')
     heads = value.size(1)
-    graph = csr(src, dst, q_src.size(0), num_dst)
+    graph = csr(src, dst, q_src.size(0), num_dst, graph_anchor)
     kind = loop.to(torch.int8)
     if masked is not None:
         kind = kind + 2 * masked.to(torch.int8)

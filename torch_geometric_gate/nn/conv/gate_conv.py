@@ -343,8 +343,8 @@ class GATEConv(MessagePassing):
         # gate-kernels: begin (cut from PyG's copy by upstream/make_pr.py)
         fused: Optional[Tuple[Tensor, Tensor]] = None
         if not torch.jit.is_scripting():
-            fused = kernel_attention(self, ei, q, value, edge_attr, loop,
-                                     masked)
+            fused = kernel_attention(self, edge_index, ei, q, value, edge_attr,
+                                     loop, masked)
         if fused is not None:
             alpha, out = fused
         else:
