@@ -204,8 +204,8 @@ def attend(
         num_dst (int): The number of target nodes.
         graph_anchor ((torch.Tensor, object), optional): A tensor and a tag
             of which :obj:`src` and :obj:`dst` are a function alone: the
-            Triton kernels cache their CSR on it
-            (:func:`torch_geometric_gate.ops.triton.csr`).
+            Triton kernels cache their CSR on it instead of on
+            :obj:`src` and :obj:`dst`.
     """
     args = (
         src, dst, q_src, q_dst, value, edge_attr, weight_edge, loop, masked,

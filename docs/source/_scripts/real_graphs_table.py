@@ -106,7 +106,7 @@ for row in rows:
     mean, ci, n = (float(row[f'test_{p}']) for p in ('mean', 'ci', 'n'))
     test = f'{mean:.2f}' + ('' if math.isnan(ci) else f' ± {ci:.2f}')
     cells[key][row['model']] = (
-        test if n == 10 else f'{test} (n={n:.0f})',
+        f'{test} (n={n:.0f})',
         row['paper'],
     )
 
