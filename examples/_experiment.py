@@ -44,7 +44,8 @@ __all__ = [
 
 def add_runner_args(parser: argparse.ArgumentParser, gpu: bool = False):
     r"""The options of how a script's runs are executed: ``--jobs``,
-    ``--threads``, ``--resume``, ``--tables-only``, ``--compile-after``."""
+    ``--threads``, ``--resume``, ``--tables-only``, ``--compile-after``,
+    ``--stop-after``."""
     parser.add_argument(
         '--jobs',
         type=int_at_least(1),
@@ -73,6 +74,16 @@ def add_runner_args(parser: argparse.ArgumentParser, gpu: bool = False):
         metavar='N',
         help='torch.compile the forward of runs still going after N '
         'epochs (default: never)',
+    )
+    parser.add_argument(
+        '--stop-after',
+        type=positive_float,
+        default=None,
+        metavar='MINUTES',
+        help='stop after this many minutes of wall time, keeping the '
+        'finished runs (--resume goes on): with --jobs > 1 the runs still '
+        'going are dropped then; with one job the run in progress ends '
+        'first (for sessions of limited length, e.g. on a lent GPU)',
     )
 
 
@@ -607,7 +618,9 @@ def run_tasks(
     with ``threads`` threads (default 1). Ctrl-C, SIGTERM or an exception
     in a run stop all of them at once; the finished runs stay in the CSV.
     Runs start row by row of the table (``row_key(task)``, default its
-    dataset, source and depth), the longest of a row first.
+    dataset, source and depth), the longest of a row first. With
+    ``stop_after`` (minutes), no run starts after that much wall time, and
+    with ``jobs > 1`` the runs still going then are dropped.
     ``result_cls`` is the dataclass of the results (with a ``task``
     property).
     """
@@ -667,6 +680,10 @@ def _run(tasks, run_one, csv_path, args, result_cls, row_key, done):
         done[result.task] = result
         pbar.update()
 
+    stop_after = getattr(args, 'stop_after', None)
+    deadline = None if stop_after is None else time.time() + 60 * stop_after
+    stopped = False
+
     previous = None
     if multiprocessing.current_process().name == 'MainProcess':
         try:
@@ -680,6 +697,9 @@ def _run(tasks, run_one, csv_path, args, result_cls, row_key, done):
         ) as pbar:
             if args.jobs <= 1:
                 for task in todo:
+                    if deadline is not None and time.time() >= deadline:
+                        stopped = True
+                        break
                     finish(run_one(task, pbar))
             else:
                 pool = multiprocessing.get_context('spawn').Pool(
@@ -688,16 +708,29 @@ def _run(tasks, run_one, csv_path, args, result_cls, row_key, done):
                     initargs=(args.threads or 1,),
                 )
                 call = _partial(_call, run_one)
-                for result in pool.imap_unordered(call, todo):
+                results = pool.imap_unordered(call, todo)
+                while True:
+                    try:
+                        result = (
+                            results.next()
+                            if deadline is None
+                            else results.next(max(deadline - time.time(), 0))
+                        )
+                    except StopIteration:
+                        break
+                    except multiprocessing.TimeoutError:
+                        stopped = True
+                        break
                     finish(result)
                     pbar.set_postfix(
                         last=f'{result.dataset} L={result.num_layers} '
                         f'{result.model}: {result.epochs_run} epochs',
                         refresh=True,
                     )
-                pool.close()
-                pool.join()
-                pool = None
+                if not stopped:
+                    pool.close()
+                    pool.join()
+                    pool = None
     except KeyboardInterrupt:
         raise SystemExit(
             f"interrupted; the {len(done)} finished runs are in '{csv_path}' "
@@ -709,6 +742,13 @@ def _run(tasks, run_one, csv_path, args, result_cls, row_key, done):
             pool.join()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+    if stopped:
+        print(
+            f'stopped after --stop-after {stop_after:g} minutes: '
+            f'{total - len(done)} runs left, {len(done)} in '
+            f"'{csv_path}' (--resume goes on from them)",
+            file=sys.stderr,
+        )
     return [done[t] for t in tasks if t in done]
 
 

@@ -311,3 +311,33 @@ def test_run_epochs_selects_and_stops_as_its_selectors_say():
     assert early.result()['epoch'] == 3 and early.result()['stopped']
     seen.clear()
     assert ex.run_epochs(step, [], 6, torch.device('cpu')) == 6 == len(seen)
+
+
+def test_stop_after_keeps_finished_runs_and_resume_goes_on(driver):
+    start, run, csv_path = driver
+    # Two processes: the short runs finish, the long ones are dropped at
+    # the deadline (15 s), and the runner exits cleanly well before them.
+    began = time.time()
+    proc = start(
+        '--jobs',
+        '2',
+        '--stop-after',
+        '0.25',
+        ['a:0.1', 'b:0.1', 'c:90', 'd:90'],
+    )
+    _, err = proc.communicate(timeout=80)
+    assert proc.returncode == 0, err
+    assert time.time() - began < 60
+    assert 'stopped after --stop-after 0.25 minutes: 2 runs left' in err
+    assert sorted(_models(csv_path)) == ['a:0.1', 'b:0.1']
+    assert _group_gone(proc.pid)
+    # One job: the run in progress at the deadline finishes, no other
+    # starts; --resume then runs the rest.
+    code, err = run(
+        '--resume', '--stop-after', '0.02', ['a:0.1', 'b:0.1', 'e:3', 'f:0']
+    )
+    assert code == 0 and '1 runs left' in err
+    assert sorted(_models(csv_path)) == ['a:0.1', 'b:0.1', 'e:3']
+    code, err = run('--resume', ['a:0.1', 'b:0.1', 'e:3', 'f:0'])
+    assert code == 0 and 'stopped' not in err
+    assert sorted(_models(csv_path)) == ['a:0.1', 'b:0.1', 'e:3', 'f:0']
