@@ -63,7 +63,6 @@ import time
 from dataclasses import asdict, dataclass, fields
 from typing import List, Tuple
 
-import numpy as np
 import torch
 from _experiment import (
     DATASETS,
@@ -81,9 +80,7 @@ from _experiment import (
     int_at_least,
     load_dataset,
     mask_index,
-    mean_ci95,
     metrics,
-    paired_ci95,
     positive_float,
     real_graph_model,
     run_summary,
@@ -92,12 +89,7 @@ from _experiment import (
     train,
     write_tables,
 )
-from real_graphs_paper import (
-    LEARNING_RATES,
-    TABLE2,
-    TABLE_SMALL,
-    TABLE_STRONG,
-)
+from real_graphs_paper import LEARNING_RATES, tables
 
 from torch_geometric_gate.utils import (
     SelfAttentionRecorder,
@@ -435,185 +427,6 @@ def make_tasks(args) -> List[Task]:
 
 
 # Tables -------------------------------------------------------------------
-
-
-def _stats(values):
-    r"""Mean, 95% CI half-width (NaN for one value) and n, in %."""
-    mean, half = mean_ci95([100 * v for v in values])
-    return mean, half, len(values)
-
-
-def _fmt(mean, half, n):
-    if n == 0 or math.isnan(mean):
-        return ''
-    if math.isnan(half):
-        return f'{mean:.2f} (n={n})'
-    return f'{mean:.2f} ± {half:.2f} (n={n})'
-
-
-def _paper(dataset, recipe, L, model):
-    if recipe == 'paper' and dataset in HETEROPHILOUS:
-        entry = TABLE2.get(model, {}).get(dataset)
-        if entry is None:
-            return ''
-        return (
-            f'{entry[0]:.2f} ± {entry[1]:.2f} (L={entry[2]}; bal. acc.'
-            f'{"" if dataset in ROC_AUC_DATASETS else " = acc."})'
-        )
-    if recipe == 'strong':
-        entry = TABLE_STRONG.get(model, {}).get(dataset)
-        return '' if entry is None else f'{entry[0]:.2f} ± {entry[1]:.2f}'
-    return TABLE_SMALL.get((dataset, L), {}).get(model, '')
-
-
-def tables(results: List[RealResult]):
-    r"""Per dataset, recipe, depth and model: mean +- 95% CI over the splits
-    of the selection metric, balanced accuracy and accuracy (and on the
-    binary sets the balanced accuracy of the epoch selected by it), next
-    to the paper's number, with the paired (same split) difference GATE -
-    GAT; the strong recipe's depth chosen on validation; and the mean
-    Dirichlet energies and alpha_vv. The CSV of the summary holds numbers
-    (mean, ci, n per column), the markdown formatted text."""
-    groups = {}
-    for r in results:
-        key = (r.dataset, r.recipe, r.num_layers, r.model, r.edges)
-        groups.setdefault(key, []).append(r)
-    columns = [
-        ('test', lambda r: r.test_metric),
-        ('test_bal_acc', lambda r: r.test_bal_acc),
-        ('test_acc', lambda r: r.test_acc),
-        ('bal_sel_test_bal_acc', lambda r: r.bal_test_bal_acc),
-        ('minus_gat', None),
-    ]
-    header = [
-        'dataset',
-        'recipe',
-        'L',
-        'model',
-        'edges',
-        'metric',
-        'test (ours)',
-        'test bal. acc. (ours)',
-        'test acc. (ours)',
-        'test bal. acc., selected on val. bal. acc. (ours)',
-        'test - GAT, paired by split',
-        'paper',
-        'epochs (mean)',
-        'wall (s, sum)',
-    ]
-    csv_header = (
-        header[:6]
-        + [
-            f'{name}_{part}'
-            for name, _ in columns
-            for part in ('mean', 'ci', 'n')
-        ]
-        + ['paper', 'epochs_mean', 'wall_s_sum']
-    )
-    rows, csv_rows, energy_rows = [], [], []
-    for (dataset, recipe, L, model, edges), rs in groups.items():
-        stats = []
-        for name, value in columns:
-            if name == 'minus_gat':
-                gat = groups.get((dataset, recipe, L, 'GAT', edges), [])
-                mean, half, n = paired_ci95(
-                    {r.split: 100 * r.test_metric for r in rs},
-                    {r.split: 100 * r.test_metric for r in gat},
-                )
-                if model == 'GAT':
-                    mean, half, n = math.nan, math.nan, 0
-            else:
-                values = [value(r) for r in rs]
-                if all(math.isnan(v) for v in values):
-                    mean, half, n = math.nan, math.nan, 0
-                else:
-                    mean, half, n = _stats(values)
-            stats.append((mean, half, n))
-        paper = _paper(dataset, recipe, L, model)
-        epochs = f'{np.mean([r.epochs_run for r in rs]):.0f}'
-        wall = f'{sum(r.wall_s for r in rs):.0f}'
-        first = [dataset, recipe, str(L), model, edges, rs[0].metric]
-        rows.append(first + [_fmt(*s) for s in stats] + [paper, epochs, wall])
-        csv_rows.append(
-            first
-            + [f'{v:.6g}' for s in stats for v in s]
-            + [paper, epochs, wall]
-        )
-        energy_rows.append(
-            [
-                dataset,
-                recipe,
-                str(L),
-                model,
-                f'{np.mean([r.energy_all_input for r in rs]):.3e}',
-                f'{np.mean([r.energy_all_output for r in rs]):.3e}',
-                f'{np.mean([r.energy_adj_input for r in rs]):.3e}',
-                f'{np.mean([r.energy_adj_output for r in rs]):.3e}',
-                ' '.join(
-                    f'{v:.2f}'
-                    for v in np.mean(
-                        [r.alpha_vv_mean for r in rs], axis=0
-                    ).reshape(-1)
-                )
-                if rs[0].alpha_vv_mean
-                else '',
-            ]
-        )
-    energy_header = [
-        'dataset',
-        'recipe',
-        'L',
-        'model',
-        'E all pairs (input)',
-        'E all pairs (output)',
-        'E adjacent (input)',
-        'E adjacent (output)',
-        'mean alpha_vv per layer',
-    ]
-    out = [
-        ('summary', None, header, rows, (csv_header, csv_rows)),
-        (
-            'energy',
-            'Dirichlet energy of the input and of the last layer (mean over '
-            'splits) and mean alpha_vv per layer at the selected epoch',
-            energy_header,
-            energy_rows,
-        ),
-    ]
-    depth = depth_table(groups)
-    if depth:
-        out.append(
-            (
-                'depth',
-                'Strong recipe: the depth of best mean validation metric '
-                'per model, and its test metric',
-                ['dataset', 'model', 'L', 'val (mean)', 'test', 'paper'],
-                depth,
-            )
-        )
-    return out
-
-
-def depth_table(groups):
-    best = {}
-    for (dataset, recipe, L, model, _), rs in groups.items():
-        if recipe != 'strong':
-            continue
-        val = float(np.mean([r.val_metric for r in rs]))
-        key = (dataset, model)
-        if key not in best or val > best[key][0]:
-            best[key] = (val, L, rs)
-    return [
-        [
-            dataset,
-            model,
-            str(L),
-            f'{100 * val:.2f}',
-            _fmt(*_stats([r.test_metric for r in rs])),
-            _paper(dataset, 'strong', L, model),
-        ]
-        for (dataset, model), (val, L, rs) in best.items()
-    ]
 
 
 # Command line -------------------------------------------------------------
