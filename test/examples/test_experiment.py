@@ -73,6 +73,10 @@ DRIVER = textwrap.dedent(
 ).format(examples=EXAMPLES)
 
 
+def _default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture()
 def driver(tmp_path):
     path = tmp_path / 'driver.py'
@@ -86,6 +90,10 @@ def driver(tmp_path):
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            # A test suite started in the background (`pytest &`) ignores
+            # SIGINT, and so would the runner it starts: Ctrl-C as a user
+            # at a terminal sends it.
+            preexec_fn=_default_sigint,
             **kwargs,
         )
 
