@@ -393,6 +393,7 @@ def test_planetoid_features_as_the_paper_used_them(rg, tmp_path):
         ('small_paper', 'small_paper_results.csv', ['Texas', 'Wisconsin',
                                                     'Cora'], '300'),
         ('citeseer_paper', 'paper_cpu/results.csv', ['CiteSeer'], '100'),
+        ('actor_paper', 'paper_cpu/results.csv', ['Actor'], '100'),
     ],
 )  # fmt: skip
 def test_docs_tables_recompute_from_the_committed_runs(
