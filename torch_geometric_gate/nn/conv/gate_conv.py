@@ -47,13 +47,11 @@ class GATEConv(MessagePassing):
     :math:`\phi`, as in GATv2. Both attention vectors start at zero (uniform
     attention), as the paper prescribes.
 
-    With :obj:`add_self_loops=True`, the input's own self-loops stay in
-    place with attention exactly :obj:`0`, and :obj:`min(N_src, N_dst)` fresh
-    self-loops are appended, so that no shape depends on the data
-    (:func:`torch.compile` runs without graph breaks). In a bipartite graph,
-    source :obj:`i` and target :obj:`i` are the same node only with
-    :obj:`add_self_loops=True` (PyG's convention); otherwise every edge is
-    scored with :math:`\mathbf{a}_s`.
+    With :obj:`add_self_loops=True`, input self-loops get attention
+    :obj:`0` and :obj:`min(N_src, N_dst)` self-loops are appended (no shape
+    depends on the data). Bipartite source and target :obj:`i` are one node
+    only then (PyG's convention); otherwise all edges use
+    :math:`\mathbf{a}_s`.
 
     Args:
         in_channels (int or tuple): Size of each input sample, or :obj:`-1` to
@@ -102,12 +100,9 @@ class GATEConv(MessagePassing):
           adjacency :math:`(|\mathcal{V}_t|, |\mathcal{V}_s|)`,
           edge features :math:`(|\mathcal{E}|, D)` *(optional)*
         - **output:** node features :math:`(|\mathcal{V}_t|, H * F_{out})`
-          (:math:`F_{out}` if :obj:`concat=False`). If
-          :obj:`return_attention_weights=True`, then
-          :math:`((|\mathcal{V}_t|, H * F_{out}),
-          ((2, |\mathcal{E}^{\prime}|), (|\mathcal{E}^{\prime}|, H)))`,
-          where :math:`\mathcal{E}^{\prime}` holds the input edges and the
-          appended self-loops (the sparse form of a sparse input).
+          (:math:`F_{out}` if :obj:`concat=False`), and with
+          :obj:`return_attention_weights=True` the edges used (self-loops
+          appended) and their weights :math:`(|\mathcal{E}^{\prime}|, H)`.
     """
     def __init__(
         self,
@@ -187,14 +182,11 @@ class GATEConv(MessagePassing):
         if edge_dim is not None:
             self.lin_edge = Linear(edge_dim, heads * out_channels, bias=False,
                                    weight_initializer='glorot')
-
         total_out_channels = out_channels * (heads if concat else 1)
-
         self.res: Optional[Linear] = None
         if residual:
             self.res = Linear(dst_channels, total_out_channels, bias=False,
                               weight_initializer='glorot')
-
         if bias:
             self.bias = Parameter(torch.empty(total_out_channels))
         else:
@@ -246,9 +238,8 @@ class GATEConv(MessagePassing):
             self, x: Union[Tensor, PairTensor], edge_index: Adj,
             edge_attr: OptTensor = None,
             return_attention_weights: Optional[bool] = None):
-        r"""Runs the forward pass of the module (with a sparse
-        :obj:`edge_index`, :obj:`edge_attr` follows its coalesced entries).
-        :obj:`return_attention_weights=True` is not scriptable."""
+        r"""Runs the forward pass of the module (a sparse :obj:`edge_index`
+        orders :obj:`edge_attr` by its coalesced entries)."""
         out, ei, alpha, masked = self._attend(x, edge_index, edge_attr)
         if torch.jit.is_scripting():
             _check(
@@ -277,7 +268,6 @@ class GATEConv(MessagePassing):
             self, x: Union[Tensor, PairTensor], edge_index: Adj,
             edge_attr: OptTensor) -> Tuple[Tensor, Tensor, Tensor, OptTensor]:
         H, C = self.heads, self.out_channels
-
         if isinstance(x, Tensor):
             x_src, x_dst, bipartite = x, x, False
         else:
@@ -357,13 +347,10 @@ class GATEConv(MessagePassing):
         # gate-kernels: dedent end
 
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
-
         if res is not None:
             out = out + res
-
         if self.bias is not None:
             out = out + self.bias
-
         return out, ei, alpha, masked
 
     def edge_update(self, x_j: Tensor, x_i: Tensor, edge_attr: OptTensor,
@@ -387,8 +374,7 @@ class GATEConv(MessagePassing):
 
     def explain_message(self, inputs: Tensor,
                         dim_size: Optional[int]) -> Tensor:
-        # One mask entry per input edge (they keep their place here); the
-        # appended self-loops are not masked:
+        # A mask entry per input edge; the appended self-loops get ones:
         edge_mask = self._edge_mask
         if edge_mask is None:
             raise ValueError("Could not find a pre-defined 'edge_mask' "
