@@ -10,9 +10,11 @@
 #
 # budget: seconds per epoch of split 0 of every configuration of the parts
 # below (benchmark/epoch_times.py), for the projection to write down before
-# the runs. runs: the parts in this order, until MINUTES (default 8) of the
-# call are spent (examples/real_graphs.py --stop-after; the runs still going
-# then are dropped and run again next time):
+# the runs, and whether batching the splits pays there
+# (benchmark/batched_splits.py). runs: the parts in this order, until
+# MINUTES (default 8) of the call are spent (examples/real_graphs.py
+# --stop-after; the runs still going then are dropped and run again next
+# time):
 #   1. what is left of the CPU runs: Actor (paper_cpu, with CiteSeer) and
 #      Minesweeper at depths 5 and 10 (paper_cpu_minesweeper);
 #   2. Tolokers, paper recipe, depths 5 and 10 (paper_gpu_tolokers);
@@ -76,6 +78,14 @@ part() {
 }
 
 if [ "$PHASE" = budget ]; then
+    # Does batching the 10 splits of a configuration into one model pay on
+    # the GPU? (On the 2-core CPU it does not beyond Texas:
+    # benchmark/results/batched-splits-cpu/.)
+    timeout 150 python benchmark/batched_splits.py --reps 3 -- --datasets \
+        Minesweeper Tolokers --depths 5 --models MLP GAT GATE --splits \
+        0 1 2 3 4 5 6 7 8 9 --device "$DEVICE" --data-root "$root" \
+        --out-dir "$OUT/budget" >"$OUT/batched.log" 2>&1
+    echo "batched splits: rc=$?" | tee -a "$OUT/summary.txt"
     python benchmark/epoch_times.py --epochs 3 -- --datasets Minesweeper \
         Tolokers --recipes paper strong --device "$DEVICE" --data-root "$root" \
         --out-dir "$OUT/budget" >"$OUT/budget.log" 2>&1

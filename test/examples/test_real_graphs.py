@@ -434,3 +434,54 @@ def test_docs_tables_recompute_from_the_committed_runs(
     assert (tmp_path / 'results_summary.csv').read_text() == open(
         osp.join(data, f'{stem}_summary.csv')
     ).read()
+
+
+def test_batched_splits_benchmark_matches_the_sequential_step(tmp_path):
+    # benchmark/batched_splits.py: the splits of one configuration as one
+    # batched model (vmap over stacked parameters) have the gradients of
+    # the models trained one by one.
+    write_heterophilous(str(tmp_path / 'data'), 'Minesweeper')
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    subprocess.run(
+        [
+            sys.executable,
+            osp.join(ROOT, 'benchmark', 'batched_splits.py'),
+            '--reps',
+            '1',
+            '--',
+            '--data-root',
+            str(tmp_path / 'data'),
+            '--datasets',
+            'Minesweeper',
+            '--depths',
+            '2',
+            '--hidden',
+            '8',
+            '--models',
+            'GATE',
+            'GAT',
+            'FAGCN',
+            '--splits',
+            '0',
+            '1',
+            '2',
+            '--out-dir',
+            str(tmp_path / 'out'),
+        ],
+        check=True,
+        env=env,
+        timeout=600,
+    )
+    rows = _rows(osp.join(tmp_path / 'out', 'batched_splits.csv'))
+    assert [(r['model'], r['splits']) for r in rows] == [
+        ('GATE', '3'),
+        ('GAT', '3'),
+        ('FAGCN', '3'),
+    ]
+    for r in rows:
+        assert float(r['max |grad difference|']) < 1e-5
+        seq, bat = float(r['sequential s/step']), float(r['batched s/step'])
+        assert seq > 0 and bat > 0
+        assert float(r['batched / sequential']) == pytest.approx(
+            bat / seq, abs=0.01
+        )

@@ -1,0 +1,168 @@
+r"""Does batching the splits of one ``examples/real_graphs.py``
+configuration into one model pay? For every dataset, recipe, depth and model
+that the ``real_graphs.py`` options select, it builds the models of the
+selected splits (each freshly seeded, as the runs build them) and times one
+training step (forward, cross-entropy on the split's training nodes,
+backward) of all of them: one after the other, as the runs train them
+today, and batched, :func:`torch.func.vmap` of :func:`torch.func.grad` over
+their stacked parameters (each split its own parameters and training
+nodes). The batched gradients are checked against the sequential ones
+first. It writes ``batched_splits.csv`` with the seconds of both and their
+ratio (batched / sequential, under 1 when batching pays; wall time, the
+median of ``--reps`` repetitions)::
+
+    python benchmark/batched_splits.py --reps 5 -- --datasets Texas \
+        Minesweeper --depths 5 --models GATE --splits 0 1 2 3 4 5 6 7 8 9
+"""
+
+import argparse
+import csv
+import os
+import shutil
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad, stack_module_state, vmap
+
+sys.path.insert(
+    0,
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'examples'),
+)
+import real_graphs  # noqa: E402
+from _experiment import int_at_least, split_masks  # noqa: E402
+
+HEADER = [
+    'dataset',
+    'recipe',
+    'L',
+    'model',
+    'splits',
+    'device',
+    'sequential s/step',
+    'batched s/step',
+    'batched / sequential',
+    'max |grad difference|',
+]
+
+
+def steps(config, tasks):
+    r"""The sequential and the batched training step of the models of
+    ``tasks`` (one configuration, several splits), and the largest absolute
+    difference between their gradients."""
+    models, weights = [], []
+    for task in tasks:
+        data, model = real_graphs.prepare(config, task)
+        # functional_call calls forward; the runs train the models'
+        # forward_with_self_attention, which returns (out, alphas).
+        model.forward = model.forward_with_self_attention
+        models.append(model)
+        train_mask = split_masks(data, task.split)[0]
+        weights.append(train_mask.float())
+    x, edge_index, y = data.x, data.edge_index, data.y
+    weight = torch.stack(weights)
+
+    def loss_of(params, buffers, w):
+        out, _ = functional_call(
+            models[0],
+            (params, buffers),
+            (x, edge_index),
+            strict=True,
+        )
+        loss = F.cross_entropy(out, y, reduction='none')
+        return (loss * w).sum() / w.sum()
+
+    def sequential():
+        grads = []
+        for model, w in zip(models, weight):
+            params = dict(model.named_parameters())
+            buffers = dict(model.named_buffers())
+            loss = loss_of(params, buffers, w)
+            grads.append(torch.autograd.grad(loss, list(params.values())))
+        return grads
+
+    params, buffers = stack_module_state(models)
+    batched_grad = vmap(grad(loss_of), in_dims=(0, 0, 0))
+
+    def batched():
+        return batched_grad(params, buffers, weight)
+
+    names = [name for name, _ in models[0].named_parameters()]
+    one, many = sequential(), batched()
+    with torch.no_grad():
+        diff = max(
+            float((many[name][i] - g).abs().max())
+            for i, grads in enumerate(one)
+            for name, g in zip(names, grads)
+        )
+    return sequential, batched, diff
+
+
+def time_it(fn, reps, device):
+    fn()  # warm-up
+    times = []
+    for _ in range(reps):
+        if device.type == 'cuda':
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        if device.type == 'cuda':
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--reps', type=int_at_least(1), default=5)
+    parser.add_argument(
+        'real_graphs_args',
+        nargs=argparse.REMAINDER,
+        help="after '--': the options of examples/real_graphs.py",
+    )
+    args = parser.parse_args(argv)
+    rest = [a for a in args.real_graphs_args if a != '--']
+    rg = real_graphs.parse_args(rest)
+    if rg.threads:
+        torch.set_num_threads(rg.threads)
+    os.makedirs(rg.out_dir, exist_ok=True)
+    root, tmp_root = real_graphs.data_root(rg)
+    config = dict(root=root, device=rg.device)
+    device = torch.device(rg.device)
+    groups = {}
+    for task in real_graphs.make_tasks(rg):
+        key = (task.dataset, task.recipe, task.num_layers, task.model)
+        groups.setdefault(key, []).append(task)
+    rows = []
+    path = os.path.join(rg.out_dir, 'batched_splits.csv')
+    try:
+        for key, tasks in groups.items():
+            sequential, batched, diff = steps(config, tasks)
+            seq = time_it(sequential, args.reps, device)
+            bat = time_it(batched, args.reps, device)
+            rows.append(
+                [
+                    *map(str, key),
+                    str(len(tasks)),
+                    str(device),
+                    f'{seq:.4f}',
+                    f'{bat:.4f}',
+                    f'{bat / seq:.2f}',
+                    f'{diff:.1e}',
+                ]
+            )
+            print(' '.join(rows[-1]), flush=True)
+            with open(path, 'w', newline='') as f:  # a crash keeps the rest
+                writer = csv.writer(f)
+                writer.writerow(HEADER)
+                writer.writerows(rows)
+    finally:
+        if tmp_root is not None:
+            shutil.rmtree(tmp_root, ignore_errors=True)
+    return rows
+
+
+if __name__ == '__main__':
+    main()
