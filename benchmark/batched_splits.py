@@ -7,21 +7,17 @@ backward) of all of them: one after the other, as the runs train them
 today, and batched, :func:`torch.func.vmap` of :func:`torch.func.grad` over
 their stacked parameters (each split its own parameters and training
 nodes). The batched gradients are checked against the sequential ones
-first. It writes ``batched_splits.csv`` with the seconds of both and their
-ratio (batched / sequential, under 1 when batching pays; wall time, the
-median of ``--reps`` repetitions)::
+first. It writes ``batched_splits.csv`` with the milliseconds of both and their
+ratio (batched / sequential, under 1 when batching pays; the median of
+``--reps`` repetitions after one warm-up, as ``conv.py`` times a step) and,
+on a GPU, their peak memory::
 
     python benchmark/batched_splits.py --reps 5 -- --datasets Texas \
         Minesweeper --depths 5 --models GATE --splits 0 1 2 3 4 5 6 7 8 9
 """
 
-import argparse
-import csv
 import os
-import shutil
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +29,8 @@ sys.path.insert(
 )
 import real_graphs  # noqa: E402
 from _experiment import int_at_least, split_masks  # noqa: E402
+from conv import time_step  # noqa: E402
+from epoch_times import data_root, real_graphs_args, write_rows  # noqa: E402
 
 HEADER = [
     'dataset',
@@ -41,9 +39,11 @@ HEADER = [
     'model',
     'splits',
     'device',
-    'sequential s/step',
-    'batched s/step',
+    'sequential ms/step',
+    'batched ms/step',
     'batched / sequential',
+    'sequential peak MB',
+    'batched peak MB',
     'max |grad difference|',
 ]
 
@@ -100,36 +100,15 @@ def steps(config, tasks):
     return sequential, batched, diff
 
 
-def time_it(fn, reps, device):
-    fn()  # warm-up
-    times = []
-    for _ in range(reps):
-        if device.type == 'cuda':
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        if device.type == 'cuda':
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--reps', type=int_at_least(1), default=5)
-    parser.add_argument(
-        'real_graphs_args',
-        nargs=argparse.REMAINDER,
-        help="after '--': the options of examples/real_graphs.py",
+    args = real_graphs_args(
+        __doc__.split('\n\n')[0],
+        argv,
+        reps=dict(type=int_at_least(1), default=5),
     )
-    args = parser.parse_args(argv)
-    rest = [a for a in args.real_graphs_args if a != '--']
-    rg = real_graphs.parse_args(rest)
+    rg = args.rg
     if rg.threads:
         torch.set_num_threads(rg.threads)
-    os.makedirs(rg.out_dir, exist_ok=True)
-    root, tmp_root = real_graphs.data_root(rg)
-    config = dict(root=root, device=rg.device)
     device = torch.device(rg.device)
     groups = {}
     for task in real_graphs.make_tasks(rg):
@@ -137,30 +116,28 @@ def main(argv=None):
         groups.setdefault(key, []).append(task)
     rows = []
     path = os.path.join(rg.out_dir, 'batched_splits.csv')
-    try:
+    with data_root(rg) as root:
+        config = dict(root=root, device=rg.device)
         for key, tasks in groups.items():
             sequential, batched, diff = steps(config, tasks)
-            seq = time_it(sequential, args.reps, device)
-            bat = time_it(batched, args.reps, device)
+            (seq, seq_peak), (bat, bat_peak) = (
+                time_step(step, device, 1, args.reps)
+                for step in (sequential, batched)
+            )
             rows.append(
                 [
                     *map(str, key),
                     str(len(tasks)),
                     str(device),
-                    f'{seq:.4f}',
-                    f'{bat:.4f}',
+                    f'{seq:.2f}',
+                    f'{bat:.2f}',
                     f'{bat / seq:.2f}',
+                    '' if seq_peak is None else f'{seq_peak / 2**20:.0f}',
+                    '' if bat_peak is None else f'{bat_peak / 2**20:.0f}',
                     f'{diff:.1e}',
                 ]
             )
-            print(' '.join(rows[-1]), flush=True)
-            with open(path, 'w', newline='') as f:  # a crash keeps the rest
-                writer = csv.writer(f)
-                writer.writerow(HEADER)
-                writer.writerows(rows)
-    finally:
-        if tmp_root is not None:
-            shutil.rmtree(tmp_root, ignore_errors=True)
+            write_rows(path, HEADER, rows)
     return rows
 
 

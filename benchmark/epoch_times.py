@@ -22,6 +22,7 @@ import os
 import shutil
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 
 import torch
@@ -93,9 +94,14 @@ def time_epochs(config, task, epochs, compiled):
     return (w1 - w0) / epochs, (c1 - c0) / epochs
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--epochs', type=int_at_least(1), default=3)
+def real_graphs_args(description, argv=None, **options):
+    r"""The arguments of a benchmark over ``examples/real_graphs.py`` runs:
+    its own ``options`` (name: ``add_argument`` keywords), then after
+    ``--`` the options of ``real_graphs.py`` (its parsed namespace is
+    ``args.rg``; its ``--out-dir`` is made)."""
+    parser = argparse.ArgumentParser(description=description)
+    for name, kwargs in options.items():
+        parser.add_argument(f'--{name}', **kwargs)
     parser.add_argument(
         'real_graphs_args',
         nargs=argparse.REMAINDER,
@@ -103,16 +109,47 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     rest = [a for a in args.real_graphs_args if a != '--']
-    rg = real_graphs.parse_args(rest)
-    os.makedirs(rg.out_dir, exist_ok=True)
+    args.rg = real_graphs.parse_args(rest)
+    os.makedirs(args.rg.out_dir, exist_ok=True)
+    return args
+
+
+@contextmanager
+def data_root(rg):
+    r"""The data folder of the runs (a temporary copy unless
+    ``--data-root``), removed afterwards."""
     root, tmp_root = real_graphs.data_root(rg)
-    config = dict(
-        root=root, device=rg.device, threads=rg.threads, compile_after=None
+    try:
+        yield root
+    finally:
+        if tmp_root is not None:
+            shutil.rmtree(tmp_root, ignore_errors=True)
+
+
+def write_rows(path, header, rows):
+    r"""Prints the last row and writes them all (after each row: a crash
+    keeps the rest)."""
+    print(' '.join(rows[-1]), flush=True)
+    with open(path, 'w', newline='') as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def main(argv=None):
+    args = real_graphs_args(
+        __doc__.split('\n\n')[0],
+        argv,
+        epochs=dict(type=int_at_least(1), default=3),
     )
+    rg = args.rg
     tasks = real_graphs.make_tasks(rg)
     rows, seen = [], set()
     path = os.path.join(rg.out_dir, 'epoch_times.csv')
-    try:
+    with data_root(rg) as root:
+        config = dict(
+            root=root, device=rg.device, threads=rg.threads, compile_after=None
+        )
         for task in tasks:
             key = (task.dataset, task.recipe, task.num_layers, task.model)
             if key in seen:
@@ -153,14 +190,7 @@ def main(argv=None):
                         f'{best * task.max_epochs * n / 3600:.2f}',
                     ]
                 )
-            print(' '.join(rows[-1]), flush=True)
-            with open(path, 'w', newline='') as f:  # a crash keeps the rest
-                writer = csv.writer(f)
-                writer.writerow(HEADER)
-                writer.writerows(rows)
-    finally:
-        if tmp_root is not None:
-            shutil.rmtree(tmp_root, ignore_errors=True)
+            write_rows(path, HEADER, rows)
     return rows
 
 
