@@ -9,6 +9,12 @@ page)::
         docs/source/_data/real_graphs/small_paper_summary.csv \
         > docs/source/_data/real_graphs/small_paper_table.csv
 
+``--column`` picks another quantity of the summary (the binary sets'
+balanced accuracy at the epoch that validation balanced accuracy selects:
+``bal_sel_test_bal_acc``, what the paper's numbers are); ``--no-paper``
+leaves the paper's columns out (for the ROC AUC of the binary sets, which
+the paper's columns are not).
+
 With ``--best-epochs``, from the per-run ``results.csv`` instead: the
 median epoch selected on validation, and the mean alpha_vv of the selected
 epoch averaged over the layers and splits (attention models), per dataset,
@@ -41,6 +47,19 @@ parser.add_argument(
     help="a 'results_summary.csv' ('results.csv' with --best-epochs)",
 )
 parser.add_argument('--best-epochs', action='store_true')
+parser.add_argument(
+    '--column',
+    default='test',
+    help="the summary's quantity: 'test' (the metric that selects, ROC "
+    "AUC on the binary sets) or e.g. 'bal_sel_test_bal_acc' (balanced "
+    'accuracy at the epoch that validation balanced accuracy selects, '
+    "the paper's Table 2 quantity)",
+)
+parser.add_argument(
+    '--no-paper',
+    action='store_true',
+    help="leave out the paper's columns (where they hold another quantity)",
+)
 args = parser.parse_args()
 
 
@@ -98,12 +117,15 @@ for row in rows:
     if key not in cells:
         cells[key] = {}
         order.append(key)
-    if 'test_mean' not in row:
+    if f'{args.column}_mean' not in row:
         sys.exit(
-            f"{args.summary}: no numeric 'test_mean' column; rewrite it "
-            'with real_graphs.py --tables-only (this version)'
+            f"{args.summary}: no numeric '{args.column}_mean' column; "
+            'rewrite it with real_graphs.py --tables-only (this version), '
+            'or choose another --column'
         )
-    mean, ci, n = (float(row[f'test_{p}']) for p in ('mean', 'ci', 'n'))
+    mean, ci, n = (
+        float(row[f'{args.column}_{p}']) for p in ('mean', 'ci', 'n')
+    )
     test = f'{mean:.2f}' + ('' if math.isnan(ci) else f' ± {ci:.2f}')
     cells[key][row['model']] = (
         f'{test} (n={n:.0f})',
@@ -111,8 +133,9 @@ for row in rows:
     )
 
 out = csv.writer(sys.stdout, lineterminator='\n')
+paper = [] if args.no_paper else PAPER
 out.writerow(
-    ['dataset', 'recipe', 'L', *MODELS, *(f'paper {m}' for m in PAPER)]
+    ['dataset', 'recipe', 'L', *MODELS, *(f'paper {m}' for m in paper)]
 )
 for key in order:
     got = cells[key]
@@ -120,6 +143,6 @@ for key in order:
         [
             *key,
             *(got[m][0] if m in got else '-' for m in MODELS),
-            *(got[m][1] if m in got and got[m][1] else '-' for m in PAPER),
+            *(got[m][1] if m in got and got[m][1] else '-' for m in paper),
         ]
     )
