@@ -16,7 +16,8 @@
 # --stop-after; the runs still going then are dropped and run again next
 # time):
 #   1. what is left of the CPU runs: Actor (paper_cpu, with CiteSeer) and
-#      Minesweeper at depths 5 and 10 (paper_cpu_minesweeper);
+#      Minesweeper at depths 5 and 10 (paper_cpu_minesweeper); both were
+#      complete on 2026-11-24, so this part only checks that;
 #   2. Tolokers, paper recipe, depths 5 and 10 (paper_gpu_tolokers);
 #   3. the strong recipe on Minesweeper and Tolokers (strong_gpu).
 # After the call, copy $OUT/<folder>/results.csv (and plots/) over
