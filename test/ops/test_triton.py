@@ -408,116 +408,56 @@ def test_triton_forward_runner_and_bytes():
     )
 
 
-KERNELS = ('gate_fwd_kernel', 'gate_alpha_kernel', 'gate_keep_kernel',
-           'gate_bwd_dst_kernel', 'gate_bwd_src_kernel')  # fmt: skip
-POINTEE = {torch.float32: 'fp32', torch.bfloat16: 'bf16',
-           torch.float16: 'fp16', torch.int64: 'i64', torch.int32: 'i32',
-           torch.int8: 'i8', torch.uint8: 'u8', torch.bool: 'i1'}  # fmt: skip
-
-
-def launch_record(name, kernel, args):
-    r"""Triton's signature and constants of one launch of :obj:`kernel`
-    (positional arguments, as :mod:`~torch_geometric_gate.ops.triton`
-    launches them)."""
-    import inspect
-
-    from triton import language as tl
-
-    params = inspect.signature(kernel.fn).parameters
-    assert len(args) == len(params), f'{name}: not all arguments positional'
-    signature, constants = {}, {}
-    for (arg, param), value in zip(params.items(), args):
-        if param.annotation in (tl.constexpr, 'tl.constexpr'):
-            signature[arg], constants[arg] = 'constexpr', value
-        elif isinstance(value, torch.Tensor):
-            signature[arg] = '*' + POINTEE[value.dtype]
-        elif isinstance(value, bool):
-            signature[arg] = 'i1'
-        elif isinstance(value, int):
-            signature[arg] = 'i32' if -(2**31) <= value < 2**31 else 'i64'
-        else:
-            assert isinstance(value, float), (name, arg, type(value))
-            signature[arg] = 'fp32'
-    return {'kernel': name, 'signature': signature, 'constants': constants}
-
-
 @pytest.mark.skipif(
     not INTERPRET, reason='on a GPU the kernels compile when they run'
 )
-def test_triton_kernels_compile_for_gpu_targets(monkeypatch, tmp_path):
+def test_triton_kernels_compile_for_gpu_targets(tmp_path):
     # The interpreter accepts code that a GPU compiler may reject: every
-    # kernel, as the configurations below launch it (dtypes, heads, edge
-    # features, dropout, a gradient for alpha or not), compiles to a cubin
-    # for sm_90 (H100, H200) and sm_80 (A100) with Triton's compiler and
-    # the ptxas it ships; no GPU needed.
+    # kernel, as these configurations launch it (dtypes, heads, edge
+    # features, dropout, double backward), compiles to a cubin for sm_90
+    # (H100, H200) and sm_80 (A100) with Triton's compiler and the ptxas
+    # it ships (benchmark/triton_compile.py); no GPU needed.
     import json
     import subprocess
 
     import triton
 
-    from torch_geometric_gate.ops import _triton_kernels as k
-
     ptxas = os.path.join(os.path.dirname(triton.__file__), 'backends',
                          'nvidia', 'bin', 'ptxas')  # fmt: skip
     if not (os.path.isfile(ptxas) or os.environ.get('TRITON_PTXAS_PATH')):
         pytest.skip('this Triton ships no ptxas (the wheels for x86 Linux do)')
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    script = os.path.join(root, 'benchmark', 'triton_compile.py')
+    spec = importlib.util.spec_from_file_location('triton_compile', script)
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
 
-    launches = {}
+    from torch_geometric_gate.ops import _triton_kernels as k
 
-    def recording(name, kernel):
-        run_kernel = kernel.run
-
-        def run_recorded(*args, **kwargs):
-            record = launch_record(name, kernel, args)
-            launches[json.dumps(record, sort_keys=True)] = record
-            return run_kernel(*args, **kwargs)
-
-        return run_recorded
-
-    for name in KERNELS:
-        kernel = getattr(k, name)
-        monkeypatch.setattr(kernel, 'run', recording(name, kernel))
-    graph = make_graph()
-    src, _, _, _, num = graph
-    for heads, channels, edge_dim, dtype, p in [
-        (1, 4, None, torch.float32, 0.0),
-        (3, 5, 2, torch.float32, 0.3),
-        (3, 5, 2, torch.bfloat16, 0.0),
-        (2, 8, None, torch.float16, 0.3),
-    ]:
-        att_dtype = None if dtype == torch.float32 else torch.float32
-        inputs = make_inputs(num, num, src.numel(), heads, channels,
-                             edge_dim, dtype, att_dtype)  # fmt: skip
-        for with_alpha in (True, False):
-            alpha, out = run(tops.triton_attention, graph, inputs, 0.2, p,
-                             p > 0)  # fmt: skip
-            loss = out.float().square().sum()
-            if with_alpha:
-                loss = loss + alpha.float().sum()
-            loss.backward()
-        if p > 0:  # Double backward redraws the dropout mask (keep kernel):
-            alpha, out = run(tops.triton_attention, graph, inputs, 0.2, p,
-                             True)  # fmt: skip
-            wanted = [v for v in inputs.values() if v is not None]
-            first = torch.autograd.grad(
-                out.float().square().sum(), wanted, create_graph=True
-            )
-            sum(g.float().square().sum() for g in first).backward()
-    assert {r['kernel'] for r in launches.values()} == set(KERNELS)
-    flags = {(r['kernel'], r['constants'].get('HAS_GALPHA'))
-             for r in launches.values()}  # fmt: skip
-    assert ('gate_bwd_dst_kernel', True) in flags
-    assert ('gate_bwd_dst_kernel', False) in flags
+    runs = {name: getattr(k, name).run for name in tc.KERNELS}
+    launches = tc.record_launches(
+        [
+            (1, 4, 'float32', None, 0.0),
+            (3, 5, 'float32', 2, 0.3),
+            (3, 5, 'bfloat16', 2, 0.0),
+            (2, 8, 'float16', None, 0.3),
+        ],
+        double_backward=True,
+    )
+    assert {r['kernel'] for r in launches} == set(tc.KERNELS)
+    assert {r['constants']['HAS_EDGE'] for r in launches
+            if r['kernel'] == 'gate_fwd_kernel'} == {True, False}  # fmt: skip
+    # The recording is undone:
+    assert all(getattr(k, n).run == run for n, run in runs.items())
 
     path = tmp_path / 'launches.json'
-    path.write_text(json.dumps(list(launches.values())))
-    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    path.write_text(json.dumps(launches))
     env = {k: v for k, v in os.environ.items() if k != 'TRITON_INTERPRET'}
     env['PYTHONPATH'] = root + os.pathsep + env.get('PYTHONPATH', '')
     env['TRITON_CACHE_DIR'] = str(tmp_path / 'cache')  # compile afresh
-    script = os.path.join(os.path.dirname(__file__), '_compile_triton.py')
     done = subprocess.run(
-        [sys.executable, script, str(path), '90', '80'],
+        [sys.executable, script, '--launches', str(path), '--arch', '90',
+         '80'],
         env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]

@@ -1,0 +1,309 @@
+r"""GATE's Triton kernels compiled for a GPU target on any machine, no GPU
+needed: Triton's compiler down to PTX, then the ``ptxas`` that Triton ships
+for the registers per thread and the bytes spilled to local memory (what
+the compiler decides, not a timing). The launches come from the kernels
+themselves: :func:`record_launches` runs
+:func:`~torch_geometric_gate.ops.triton.triton_attention` forward and
+backward on a tiny graph under the Triton interpreter and records every
+kernel launch (its signature and ``tl.constexpr`` values), so the
+compiled variants are the ones a run launches::
+
+    python benchmark/triton_compile.py --heads 1 8 8 --channels 64 8 64 \
+        --dtypes float32 bfloat16 --arch 90 \
+        --out benchmark/results/triton-registers.md
+
+``--heads`` and ``--channels`` pair up (heads * channels is the layer's
+width). ``test/ops/test_triton.py`` uses the same functions to check that
+every kernel compiles for sm_90 and sm_80.
+"""
+
+import argparse
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+KERNELS = ('gate_fwd_kernel', 'gate_alpha_kernel', 'gate_keep_kernel',
+           'gate_bwd_dst_kernel', 'gate_bwd_src_kernel')  # fmt: skip
+POINTEE = {'float32': 'fp32', 'bfloat16': 'bf16', 'float16': 'fp16',
+           'int64': 'i64', 'int32': 'i32', 'int8': 'i8', 'uint8': 'u8',
+           'bool': 'i1'}  # fmt: skip
+
+
+def launch_record(name, kernel, args, **extra):
+    r"""Triton's signature and constants of one launch of ``kernel``
+    (positional arguments, as :mod:`torch_geometric_gate.ops.triton`
+    launches them)."""
+    import torch
+    from triton import language as tl
+
+    params = inspect.signature(kernel.fn).parameters
+    if len(args) != len(params):
+        raise ValueError(f'{name}: expected every argument positional')
+    signature, constants = {}, {}
+    for (arg, param), value in zip(params.items(), args):
+        if param.annotation in (tl.constexpr, 'tl.constexpr'):
+            signature[arg], constants[arg] = 'constexpr', value
+        elif isinstance(value, torch.Tensor):
+            signature[arg] = '*' + POINTEE[str(value.dtype)[len('torch.') :]]
+        elif isinstance(value, bool):
+            signature[arg] = 'i1'
+        elif isinstance(value, int):
+            signature[arg] = 'i32' if -(2**31) <= value < 2**31 else 'i64'
+        elif isinstance(value, float):
+            signature[arg] = 'fp32'
+        else:
+            raise TypeError(f'{name}: argument {arg} of type {type(value)}')
+    return dict(kernel=name, signature=signature, constants=constants, **extra)
+
+
+def recording(launches, **extra):
+    r"""A context manager under which every launch of the kernels (run
+    under the Triton interpreter) is added to the dict ``launches``, once
+    per distinct signature and constants, with the ``extra`` fields."""
+    from contextlib import contextmanager
+
+    from torch_geometric_gate.ops import _triton_kernels as kernels
+
+    @contextmanager
+    def patched():
+        saved = {}
+        for name in KERNELS:
+            kernel = getattr(kernels, name)
+            saved[name] = kernel.run
+
+            def run(*args, _name=name, _kernel=kernel, _run=kernel.run, **kw):
+                record = launch_record(_name, _kernel, args, **extra)
+                launches[json.dumps(record, sort_keys=True)] = record
+                return _run(*args, **kw)
+
+            kernel.run = run
+        try:
+            yield launches
+        finally:
+            for name, run in saved.items():
+                getattr(kernels, name).run = run
+
+    return patched()
+
+
+def compile_launches(launches, arch, ptxas_report=False):
+    r"""Compiles every launch for ``sm_<arch>`` (a cubin, or an error naming
+    the kernel and its constants); with ``ptxas_report``, returns per
+    launch the registers per thread and the spill stores and loads (bytes)
+    that ``ptxas -v`` reports."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from torch_geometric_gate.ops import _triton_kernels as kernels
+
+    rows = []
+    for launch in launches:
+        source = ASTSource(
+            getattr(kernels, launch['kernel']),
+            launch['signature'],
+            launch['constants'],
+        )
+        try:
+            compiled = triton.compile(
+                source, target=GPUTarget('cuda', arch, 32)
+            )
+        except Exception as e:
+            raise RuntimeError(
+                f'{launch["kernel"]} with {launch["constants"]} does not '
+                f'compile for sm_{arch}: {type(e).__name__}: {e}'
+            ) from e
+        if not compiled.asm.get('cubin'):
+            raise RuntimeError(f'{launch["kernel"]}: no cubin for sm_{arch}')
+        if ptxas_report:
+            rows.append(
+                dict(
+                    launch,
+                    num_warps=compiled.metadata.num_warps,
+                    **_ptxas_report(compiled.asm['ptx'], compiled.metadata),
+                )
+            )
+    return rows
+
+
+def _ptxas_report(ptx, metadata):
+    import triton
+
+    bin_dir = os.path.join(
+        os.path.dirname(triton.__file__), 'backends', 'nvidia', 'bin'
+    )
+    arch = f'sm_{metadata.target.arch}' + (
+        'a' if metadata.target.arch >= 90 else ''
+    )
+    report = None
+    for ptxas in ('ptxas-blackwell', 'ptxas'):  # the newer PTX ISA first
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, 'kernel.ptx')
+            with open(path, 'w') as f:
+                f.write(ptx)
+            done = subprocess.run(
+                [os.path.join(bin_dir, ptxas), f'-arch={arch}', '-v', path,
+                 '-o', os.path.join(tmp, 'kernel.cubin')],
+                capture_output=True, text=True,
+            )  # fmt: skip
+        if done.returncode == 0:
+            report = done.stderr + done.stdout
+            break
+    if report is None:
+        raise RuntimeError(f'ptxas failed: {done.stderr[-500:]}')
+    registers = re.search(r'Used (\d+) registers', report)
+    spills = re.search(
+        r'(\d+) bytes spill stores, (\d+) bytes spill loads', report
+    )
+    return dict(
+        registers=int(registers.group(1)),
+        spill_stores=int(spills.group(1)),
+        spill_loads=int(spills.group(2)),
+    )
+
+
+def record_launches(configs, double_backward=False):
+    r"""The launches of forward and backward (alpha and the output both
+    with a gradient) for each ``(heads, channels, dtype, edge_dim,
+    dropout)`` of ``configs`` on a tiny graph, under the interpreter
+    (``TRITON_INTERPRET=1`` must be set before Triton is imported); with
+    ``double_backward``, a second-order backward too where there is
+    dropout (it redraws the mask with the keep kernel)."""
+    import torch
+
+    from torch_geometric_gate.ops.triton import triton_attention
+
+    src = torch.tensor([1, 2, 3, 0, 2, 0, 1, 2, 3, 4])
+    dst = torch.tensor([0, 0, 0, 1, 1, 2, 3, 2, 3, 4])
+    loop, num = src == dst, 6  # node 5: no edges
+    masked = torch.zeros_like(loop)
+    masked[4] = True
+    launches = {}
+    for heads, channels, dtype, edge_dim, dropout in configs:
+        dtype = getattr(torch, dtype)
+        gen = torch.Generator().manual_seed(0)
+
+        def rand(*shape, dt=dtype, gen=gen):
+            return torch.randn(*shape, generator=gen).to(dt).requires_grad_()
+
+        inputs = [
+            rand(num, heads, channels),
+            rand(num, heads, channels),
+            rand(num, heads, channels),
+            rand(src.numel(), edge_dim) if edge_dim else None,
+            rand(heads * channels, edge_dim) if edge_dim else None,
+        ]
+        att = [rand(1, heads, channels, dt=torch.float32) for _ in range(2)]
+        shape = dict(
+            heads=heads, channels=channels, dtype=str(dtype)[6:],
+            edge_dim=edge_dim or 0, dropout=dropout,
+        )  # fmt: skip
+        with recording(launches, **shape):
+            for order in (1, 2) if double_backward and dropout else (1,):
+                torch.manual_seed(0)
+                alpha, out = triton_attention(
+                    src, dst, *inputs[:3], *inputs[3:], loop, masked,
+                    *att, 0.2, dropout, dropout > 0, num,
+                )  # fmt: skip
+                loss = out.float().square().sum() + alpha.float().sum()
+                if order == 1:
+                    loss.backward()
+                    continue
+                wanted = [t for t in inputs + att if t is not None]
+                first = torch.autograd.grad(loss, wanted, create_graph=True)
+                sum(g.float().square().sum() for g in first).backward()
+    return list(launches.values())
+
+
+def markdown(rows, argv):
+    lines = [
+        '# Triton kernels: registers and spills (ptxas, no GPU)',
+        '',
+        'Command: `python benchmark/triton_compile.py ' + ' '.join(argv) + '`',
+        '',
+        '| sm | heads | channels | dtype | kernel | BLOCK_E | warps '
+        '| registers | spill stores (B) | spill loads (B) |',
+        '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    ]
+    for r in rows:
+        lines.append(
+            f'| {r["arch"]} | {r["heads"]} | {r["channels"]} | {r["dtype"]} | '
+            f'{r["kernel"]} | {r["constants"].get("BLOCK_E", "")} | '
+            f'{r["num_warps"]} | {r["registers"]} | {r["spill_stores"]} | '
+            f'{r["spill_loads"]} |'
+        )
+    return '\n'.join(lines) + '\n'
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--heads', type=int, nargs='+', default=[1, 8])
+    parser.add_argument('--channels', type=int, nargs='+', default=[64, 8])
+    parser.add_argument(
+        '--dtypes', nargs='+', default=['float32', 'bfloat16'],
+        choices=['float32', 'bfloat16', 'float16'],
+    )  # fmt: skip
+    parser.add_argument(
+        '--arch', type=int, nargs='+', default=[90],
+        help='compute capabilities (90: H100, H200; 80: A100)',
+    )  # fmt: skip
+    parser.add_argument('--out', help='a markdown file for the table')
+    parser.add_argument(
+        '--launches',
+        help='compile the launches of this JSON file (a list of records, '
+        'as record_launches returns) for every --arch, without the report',
+    )
+    parser.add_argument('--record', help=argparse.SUPPRESS)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+    if args.launches:
+        os.environ.pop('TRITON_INTERPRET', None)
+        with open(args.launches) as f:
+            launches = json.load(f)
+        for arch in args.arch:
+            compile_launches(launches, arch)
+        print(
+            f'compiled {len(launches)} launches for {len(args.arch)} targets'
+        )
+        return None
+    if len(args.heads) != len(args.channels):
+        parser.error('--heads and --channels pair up: give as many of each')
+    configs = [
+        (h, c, d, None, 0.0)
+        for d in args.dtypes
+        for h, c in zip(args.heads, args.channels)
+    ]
+    if args.record:  # The interpreted half, in a process of its own:
+        with open(args.record, 'w') as f:
+            json.dump(record_launches(configs), f)
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, 'launches.json')
+        env = dict(os.environ, TRITON_INTERPRET='1')
+        subprocess.run(
+            [sys.executable, os.path.abspath(__file__), *argv, '--record',
+             path],
+            check=True, env=env,
+        )  # fmt: skip
+        with open(path) as f:
+            launches = json.load(f)
+    os.environ.pop('TRITON_INTERPRET', None)
+    rows = [
+        dict(row, arch=arch)
+        for arch in args.arch
+        for row in compile_launches(launches, arch, ptxas_report=True)
+    ]
+    text = markdown(rows, argv)
+    print(text)
+    if args.out:
+        with open(args.out, 'w') as f:
+            f.write(text)
+    return rows
+
+
+if __name__ == '__main__':
+    main()
