@@ -159,11 +159,14 @@ def _pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def _block_edges(h_pad: int, c_pad: int) -> int:
+def _block_edges(h_pad: int, c_pad: int, tile: int = 4096) -> int:
     if BLOCK_EDGES is not None:
         return BLOCK_EDGES
-    # About 4096 float32 per [BLOCK_E, H, C] tile (registers of 4 warps).
-    return max(1, min(64, 4096 // (h_pad * c_pad)))
+    # About `tile` float32 per [BLOCK_E, H, C] tile (registers of 4 warps).
+    # The backward kernels hold more tiles at once: at 4096 ptxas gives
+    # them 255 registers and spills (up to 352 bytes), at 2048 none
+    # (benchmark/triton_compile.py; results/triton-registers*.md).
+    return max(1, min(64, tile // (h_pad * c_pad)))
 
 
 def _num_programs(device: torch.device, n: int) -> int:
@@ -267,7 +270,7 @@ class TritonAttention(torch.autograd.Function):
         rev_rowptr, rev_pos = graph.reverse()
         heads, channels = value.shape[1], value.shape[2]
         h_pad, c_pad = _pow2(heads), _pow2(channels)
-        block = _block_edges(h_pad, c_pad)
+        block = _block_edges(h_pad, c_pad, tile=2048)
         num_edges, num_dst = graph.perm.numel(), settings.num_dst
         num_src = value.shape[0]
         device = value.device
