@@ -7,6 +7,8 @@
 #     bash benchmark/gpu_session.sh          # tests, then the benchmark
 #     bash benchmark/gpu_session.sh tests    # only the tests
 #     bash benchmark/gpu_session.sh bench    # only the benchmark
+#     bash benchmark/gpu_session.sh tune     # the kernels' tiles (a call
+#                                            # of its own, after the tests)
 #
 # The benchmark gets the time left of a 540 s budget (--suite-max-seconds;
 # the configs past it are recorded as skipped), so that one call fits.
@@ -51,5 +53,11 @@ if [ "$PHASE" = all ] || [ "$PHASE" = bench ]; then
         --suite-max-seconds "$left" "${DATA[@]}" \
         --out "$OUT" --name gpu --plot >"$OUT/bench.log" 2>&1
     echo "bench: rc=$? (budget ${left}s)" | tee -a "$OUT/summary.txt"
+fi
+if [ "$PHASE" = tune ]; then
+    timeout "$BUDGET" python benchmark/triton_tune.py --graphs random-1e6 \
+        arxiv-size --heads 1 8 --dtypes float32 bfloat16 \
+        --out "$OUT/tune" >"$OUT/tune.log" 2>&1
+    echo "tune: rc=$?" | tee -a "$OUT/summary.txt"
 fi
 echo "total: $(($(date +%s) - start)) s" | tee -a "$OUT/summary.txt"

@@ -72,6 +72,15 @@ from torch import Tensor
 #: heads and channels (tests set a small one to cover degrees above it).
 BLOCK_EDGES: Optional[int] = None
 
+#: Without :obj:`BLOCK_EDGES`, the block holds about this many float32
+#: per :obj:`[BLOCK_E, H, C]` tile (registers of 4 warps), in the forward
+#: and in the backward kernels, which hold more tiles at once: at 4096
+#: ``ptxas`` gives the backward 255 registers and spills for sm_90, at 2048
+#: none (``benchmark/triton_compile.py``). ``benchmark/triton_tune.py``
+#: times other values on a GPU.
+FORWARD_TILE = 4096
+BACKWARD_TILE = 2048
+
 #: The number of graphs whose CSR is cached.
 CACHE_SIZE = 4
 
@@ -159,13 +168,9 @@ def _pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def _block_edges(h_pad: int, c_pad: int, tile: int = 4096) -> int:
+def _block_edges(h_pad: int, c_pad: int, tile: int) -> int:
     if BLOCK_EDGES is not None:
         return BLOCK_EDGES
-    # About `tile` float32 per [BLOCK_E, H, C] tile (registers of 4 warps).
-    # The backward kernels hold more tiles at once: at 4096 ptxas gives
-    # them 255 registers and spills (up to 352 bytes), at 2048 none
-    # (benchmark/triton_compile.py; results/triton-registers*.md).
     return max(1, min(64, tile // (h_pad * c_pad)))
 
 
@@ -222,7 +227,7 @@ class TritonAttention(torch.autograd.Function):
         graph = settings.graph
         heads, channels = value.shape[1], value.shape[2]
         h_pad, c_pad = _pow2(heads), _pow2(channels)
-        block = _block_edges(h_pad, c_pad)
+        block = _block_edges(h_pad, c_pad, FORWARD_TILE)
         num_edges = graph.perm.numel()
         device = value.device
         q_src_c, q_dst_c, value_c = (
@@ -270,7 +275,7 @@ class TritonAttention(torch.autograd.Function):
         rev_rowptr, rev_pos = graph.reverse()
         heads, channels = value.shape[1], value.shape[2]
         h_pad, c_pad = _pow2(heads), _pow2(channels)
-        block = _block_edges(h_pad, c_pad, tile=2048)
+        block = _block_edges(h_pad, c_pad, BACKWARD_TILE)
         num_edges, num_dst = graph.perm.numel(), settings.num_dst
         num_src = value.shape[0]
         device = value.device
@@ -365,7 +370,8 @@ def _launch_forward(graph, settings, q_src, q_dst, value, ep, a_s, a_t):
             q_src, q_dst, value, ep if ep is not None else q_src, a_s, a_t,
             graph.src_s, settings.kind, graph.rowptr, out, lse,
             settings.seed, settings.p_drop, settings.scale, settings.slope,
-            heads, channels, h_pad, c_pad, _block_edges(h_pad, c_pad),
+            heads, channels, h_pad, c_pad,
+            _block_edges(h_pad, c_pad, FORWARD_TILE),
             ep is not None, settings.p_drop > 0,
         )  # fmt: skip
     return out, lse

@@ -1,0 +1,54 @@
+r"""``benchmark/triton_tune.py`` on a CPU: tiny graphs, the Triton kernels
+under the interpreter (the timings mean nothing there; the table, the
+tiles reaching the kernels and the restored defaults are checked)."""
+
+import csv
+import importlib.util
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+
+
+def _load(name):
+    path = os.path.join(ROOT, 'benchmark', f'{name}.py')
+    spec = importlib.util.spec_from_file_location(f'gate_bench_{name}', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tiles_reach_the_kernels_and_defaults_come_back(tmp_path, monkeypatch):
+    if os.environ.get('TRITON_INTERPRET') != '1':
+        pytest.skip('runs the Triton kernels under the interpreter')
+    from torch_geometric_gate.ops import triton as tops
+
+    tune = _load('triton_tune')
+    defaults = (tops.FORWARD_TILE, tops.BACKWARD_TILE)
+    tiles = []
+    block_edges = tops._block_edges
+
+    def spy(h_pad, c_pad, tile):
+        tiles.append(tile)
+        return block_edges(h_pad, c_pad, tile)
+
+    monkeypatch.setattr(tops, '_block_edges', spy)
+    rows = tune.main(
+        ['--device', 'cpu', '--graphs', 'arxiv-size', '--scale', '3e-5',
+         '--heads', '1', '2', '--hidden', '4', '--channels', '4',
+         '--forward-tiles', '16', '64', '--backward-tiles', '32',
+         '--warmup', '0', '--reps', '1', '--out', str(tmp_path)]
+    )  # fmt: skip
+    assert (tops.FORWARD_TILE, tops.BACKWARD_TILE) == defaults
+    # 2 heads x (2 x 1 tiles + the defaults):
+    assert len(rows) == 2 * 3
+    assert {(r[5], r[6]) for r in rows} == {(16, 32), (64, 32), defaults}
+    assert {16, 32, 64} <= set(tiles) and set(defaults) <= set(tiles)
+    for r in rows:
+        if (r[5], r[6]) == defaults:
+            assert r[-1] == '1.000'
+    with open(tmp_path / 'triton_tune.csv') as f:
+        assert len(list(csv.reader(f))) == 1 + len(rows)
+    text = (tmp_path / 'triton_tune.md').read_text()
+    assert 'device: CPU' in text and text.count('\n| cpu |') == len(rows)
