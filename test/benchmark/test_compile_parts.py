@@ -1,20 +1,7 @@
-import importlib.util
-import os
-
 import torch
+from benchmark_testing import load_benchmark
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-
-
-def _load(name: str):
-    path = os.path.join(ROOT, 'benchmark', f'{name}.py')
-    spec = importlib.util.spec_from_file_location(f'gate_bench_{name}', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-parts = _load('compile_parts')
+parts = load_benchmark('compile_parts')
 
 
 def test_the_timed_backward_passes_are_the_gradients_of_the_forward_ones():

@@ -1,24 +1,12 @@
 import csv
-import importlib.util
 import json
-import os
 import re
 
 import pytest
 import torch
+from benchmark_testing import load_benchmark
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-
-
-def _load_benchmark():
-    path = os.path.join(ROOT, 'benchmark', 'conv.py')
-    spec = importlib.util.spec_from_file_location('gate_bench_conv', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_benchmark()
+bench = load_benchmark('conv')
 
 
 def test_quick_benchmark_writes_table_csv_and_plot(tmp_path):

@@ -3,25 +3,17 @@ and ``benchmark/plot.py``, run on CPU with tiny sizes: the Triton kernel
 and the CUDA measurements (peak memory, bandwidths) are skipped there."""
 
 import csv
-import importlib.util
 import os
 
 import pytest
+from benchmark_testing import load_benchmark
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
 
-def _load(name):
-    path = os.path.join(ROOT, 'benchmark', f'{name}.py')
-    spec = importlib.util.spec_from_file_location(f'gate_bench_{name}', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_kernel_suite_on_cpu_writes_csv_markdown_and_plot(tmp_path):
     pytest.importorskip('matplotlib')
-    bench = _load('conv')
+    bench = load_benchmark('conv')
     argv = [
         '--kernels', '--devices', 'cpu',
         '--suite-graphs', 'random-1e3', 'products-size',
@@ -52,7 +44,7 @@ def test_kernel_suite_on_cpu_writes_csv_markdown_and_plot(tmp_path):
     assert 'products-size' in text and '3 layers, 256 wide' in text
     assert (tmp_path / 'conv-kernels.png').stat().st_size > 0
     # The plot script reads the suite's CSV and the CPU runs' CSVs:
-    plot = _load('plot')
+    plot = load_benchmark('plot')
     points = plot.main(
         [
             str(tmp_path / 'conv-kernels.csv'),
@@ -66,7 +58,7 @@ def test_kernel_suite_on_cpu_writes_csv_markdown_and_plot(tmp_path):
 
 
 def test_kernel_suite_graph_sizes_and_bandwidth_helpers():
-    bench = _load('conv')
+    bench = load_benchmark('conv')
     import torch
 
     x, edge_index = bench.sized_graph(
@@ -78,7 +70,7 @@ def test_kernel_suite_graph_sizes_and_bandwidth_helpers():
 
 
 def test_kernel_suite_records_a_missing_graph(tmp_path):
-    bench = _load('conv')
+    bench = load_benchmark('conv')
     argv = [
         '--kernels', '--devices', 'cpu', '--suite-graphs', 'cora',
         '--data-root', str(tmp_path / 'none'), '--out', str(tmp_path),

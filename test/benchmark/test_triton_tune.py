@@ -3,20 +3,10 @@ under the interpreter (the timings mean nothing there; the table, the
 tiles reaching the kernels and the restored defaults are checked)."""
 
 import csv
-import importlib.util
 import os
 
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-
-
-def _load(name):
-    path = os.path.join(ROOT, 'benchmark', f'{name}.py')
-    spec = importlib.util.spec_from_file_location(f'gate_bench_{name}', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from benchmark_testing import load_benchmark
 
 
 def test_tiles_reach_the_kernels_and_defaults_come_back(tmp_path, monkeypatch):
@@ -24,7 +14,7 @@ def test_tiles_reach_the_kernels_and_defaults_come_back(tmp_path, monkeypatch):
         pytest.skip('runs the Triton kernels under the interpreter')
     from torch_geometric_gate.ops import triton as tops
 
-    tune = _load('triton_tune')
+    tune = load_benchmark('triton_tune')
     defaults = (tops.FORWARD_TILE, tops.BACKWARD_TILE)
     tiles = []
     block_edges = tops._block_edges

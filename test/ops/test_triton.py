@@ -421,6 +421,7 @@ def test_triton_kernels_compile_for_gpu_targets(tmp_path):
     import subprocess
 
     import triton
+    from benchmark_testing import load_benchmark
 
     ptxas = os.path.join(os.path.dirname(triton.__file__), 'backends',
                          'nvidia', 'bin', 'ptxas')  # fmt: skip
@@ -428,9 +429,7 @@ def test_triton_kernels_compile_for_gpu_targets(tmp_path):
         pytest.skip('this Triton ships no ptxas (the wheels for x86 Linux do)')
     root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
     script = os.path.join(root, 'benchmark', 'triton_compile.py')
-    spec = importlib.util.spec_from_file_location('triton_compile', script)
-    tc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tc)
+    tc = load_benchmark('triton_compile')
 
     from torch_geometric_gate.ops import _triton_kernels as k
 
