@@ -81,9 +81,9 @@ def add_runner_args(parser: argparse.ArgumentParser, gpu: bool = False):
         default=None,
         metavar='MINUTES',
         help='stop after this many minutes of wall time, keeping the '
-        'finished runs (--resume goes on): with --jobs > 1 the runs still '
-        'going are dropped then; with one job the run in progress ends '
-        'first (for sessions of limited length, e.g. on a lent GPU)',
+        'finished runs (--resume goes on): the runs still going then are '
+        'dropped (they run in worker processes, one with --jobs 1), for '
+        'sessions of limited length, e.g. on a lent GPU',
     )
 
 
@@ -619,8 +619,9 @@ def run_tasks(
     in a run stop all of them at once; the finished runs stay in the CSV.
     Runs start row by row of the table (``row_key(task)``, default its
     dataset, source and depth), the longest of a row first. With
-    ``stop_after`` (minutes), no run starts after that much wall time, and
-    with ``jobs > 1`` the runs still going then are dropped.
+    ``stop_after`` (minutes), no run starts after that much wall time and
+    the runs still going then are dropped (with ``stop_after`` the runs go
+    to worker processes even with ``jobs = 1``).
     ``result_cls`` is the dataclass of the results (with a ``task``
     property).
     """
@@ -695,15 +696,12 @@ def _run(tasks, run_one, csv_path, args, result_cls, row_key, done):
         with tqdm(
             total=total, initial=total - len(todo), desc='runs', unit='run'
         ) as pbar:
-            if args.jobs <= 1:
+            if args.jobs <= 1 and deadline is None:
                 for task in todo:
-                    if deadline is not None and time.time() >= deadline:
-                        stopped = True
-                        break
                     finish(run_one(task, pbar))
-            else:
+            else:  # worker processes, which a deadline can drop
                 pool = multiprocessing.get_context('spawn').Pool(
-                    args.jobs,
+                    max(args.jobs, 1),
                     initializer=_init_worker,
                     initargs=(args.threads or 1,),
                 )

@@ -339,13 +339,15 @@ def test_stop_after_keeps_finished_runs_and_resume_goes_on(driver):
     assert 'stopped after --stop-after 0.25 minutes: 2 runs left' in err
     assert sorted(_models(csv_path)) == ['a:0.1', 'b:0.1']
     assert _group_gone(proc.pid)
-    # One job: the run in progress at the deadline finishes, no other
-    # starts; --resume then runs the rest.
+    # One job: the same deadline (the run in progress then is dropped in
+    # its worker process, no other starts); --resume then runs the rest.
+    began = time.time()
     code, err = run(
-        '--resume', '--stop-after', '0.02', ['a:0.1', 'b:0.1', 'e:3', 'f:0']
+        '--resume', '--stop-after', '0.25', ['a:0.1', 'b:0.1', 'e:90', 'f:0']
     )
-    assert code == 0 and '1 runs left' in err
-    assert sorted(_models(csv_path)) == ['a:0.1', 'b:0.1', 'e:3']
-    code, err = run('--resume', ['a:0.1', 'b:0.1', 'e:3', 'f:0'])
+    assert time.time() - began < 60
+    assert code == 0 and '2 runs left' in err
+    assert sorted(_models(csv_path)) == ['a:0.1', 'b:0.1']
+    code, err = run('--resume', ['a:0.1', 'b:0.1', 'e:1', 'f:0'])
     assert code == 0 and 'stopped' not in err
-    assert sorted(_models(csv_path)) == ['a:0.1', 'b:0.1', 'e:3', 'f:0']
+    assert sorted(_models(csv_path)) == ['a:0.1', 'b:0.1', 'e:1', 'f:0']
