@@ -13,8 +13,10 @@ compiled variants are the ones a run launches::
         --out benchmark/results/triton-registers.md
 
 ``--heads`` and ``--channels`` pair up (heads * channels is the layer's
-width). ``test/ops/test_triton.py`` uses the same functions to check that
-every kernel compiles for sm_90 and sm_80.
+width); ``--forward-tile`` and ``--backward-tile`` try other tile sizes
+than :mod:`torch_geometric_gate.ops.triton`'s. ``test/ops/test_triton.py``
+uses the same functions to check that every kernel compiles for sm_90 and
+sm_80.
 """
 
 import argparse
@@ -25,6 +27,8 @@ import re
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager, redirect_stdout
+from io import StringIO
 
 KERNELS = ('gate_fwd_kernel', 'gate_alpha_kernel', 'gate_keep_kernel',
            'gate_bwd_dst_kernel', 'gate_bwd_src_kernel')  # fmt: skip
@@ -60,46 +64,44 @@ def launch_record(name, kernel, args, **extra):
     return dict(kernel=name, signature=signature, constants=constants, **extra)
 
 
+@contextmanager
 def recording(launches, **extra):
-    r"""A context manager under which every launch of the kernels (run
-    under the Triton interpreter) is added to the dict ``launches``, once
-    per distinct signature and constants, with the ``extra`` fields."""
-    from contextlib import contextmanager
-
+    r"""Under it, every launch of the kernels (run under the Triton
+    interpreter) is added to the dict ``launches``, once per distinct
+    signature and constants, with the ``extra`` fields."""
     from torch_geometric_gate.ops import _triton_kernels as kernels
 
-    @contextmanager
-    def patched():
-        saved = {}
-        for name in KERNELS:
-            kernel = getattr(kernels, name)
-            saved[name] = kernel.run
+    saved = {name: getattr(kernels, name).run for name in KERNELS}
+    for name, run_kernel in saved.items():
+        kernel = getattr(kernels, name)
 
-            def run(*args, _name=name, _kernel=kernel, _run=kernel.run, **kw):
-                record = launch_record(_name, _kernel, args, **extra)
-                launches[json.dumps(record, sort_keys=True)] = record
-                return _run(*args, **kw)
+        def run(*args, _name=name, _kernel=kernel, _run=run_kernel, **kw):
+            record = launch_record(_name, _kernel, args, **extra)
+            launches[json.dumps(record, sort_keys=True)] = record
+            return _run(*args, **kw)
 
-            kernel.run = run
-        try:
-            yield launches
-        finally:
-            for name, run in saved.items():
-                getattr(kernels, name).run = run
-
-    return patched()
+        kernel.run = run
+    try:
+        yield launches
+    finally:
+        for name, run_kernel in saved.items():
+            getattr(kernels, name).run = run_kernel
 
 
-def compile_launches(launches, arch, ptxas_report=False):
-    r"""Compiles every launch for ``sm_<arch>`` (a cubin, or an error naming
-    the kernel and its constants); with ``ptxas_report``, returns per
-    launch the registers per thread and the spill stores and loads (bytes)
-    that ``ptxas -v`` reports."""
+def compile_launches(launches, arch, ptxas_report=False, kernels=None):
+    r"""Compiles every launch of the ``kernels`` module (default: GATE's)
+    for ``sm_<arch>`` to a cubin, or raises a :class:`RuntimeError` naming
+    the kernel and its constants. With ``ptxas_report``, returns per launch
+    the registers per thread and the spill stores and loads (bytes) that
+    the ``ptxas`` run of Triton's compile reports (its log, so the numbers
+    are those of the cubin Triton builds; compiled afresh, not from
+    Triton's cache)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from torch_geometric_gate.ops import _triton_kernels as kernels
+    if kernels is None:
+        from torch_geometric_gate.ops import _triton_kernels as kernels
 
     rows = []
     for launch in launches:
@@ -108,10 +110,12 @@ def compile_launches(launches, arch, ptxas_report=False):
             launch['signature'],
             launch['constants'],
         )
+        log = StringIO()
         try:
-            compiled = triton.compile(
-                source, target=GPUTarget('cuda', arch, 32)
-            )
+            with _fresh_compile(ptxas_report), redirect_stdout(log):
+                compiled = triton.compile(
+                    source, target=GPUTarget('cuda', arch, 32)
+                )
         except Exception as e:
             raise RuntimeError(
                 f'{launch["kernel"]} with {launch["constants"]} does not '
@@ -124,45 +128,58 @@ def compile_launches(launches, arch, ptxas_report=False):
                 dict(
                     launch,
                     num_warps=compiled.metadata.num_warps,
-                    **_ptxas_report(compiled.asm['ptx'], compiled.metadata),
+                    **_ptxas_numbers(log.getvalue(), launch['kernel']),
                 )
             )
     return rows
 
 
-def _ptxas_report(ptx, metadata):
+@contextmanager
+def _fresh_compile(log):
+    r"""With ``log``: Triton prints its ``ptxas -v`` log
+    (``TRITON_DUMP_PTXAS_LOG``) and compiles into an empty cache, so that
+    ``ptxas`` runs."""
+    if not log:
+        yield
+        return
+    keep = {k: os.environ.get(k) for k in ('TRITON_DUMP_PTXAS_LOG',
+                                            'TRITON_CACHE_DIR')}  # fmt: skip
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ.update(TRITON_DUMP_PTXAS_LOG='1', TRITON_CACHE_DIR=cache)
+        try:
+            yield
+        finally:
+            for k, v in keep.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def _ptxas_numbers(log, kernel):
+    registers = re.search(r'Used (\d+) registers', log)
+    spills = re.search(
+        r'(\d+) bytes spill stores, (\d+) bytes spill loads', log
+    )
+    if registers is None or spills is None:
+        raise RuntimeError(f'{kernel}: no ptxas log from the compile: {log!r}')
+    return dict(
+        registers=int(registers.group(1)),
+        spill_stores=int(spills.group(1)),
+        spill_loads=int(spills.group(2)),
+    )
+
+
+def has_ptxas():
+    r"""Whether this Triton ships the ``ptxas`` that compiling needs (its
+    wheels for x86 Linux do) or is pointed to one."""
     import triton
 
     bin_dir = os.path.join(
         os.path.dirname(triton.__file__), 'backends', 'nvidia', 'bin'
     )
-    arch = f'sm_{metadata.target.arch}' + (
-        'a' if metadata.target.arch >= 90 else ''
-    )
-    report = None
-    for ptxas in ('ptxas-blackwell', 'ptxas'):  # the newer PTX ISA first
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, 'kernel.ptx')
-            with open(path, 'w') as f:
-                f.write(ptx)
-            done = subprocess.run(
-                [os.path.join(bin_dir, ptxas), f'-arch={arch}', '-v', path,
-                 '-o', os.path.join(tmp, 'kernel.cubin')],
-                capture_output=True, text=True,
-            )  # fmt: skip
-        if done.returncode == 0:
-            report = done.stderr + done.stdout
-            break
-    if report is None:
-        raise RuntimeError(f'ptxas failed: {done.stderr[-500:]}')
-    registers = re.search(r'Used (\d+) registers', report)
-    spills = re.search(
-        r'(\d+) bytes spill stores, (\d+) bytes spill loads', report
-    )
-    return dict(
-        registers=int(registers.group(1)),
-        spill_stores=int(spills.group(1)),
-        spill_loads=int(spills.group(2)),
+    return os.path.isfile(os.path.join(bin_dir, 'ptxas')) or bool(
+        os.environ.get('TRITON_PTXAS_PATH')
     )
 
 
@@ -183,8 +200,8 @@ def record_launches(configs, double_backward=False):
     masked = torch.zeros_like(loop)
     masked[4] = True
     launches = {}
-    for heads, channels, dtype, edge_dim, dropout in configs:
-        dtype = getattr(torch, dtype)
+    for heads, channels, dtype_name, edge_dim, dropout in configs:
+        dtype = getattr(torch, dtype_name)
         gen = torch.Generator().manual_seed(0)
 
         def rand(*shape, dt=dtype, gen=gen):
@@ -199,7 +216,7 @@ def record_launches(configs, double_backward=False):
         ]
         att = [rand(1, heads, channels, dt=torch.float32) for _ in range(2)]
         shape = dict(
-            heads=heads, channels=channels, dtype=str(dtype)[6:],
+            heads=heads, channels=channels, dtype=dtype_name,
             edge_dim=edge_dim or 0, dropout=dropout,
         )  # fmt: skip
         with recording(launches, **shape):
@@ -251,6 +268,14 @@ def main(argv=None):
         '--arch', type=int, nargs='+', default=[90],
         help='compute capabilities (90: H100, H200; 80: A100)',
     )  # fmt: skip
+    parser.add_argument(
+        '--forward-tile', type=int, default=None,
+        help='ops.triton.FORWARD_TILE for these launches (default: as set)',
+    )  # fmt: skip
+    parser.add_argument(
+        '--backward-tile', type=int, default=None,
+        help='ops.triton.BACKWARD_TILE for these launches (default: as set)',
+    )  # fmt: skip
     parser.add_argument('--out', help='a markdown file for the table')
     parser.add_argument(
         '--launches',
@@ -278,6 +303,12 @@ def main(argv=None):
         for h, c in zip(args.heads, args.channels)
     ]
     if args.record:  # The interpreted half, in a process of its own:
+        from torch_geometric_gate.ops import triton as tops
+
+        if args.forward_tile is not None:
+            tops.FORWARD_TILE = args.forward_tile
+        if args.backward_tile is not None:
+            tops.BACKWARD_TILE = args.backward_tile
         with open(args.record, 'w') as f:
             json.dump(record_launches(configs), f)
         return None

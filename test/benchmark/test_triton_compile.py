@@ -6,27 +6,34 @@ import importlib.util
 import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
+from benchmark_testing import load_benchmark
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
 
-def test_register_report_lists_every_launched_kernel(tmp_path):
+SCRIPT = os.path.join(ROOT, 'benchmark', 'triton_compile.py')
+
+
+def _compiler_env(tmp_path):
+    r"""The environment of a process that compiles (not interprets) the
+    kernels; skips without Triton or its ptxas."""
     if importlib.util.find_spec('triton') is None:
         pytest.skip('Triton is not installed')
-    import triton
-
-    bin_dir = os.path.join(
-        os.path.dirname(triton.__file__), 'backends', 'nvidia', 'bin'
-    )
-    if not os.path.isfile(os.path.join(bin_dir, 'ptxas')):
+    if not load_benchmark('triton_compile').has_ptxas():
         pytest.skip('this Triton ships no ptxas (the wheels for x86 Linux do)')
-    out = tmp_path / 'registers.md'
     env = {k: v for k, v in os.environ.items() if k != 'TRITON_INTERPRET'}
     env['PYTHONPATH'] = ROOT + os.pathsep + env.get('PYTHONPATH', '')
     env['TRITON_CACHE_DIR'] = str(tmp_path / 'cache')
-    script = os.path.join(ROOT, 'benchmark', 'triton_compile.py')
+    return env
+
+
+def test_register_report_lists_every_launched_kernel(tmp_path):
+    env = _compiler_env(tmp_path)
+    out = tmp_path / 'registers.md'
+    script = SCRIPT
     subprocess.run(
         [sys.executable, script, '--heads', '1', '2', '--channels', '4',
          '8', '--dtypes', 'float32', '--arch', '90', '--out', str(out)],
@@ -49,9 +56,64 @@ def test_register_report_lists_every_launched_kernel(tmp_path):
         assert int(r[8]) >= 0 and int(r[9]) >= 0  # spill bytes
 
 
+def test_a_construct_only_the_interpreter_runs_fails_to_compile(tmp_path):
+    # A kernel calling a plain Python function runs under the interpreter
+    # but not on a GPU: the compile check names the kernel and why.
+    env = _compiler_env(tmp_path)
+    (tmp_path / 'bad_kernels.py').write_text(
+        textwrap.dedent(
+            """
+            import triton
+            import triton.language as tl
+
+            def plain(x):
+                return x * 1.0
+
+            @triton.jit
+            def bad_kernel(x_ptr, N: tl.constexpr):
+                i = tl.arange(0, N)
+                tl.store(x_ptr + i, plain(tl.load(x_ptr + i)))
+            """
+        )
+    )
+    if os.environ.get('TRITON_INTERPRET') == '1':  # It runs there:
+        import torch
+
+        sys.path.insert(0, str(tmp_path))
+        try:
+            import bad_kernels
+        finally:
+            sys.path.remove(str(tmp_path))
+        x = torch.arange(16.0)
+        bad_kernels.bad_kernel[(1,)](x, 16)
+        assert torch.equal(x, torch.arange(16.0))
+    launch = dict(kernel='bad_kernel', signature={'x_ptr': '*fp32',
+                  'N': 'constexpr'}, constants={'N': 16})  # fmt: skip
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.path[:0] = [{str(tmp_path)!r}, {os.path.join(ROOT, 'test')!r}]
+        from benchmark_testing import load_benchmark
+        import bad_kernels
+        load_benchmark('triton_compile').compile_launches(
+            [{launch!r}], 90, kernels=bad_kernels)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, '-c', code], env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert (
+        "RuntimeError: bad_kernel with {'N': 16} does not compile for "
+        'sm_90' in done.stderr
+    ), done.stderr[-2000:]
+    assert 'plain' in done.stderr
+
+
 def test_heads_and_channels_pair_up():
     done = subprocess.run(
-        [sys.executable, os.path.join(ROOT, 'benchmark', 'triton_compile.py'),
+        [sys.executable, SCRIPT,
          '--heads', '1', '8', '--channels', '64'],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip

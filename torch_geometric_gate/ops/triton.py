@@ -75,8 +75,8 @@ BLOCK_EDGES: Optional[int] = None
 #: Without :obj:`BLOCK_EDGES`, the block holds about this many float32
 #: per :obj:`[BLOCK_E, H, C]` tile (registers of 4 warps), in the forward
 #: and in the backward kernels, which hold more tiles at once: at 4096
-#: ``ptxas`` gives the backward 255 registers and spills for sm_90, at 2048
-#: none (``benchmark/triton_compile.py``). ``benchmark/triton_tune.py``
+#: ``ptxas`` gives the backward up to 255 registers and spills for sm_90,
+#: at 2048 none (``benchmark/triton_compile.py``). ``triton_tune.py``
 #: times other values on a GPU.
 FORWARD_TILE = 4096
 BACKWARD_TILE = 2048
