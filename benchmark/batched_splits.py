@@ -30,7 +30,12 @@ sys.path.insert(
 import real_graphs  # noqa: E402
 from _experiment import int_at_least, split_masks  # noqa: E402
 from conv import time_step  # noqa: E402
-from epoch_times import data_root, real_graphs_args, write_rows  # noqa: E402
+from epoch_times import (  # noqa: E402
+    configurations,
+    data_root,
+    real_graphs_args,
+    write_rows,
+)
 
 HEADER = [
     'dataset',
@@ -110,15 +115,11 @@ def main(argv=None):
     if rg.threads:
         torch.set_num_threads(rg.threads)
     device = torch.device(rg.device)
-    groups = {}
-    for task in real_graphs.make_tasks(rg):
-        key = (task.dataset, task.recipe, task.num_layers, task.model)
-        groups.setdefault(key, []).append(task)
     rows = []
     path = os.path.join(rg.out_dir, 'batched_splits.csv')
     with data_root(rg) as root:
         config = dict(root=root, device=rg.device)
-        for key, tasks in groups.items():
+        for key, tasks in configurations(rg).items():
             sequential, batched, diff = steps(config, tasks)
             (seq, seq_peak), (bat, bat_peak) = (
                 time_step(step, device, 1, args.reps)

@@ -956,10 +956,12 @@ COLUMNS = [
 ]
 
 
-def command_line(argv: Optional[List[str]]) -> str:
+def command_line(
+    argv: Optional[List[str]], script: str = 'benchmark/conv.py'
+) -> str:
     r"""The command that produced a result file, as the user typed it."""
     args = argv if argv is not None else sys.argv[1:]
-    return ' '.join(['python', 'benchmark/conv.py', *args])
+    return ' '.join(['python', script, *args])
 
 
 def machine_info() -> str:

@@ -126,6 +126,17 @@ def data_root(rg):
             shutil.rmtree(tmp_root, ignore_errors=True)
 
 
+def configurations(rg):
+    r"""The tasks that ``real_graphs.py``'s options ``rg`` select, grouped by
+    configuration (dataset, recipe, depth, model; the splits in a group),
+    in their order."""
+    groups = {}
+    for task in real_graphs.make_tasks(rg):
+        key = (task.dataset, task.recipe, task.num_layers, task.model)
+        groups.setdefault(key, []).append(task)
+    return groups
+
+
 def write_rows(path, header, rows):
     r"""Prints the last row and writes them all (after each row: a crash
     keeps the rest)."""
@@ -143,23 +154,15 @@ def main(argv=None):
         epochs=dict(type=int_at_least(1), default=3),
     )
     rg = args.rg
-    tasks = real_graphs.make_tasks(rg)
-    rows, seen = [], set()
+    rows = []
     path = os.path.join(rg.out_dir, 'epoch_times.csv')
     with data_root(rg) as root:
         config = dict(
             root=root, device=rg.device, threads=rg.threads, compile_after=None
         )
-        for task in tasks:
-            key = (task.dataset, task.recipe, task.num_layers, task.model)
-            if key in seen:
-                continue
-            seen.add(key)
-            n = sum(
-                (t.dataset, t.recipe, t.num_layers, t.model) == key
-                for t in tasks
-            )
-            task = replace(task, split=0)
+        for key, tasks in configurations(rg).items():
+            n = len(tasks)
+            task = replace(tasks[0], split=0)
             try:
                 eager, eager_cpu = time_epochs(
                     config, task, args.epochs, False

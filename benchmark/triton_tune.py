@@ -27,7 +27,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conv import (  # noqa: E402
     DTYPES,
     _Step,
+    command_line,
     copy_data,
+    machine_info,
     make_layer,
     suite_graph,
     time_step,
@@ -109,7 +111,6 @@ def main(argv=None):
                              '' if peak is None else f'{peak / 2**20:.0f}',
                              f'{ms / base:.3f}', f'{ms / now:.3f}']
                         )  # fmt: skip
-                    tops.FORWARD_TILE, tops.BACKWARD_TILE = current
                     _write(rows, args, argv)
     finally:
         tops.FORWARD_TILE, tops.BACKWARD_TILE = current
@@ -123,18 +124,12 @@ def _write(rows, args, argv):
         writer = csv.writer(f)
         writer.writerow(HEADER)
         writer.writerows(rows)
-    command = ' '.join(
-        ['python benchmark/triton_tune.py', *(argv or sys.argv[1:])]
-    )
-    device = (
-        torch.cuda.get_device_name(0)
-        if args.device.startswith('cuda')
-        else 'CPU'
-    )
     lines = [
         '# Triton kernels: step time against the tiles',
         '',
-        f'Command: `{command}`; device: {device}.',
+        f'Command: `{command_line(argv, "benchmark/triton_tune.py")}`',
+        '',
+        machine_info(),
         '',
         '| ' + ' | '.join(HEADER) + ' |',
         '|' + ' --- |' * len(HEADER),

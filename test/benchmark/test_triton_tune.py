@@ -41,4 +41,5 @@ def test_tiles_reach_the_kernels_and_defaults_come_back(tmp_path, monkeypatch):
     with open(tmp_path / 'triton_tune.csv') as f:
         assert len(list(csv.reader(f))) == 1 + len(rows)
     text = (tmp_path / 'triton_tune.md').read_text()
-    assert 'device: CPU' in text and text.count('\n| cpu |') == len(rows)
+    assert '- GPU: none' in text and text.count('\n| cpu |') == len(rows)
+    assert 'python benchmark/triton_tune.py --device cpu' in text
