@@ -700,10 +700,14 @@ def _run(tasks, run_one, csv_path, args, result_cls, row_key, done):
                 for task in todo:
                     finish(run_one(task, pbar))
             else:  # worker processes, which a deadline can drop
+                # One job keeps the threads it would have in this process.
+                threads = args.threads or (
+                    1 if args.jobs > 1 else torch.get_num_threads()
+                )
                 pool = multiprocessing.get_context('spawn').Pool(
                     max(args.jobs, 1),
                     initializer=_init_worker,
-                    initargs=(args.threads or 1,),
+                    initargs=(threads,),
                 )
                 call = _partial(_call, run_one)
                 results = pool.imap_unordered(call, todo)

@@ -2,6 +2,7 @@ r"""The shared experiment module of the example scripts
 (``examples/_experiment.py``): metrics on the device, the results CSV and
 the task runner (``--jobs``, ``--resume``), once for every script."""
 
+import csv
 import os
 import os.path as osp
 import signal
@@ -44,6 +45,7 @@ DRIVER = textwrap.dedent(
     class Result(Task):
         epochs_run: int
         wall_s: float
+        threads: int
 
         @property
         def task(self):
@@ -56,7 +58,8 @@ DRIVER = textwrap.dedent(
             time.sleep(0.05)
         if task.model.startswith('boom'):
             raise RuntimeError('boom')
-        return Result(**vars(task), epochs_run=1, wall_s=task.seconds)
+        return Result(**vars(task), epochs_run=1, wall_s=task.seconds,
+                      threads=ex.torch.get_num_threads())
 
     if __name__ == '__main__':
         parser = argparse.ArgumentParser()
@@ -110,6 +113,12 @@ def _models(csv_path):
         return []
     with open(csv_path) as f:
         return [line.split(',')[2] for line in f.read().splitlines()[1:]]
+
+
+def _threads(csv_path, model):
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
+    return next(int(r['threads']) for r in rows if r['model'] == model)
 
 
 def _wait_rows(csv_path, n, timeout=60):
@@ -342,12 +351,20 @@ def test_stop_after_keeps_finished_runs_and_resume_goes_on(driver):
     # One job: the same deadline (the run in progress then is dropped in
     # its worker process, no other starts); --resume then runs the rest.
     began = time.time()
-    code, err = run(
-        '--resume', '--stop-after', '0.25', ['a:0.1', 'b:0.1', 'e:90', 'f:0']
-    )
+    tasks = ['a:0.1', 'b:0.1', 'g:0.1', 'e:90', 'f:0']
+    code, err = run('--resume', '--stop-after', '0.25', tasks)
     assert time.time() - began < 60
     assert code == 0 and '2 runs left' in err
-    assert sorted(_models(csv_path)) == ['a:0.1', 'b:0.1']
-    code, err = run('--resume', ['a:0.1', 'b:0.1', 'e:1', 'f:0'])
+    assert sorted(_models(csv_path)) == ['a:0.1', 'b:0.1', 'g:0.1']
+    # Its worker has the threads a run in the main process would have (the
+    # two-job runs one each):
+    default = subprocess.run(
+        [sys.executable, '-c', 'import torch; print(torch.get_num_threads())'],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert _threads(csv_path, 'g:0.1') == int(default)
+    assert _threads(csv_path, 'a:0.1') == 1
+    code, err = run('--resume', ['a:0.1', 'b:0.1', 'g:0.1', 'e:1', 'f:0'])
     assert code == 0 and 'stopped' not in err
-    assert sorted(_models(csv_path)) == ['a:0.1', 'b:0.1', 'e:1', 'f:0']
+    assert sorted(_models(csv_path)) == ['a:0.1', 'b:0.1', 'e:1', 'f:0',
+                                         'g:0.1']  # fmt: skip
