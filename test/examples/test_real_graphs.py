@@ -60,10 +60,15 @@ def write_heterophilous(root, name, num_nodes=60, num_classes=2, seed=0):
     return edges
 
 
-def _run(*argv):
+REAL_GRAPHS = osp.join(EXAMPLES, 'real_graphs.py')
+
+
+def _run(*argv, script=REAL_GRAPHS):
+    r"""Runs ``script`` (``examples/real_graphs.py`` or a benchmark over its
+    runs) on one thread; it must succeed."""
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
     proc = subprocess.run(
-        [sys.executable, osp.join(EXAMPLES, 'real_graphs.py'), *argv],
+        [sys.executable, script, *argv],
         capture_output=True,
         text=True,
         env=env,
@@ -300,23 +305,16 @@ def test_quick_on_generated_heterophilous_graph(tmp_path):
 
     # benchmark/epoch_times.py (was --time-epochs) trains nothing to the
     # end and projects the budget.
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    subprocess.run(
-        [
-            sys.executable,
-            osp.join(ROOT, 'benchmark', 'epoch_times.py'),
-            '--epochs',
-            '2',
-            '--',
-            *common,
-            '--models',
-            'GATE',
-            '--out-dir',
-            str(tmp_path / 'budget'),
-        ],
-        check=True,
-        env=env,
-        timeout=600,
+    _run(
+        '--epochs',
+        '2',
+        '--',
+        *common,
+        '--models',
+        'GATE',
+        '--out-dir',
+        str(tmp_path / 'budget'),
+        script=osp.join(ROOT, 'benchmark', 'epoch_times.py'),
     )
     (row,) = _rows(osp.join(tmp_path / 'budget', 'epoch_times.csv'))
     assert (row['dataset'], row['L'], row['runs']) == ('Minesweeper', '2', '2')
@@ -453,37 +451,13 @@ def test_batched_splits_benchmark_matches_the_sequential_step(tmp_path):
     # batched model (vmap over stacked parameters) have the gradients of
     # the models trained one by one.
     write_heterophilous(str(tmp_path / 'data'), 'Minesweeper')
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    subprocess.run(
-        [
-            sys.executable,
-            osp.join(ROOT, 'benchmark', 'batched_splits.py'),
-            '--reps',
-            '1',
-            '--',
-            '--data-root',
-            str(tmp_path / 'data'),
-            '--datasets',
-            'Minesweeper',
-            '--depths',
-            '2',
-            '--hidden',
-            '8',
-            '--models',
-            'GATE',
-            'GAT',
-            'FAGCN',
-            '--splits',
-            '0',
-            '1',
-            '2',
-            '--out-dir',
-            str(tmp_path / 'out'),
-        ],
-        check=True,
-        env=env,
-        timeout=600,
-    )
+    _run(
+        '--reps', '1', '--', '--data-root', str(tmp_path / 'data'),
+        '--datasets', 'Minesweeper', '--depths', '2', '--hidden', '8',
+        '--models', 'GATE', 'GAT', 'FAGCN', '--splits', '0', '1', '2',
+        '--out-dir', str(tmp_path / 'out'),
+        script=osp.join(ROOT, 'benchmark', 'batched_splits.py'),
+    )  # fmt: skip
     rows = _rows(osp.join(tmp_path / 'out', 'batched_splits.csv'))
     assert [(r['model'], r['splits']) for r in rows] == [
         ('GATE', '3'),
