@@ -112,8 +112,6 @@ def main(argv=None):
         reps=dict(type=int_at_least(1), default=5),
     )
     rg = args.rg
-    if rg.threads:
-        torch.set_num_threads(rg.threads)
     device = torch.device(rg.device)
     rows = []
     path = os.path.join(rg.out_dir, 'batched_splits.csv')

@@ -98,7 +98,8 @@ def real_graphs_args(description, argv=None, **options):
     r"""The arguments of a benchmark over ``examples/real_graphs.py`` runs:
     its own ``options`` (name: ``add_argument`` keywords), then after
     ``--`` the options of ``real_graphs.py`` (its parsed namespace is
-    ``args.rg``; its ``--out-dir`` is made)."""
+    ``args.rg``; its ``--out-dir`` is made and its ``--threads`` set, as
+    ``real_graphs.py`` does)."""
     parser = argparse.ArgumentParser(description=description)
     for name, kwargs in options.items():
         parser.add_argument(f'--{name}', **kwargs)
@@ -111,6 +112,8 @@ def real_graphs_args(description, argv=None, **options):
     rest = [a for a in args.real_graphs_args if a != '--']
     args.rg = real_graphs.parse_args(rest)
     os.makedirs(args.rg.out_dir, exist_ok=True)
+    if args.rg.threads:
+        torch.set_num_threads(args.rg.threads)
     return args
 
 
@@ -157,9 +160,7 @@ def main(argv=None):
     rows = []
     path = os.path.join(rg.out_dir, 'epoch_times.csv')
     with data_root(rg) as root:
-        config = dict(
-            root=root, device=rg.device, threads=rg.threads, compile_after=None
-        )
+        config = dict(root=root, device=rg.device)
         for key, tasks in configurations(rg).items():
             n = len(tasks)
             task = replace(tasks[0], split=0)

@@ -473,3 +473,25 @@ def test_batched_splits_benchmark_matches_the_sequential_step(tmp_path):
             bat / seq, abs=0.01
         )
         assert r['sequential peak MB'] == r['batched peak MB'] == ''  # CPU
+
+
+def test_benchmarks_over_the_runs_set_their_threads(tmp_path):
+    # benchmark/epoch_times.py and batched_splits.py take real_graphs.py's
+    # options, --threads included (the per-epoch costs are per thread).
+    from benchmark_testing import load_benchmark
+
+    epoch_times = load_benchmark('epoch_times')
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        args = epoch_times.real_graphs_args(
+            'test',
+            ['--epochs', '2', '--', '--threads', '1', '--out-dir',
+             str(tmp_path / 'out')],
+            epochs=dict(type=int),
+        )  # fmt: skip
+        assert args.epochs == 2 and args.rg.threads == 1
+        assert torch.get_num_threads() == 1
+        assert (tmp_path / 'out').is_dir()
+    finally:
+        torch.set_num_threads(before)
