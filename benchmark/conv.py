@@ -1236,16 +1236,6 @@ def suite_graph(name, args, device, data_root):
     return x.to(device), edge_index.to(device)
 
 
-def _layer_dispatches() -> bool:
-    r"""Whether :class:`GATEConv` hands its attention to the kernel switch
-    (otherwise every GATE kernel row runs the layer's own path)."""
-    import inspect
-
-    from torch_geometric_gate.nn.conv import gate_conv
-
-    return 'select_kernel' in inspect.getsource(gate_conv)
-
-
 class _Step:
     r"""One training step (forward, :obj:`out.float().sum()`, backward) of a
     layer under an attention kernel."""
@@ -1384,9 +1374,8 @@ def run_kernel_suite(args, argv) -> List[dict]:
     graphs = args.suite_graphs or SUITE_GRAPHS
     needs_data = any(g in REAL_GRAPHS for g in graphs)
     data_root = copy_data(args.data_root) if needs_data else args.data_root
-    dispatches = _layer_dispatches()
     rows: List[dict] = []
-    extra: Dict[str, object] = {'layer_dispatches': dispatches}
+    extra: Dict[str, object] = {}
     reps = args.reps or 5
     compiled: Dict[tuple, torch.nn.Module] = {}
     try:
@@ -1496,18 +1485,24 @@ def _measure_variant(layer, kernel, x, edge_index, heads, dtype, device,
             warmup = max(warmup, 2)
         step = _Step(model, x, edge_index)
     ms, peak = time_step(step, device, warmup, reps)
+    saved = None
+    if kernel != 'compiled':  # Compiled graphs save inside their own code.
+        with step.context():
+            saved = saved_for_backward_bytes(model, x, edge_index)
     e = edge_index.size(1)
     return dict(
         step_ms=ms,
         ns_per_edge=1e6 * ms / e,
         peak_mb=None if peak is None else peak / 2**20,
+        saved_mb=None if saved is None else saved / 2**20,
         reps=reps,
     )
 
 
 def _ratios(rows: List[dict]):
     r"""Each row's time and peak memory over GATv2Conv's (eager and
-    compiled) of the same device, graph, heads and dtype."""
+    compiled) of the same device, graph, heads and dtype, and its bytes
+    saved for backward over eager GATv2Conv's."""
     ref = {}
     for r in rows:
         if r['layer'] == 'GATv2' and r.get('status') == 'ok':
@@ -1522,6 +1517,8 @@ def _ratios(rows: List[dict]):
             r[f'time_vs_gatv2_{variant}'] = r['step_ms'] / other['step_ms']
             if r.get('peak_mb') and other.get('peak_mb'):
                 r[f'mem_vs_gatv2_{variant}'] = r['peak_mb'] / other['peak_mb']
+            if variant == 'eager' and r.get('saved_mb') and other['saved_mb']:
+                r['saved_vs_gatv2_eager'] = r['saved_mb'] / other['saved_mb']
 
 
 def run_deep_products(args, device, started) -> List[dict]:
@@ -1579,8 +1576,8 @@ SUITE_COLUMNS = [
     'device', 'graph', 'num_nodes', 'num_edges', 'heads', 'hidden', 'dtype',
     'layer', 'kernel', 'status', 'reps', 'step_ms', 'ns_per_edge', 'peak_mb',
     'time_vs_gatv2_eager', 'time_vs_gatv2_compiled', 'mem_vs_gatv2_eager',
-    'mem_vs_gatv2_compiled', 'fwd_kernel_ms', 'fwd_kernel_bytes',
-    'fwd_kernel_gbs',
+    'mem_vs_gatv2_compiled', 'saved_mb', 'saved_vs_gatv2_eager',
+    'fwd_kernel_ms', 'fwd_kernel_bytes', 'fwd_kernel_gbs',
 ]  # fmt: skip
 
 
@@ -1601,9 +1598,6 @@ def write_kernel_suite(rows, extra, args, argv):
         '',
         machine_info(),
         '',
-        f'- GATEConv dispatches to the kernel switch: '
-        f'{extra["layer_dispatches"]} (if False, every GATE row runs the '
-        "layer's own path)",
     ]
     for k, v in extra.items():
         if k.endswith('_copy_gbs') and v:
@@ -1613,21 +1607,23 @@ def write_kernel_suite(rows, extra, args, argv):
         '',
         'Step: forward, `out.float().sum()`, backward; median of the reps '
         '(CUDA events on CUDA); peak: `torch.cuda.max_memory_allocated` '
-        'over one step (graph and features included). Ratios: over '
-        'GATv2Conv of the same graph, heads and dtype. fwd GB/s: the Triton '
-        'forward kernel alone, `forward_bytes` / its time.',
+        'over one step (graph and features included); saved: the bytes '
+        'autograd saves for backward in one forward pass (eager only). '
+        'Ratios: over GATv2Conv of the same graph, heads and dtype. fwd '
+        'GB/s: the Triton forward kernel alone, `forward_bytes` / its time.',
         '',
         '| graph | edges | H | dtype | layer | kernel | ms | ns/edge | '
-        'peak MB | x GATv2 | x GATv2 compiled | mem x GATv2 | fwd GB/s | '
-        'status |',
-        '|' + '---|' * 14,
+        'peak MB | saved MB | x GATv2 | x GATv2 compiled | mem x GATv2 | '
+        'saved x GATv2 | fwd GB/s | status |',
+        '|' + '---|' * 16,
     ]
     for r in rows:
         lines.append(
             '| ' + ' | '.join(_fmt(r.get(k)) for k in (
                 'graph', 'num_edges', 'heads', 'dtype', 'layer', 'kernel',
-                'step_ms', 'ns_per_edge', 'peak_mb', 'time_vs_gatv2_eager',
-                'time_vs_gatv2_compiled', 'mem_vs_gatv2_eager',
+                'step_ms', 'ns_per_edge', 'peak_mb', 'saved_mb',
+                'time_vs_gatv2_eager', 'time_vs_gatv2_compiled',
+                'mem_vs_gatv2_eager', 'saved_vs_gatv2_eager',
                 'fwd_kernel_gbs', 'status',
             )) + ' |'
         )  # fmt: skip
@@ -1656,25 +1652,35 @@ def write_kernel_suite(rows, extra, args, argv):
 
 
 def suite_series(rows: List[dict]) -> List[dict]:
-    r"""The kernel suite's rows as plot points."""
-    return [
-        dict(
-            panel=f'{r["device"]} H={r["heads"]} {r["dtype"]}',
-            line=f'{r["layer"]} {r["kernel"]}',
-            edges=int(r['num_edges']),
-            ms=float(r['step_ms']),
-            mb=float(r['peak_mb'])
-            if r.get('peak_mb') not in (None, '')
-            else None,
+    r"""The kernel suite's rows as plot points: memory is the peak on CUDA
+    and the bytes saved for backward on CPU."""
+
+    def number(value) -> Optional[float]:
+        return None if value in (None, '') else float(value)
+
+    points = []
+    for r in rows:
+        if r.get('status') != 'ok':
+            continue
+        cuda = r['device'].startswith('cuda')
+        points.append(
+            dict(
+                panel=f'{r["device"]} H={r["heads"]} {r["dtype"]}',
+                line=f'{r["layer"]} {r["kernel"]}',
+                edges=int(r['num_edges']),
+                ms=float(r['step_ms']),
+                mb=number(r.get('peak_mb' if cuda else 'saved_mb')),
+                memory='peak MB' if cuda else 'saved for backward MB',
+            )
         )
-        for r in rows
-        if r.get('status') == 'ok'
-    ]
+    return points
 
 
 def plot_steps(points: List[dict], path: str, memory_label='peak MB'):
     r"""Step time and memory against edges (log-log): one column per panel
-    (device, heads, dtype), one line per layer and kernel."""
+    (device, heads, dtype), one line per layer and kernel. A panel's memory
+    axis is named by its points' :obj:`memory` (else :obj:`memory_label`);
+    a panel without memory numbers has no memory plot."""
     import matplotlib
 
     matplotlib.use('Agg')
@@ -1689,10 +1695,17 @@ def plot_steps(points: List[dict], path: str, memory_label='peak MB'):
         for p in points:
             if p['panel'] == panel:
                 lines.setdefault(p['line'], []).append(p)
+        mine = [p for pts in lines.values() for p in pts]
+        labels = {p['memory'] for p in mine if p.get('memory')}
+        memory = ' / '.join(sorted(labels)) or memory_label
         for row, (key, label) in enumerate(
-            (('ms', 'step ms'), ('mb', memory_label))
+            (('ms', 'step ms'), ('mb', memory))
         ):
             ax = axes[row][col]
+            if not any(p[key] is not None for p in mine):
+                ax.set_axis_off()
+                ax.set_title(f'{panel}: no {label}')
+                continue
             for i, (name, pts) in enumerate(sorted(lines.items())):
                 pts = sorted(
                     (q['edges'], q[key]) for q in pts if q[key] is not None

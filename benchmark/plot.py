@@ -1,8 +1,9 @@
 r"""Plots training-step time and memory against edge count, one line per
 layer and kernel, from the CSVs of :obj:`benchmark/conv.py`: the kernel
-suite's (:obj:`--kernels`, :obj:`*-kernels.csv`: peak CUDA memory) and the
-CPU runs' (:obj:`conv.csv` format: the :obj:`train` rows; memory is the
-bytes saved for backward, or :obj:`--memory rss` for the peak RSS).
+suite's (:obj:`--kernels`, :obj:`*-kernels.csv`: memory is the peak on
+CUDA, the bytes saved for backward on CPU) and the CPU runs'
+(:obj:`conv.csv` format: the :obj:`train` rows; memory is the bytes saved
+for backward, or :obj:`--memory rss` for the peak RSS).
 
 Run from the repository root, e.g.::
 
@@ -29,6 +30,9 @@ def _float(value: str) -> Optional[float]:
     return float(value) if value not in ('', None) else None
 
 
+MEMORY = {'saved': 'saved for backward MB', 'rss': 'peak RSS MB'}
+
+
 def cpu_points(rows: List[Dict[str, str]], memory: str) -> List[dict]:
     r"""The :obj:`train` rows of a :obj:`conv.csv` as plot points (GATE and
     GATv2, eager and compiled)."""
@@ -46,6 +50,7 @@ def cpu_points(rows: List[Dict[str, str]], memory: str) -> List[dict]:
                     edges=int(r['num_edges']),
                     ms=float(r[f'{layer}_ms']),
                     mb=mb,
+                    memory=MEMORY[memory],
                 )
             )
     return points
@@ -64,17 +69,14 @@ def main(argv=None) -> List[dict]:
     args = parser.parse_args(argv)
     conv = _conv()
     points: List[dict] = []
-    kinds = set()
     for path in args.csv:
         with open(path) as f:
             rows = list(csv.DictReader(f))
         if rows and 'layer' in rows[0]:  # The kernel suite.
             points += conv.suite_series(rows)
-            kinds.add('peak MB')
         else:
             points += cpu_points(rows, args.memory)
-            kinds.add(f'{args.memory} MB')
-    conv.plot_steps(points, args.out, memory_label=' / '.join(sorted(kinds)))
+    conv.plot_steps(points, args.out)
     return points
 
 

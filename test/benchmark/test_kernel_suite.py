@@ -36,6 +36,25 @@ def test_kernel_suite_on_cpu_writes_csv_markdown_and_plot(tmp_path):
             assert r['status'] == 'ok', r
             assert r['step_ms'] > 0 and r['peak_mb'] is None
             assert r['time_vs_gatv2_eager'] > 0
+            # Memory on CPU: the bytes saved for backward, over GATv2Conv's.
+            assert r['saved_mb'] > 0
+            gatv2 = next(
+                g for g in rows
+                if (g['layer'], g['graph'], g['heads'], g['dtype'])
+                == ('GATv2', r['graph'], r['heads'], r['dtype'])
+            )  # fmt: skip
+            assert r['saved_vs_gatv2_eager'] == pytest.approx(
+                r['saved_mb'] / gatv2['saved_mb']
+            )
+    # The chunked kernels save less than the reference path (no [E, H, C]
+    # message tensors) on the larger graph:
+    saved = {
+        (r['heads'], r['kernel']): r['saved_mb']
+        for r in rows
+        if r['graph'] == 'random-1e3' and r['dtype'] == 'float32'
+    }
+    for heads in (1, 2):
+        assert saved[heads, 'chunked'] < saved[heads, 'reference']
     with open(tmp_path / 'conv-kernels.csv') as f:
         table = list(csv.DictReader(f))
     assert len(table) == len(rows)
@@ -54,6 +73,8 @@ def test_kernel_suite_on_cpu_writes_csv_markdown_and_plot(tmp_path):
         ]  # fmt: skip
     )
     assert {p['line'] for p in points} >= {'GATE chunked', 'GATv2 eager'}
+    assert all(p['mb'] > 0 for p in points)
+    assert {p['memory'] for p in points} == {'saved for backward MB'}
     assert (tmp_path / 'both.png').stat().st_size > 0
 
 
