@@ -33,7 +33,7 @@ echo "install: rc=$?" | tee "$OUT/summary.txt"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 if [ "$PHASE" = all ] || [ "$PHASE" = tests ]; then
-    python -m pytest -x -q -p no:cacheprovider test/ops test/nn \
+    python -m pytest -q -p no:cacheprovider test/ops test/nn \
         -k 'triton or cuda' --durations=15 >"$OUT/tests.log" 2>&1
     echo "tests: rc=$? ($(tail -n 1 "$OUT/tests.log"))" | tee -a "$OUT/summary.txt"
 fi
