@@ -457,6 +457,43 @@ def test_gate_conv_torchscript():
     assert torch.allclose(jit(x, EDGE_INDEX), model(x, EDGE_INDEX))
 
 
+def test_gate_conv_torchscript_without_torch_sparse(tmp_path):
+    # Most installs have no torch-sparse: PyG's typing module then holds a
+    # stand-in `SparseTensor` (without `sparse_sizes()`), which TorchScript
+    # compiles the layer against. CI has torch-sparse, so the scripted tests
+    # run again in a process where importing it (and torch-scatter) fails:
+    import os
+    import subprocess
+    import sys
+
+    for name in ('torch_sparse', 'torch_scatter'):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / '__init__.py').write_text(
+            f"raise ImportError('{name} is hidden for this test')\n"
+        )
+    path = [str(tmp_path), os.environ.get('PYTHONPATH', '')]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
+    test = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    done = subprocess.run(
+        [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
+         os.path.join(test, 'nn', 'conv', 'test_gate_conv.py'),
+         os.path.join(test, 'nn', 'models', 'test_gate.py'),
+         '-k', 'torchscript and not without or jit_script or scripted',
+         '--import-mode=importlib', '-o', 'addopts=',
+         '-W', 'ignore::DeprecationWarning'],
+        env=env, cwd=str(tmp_path), capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert '\n5 passed' in done.stdout, done.stdout[-2000:]
+    check = subprocess.run(
+        [sys.executable, '-c', 'import torch_geometric.typing as t; '
+         'print(t.WITH_TORCH_SPARSE, t.WITH_TORCH_SCATTER)'],
+        env=env, cwd=str(tmp_path), capture_output=True, text=True,
+    )  # fmt: skip
+    assert check.stdout.split() == ['False', 'False'], check.stderr
+
+
 @pytest.mark.parametrize('add_self_loops', [True, False])
 def test_gate_conv_compile_without_graph_breaks(add_self_loops):
     import torch._dynamo

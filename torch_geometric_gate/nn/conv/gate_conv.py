@@ -257,7 +257,7 @@ class GATEConv(MessagePassing):
             if isinstance(edge_index, SparseTensor):
                 return out, SparseTensor(
                     row=ei[1], col=ei[0], value=alpha,
-                    sparse_sizes=edge_index.sparse_sizes())
+                    sparse_sizes=(edge_index.size(0), edge_index.size(1)))
             adj = to_torch_sparse_tensor(ei.flip(0), alpha, edge_index.size(),
                                          layout=edge_index.layout)
             adj = adj.coalesce() if adj.layout == torch.sparse_coo else adj
@@ -394,7 +394,10 @@ class GATEConv(MessagePassing):
         # A checked [2, E] (source, target) edge index of any adjacency:
         error = f'Expected a sparse adjacency of size [{num_dst}, {num_src}]'
         if isinstance(edge_index, SparseTensor):
-            _check(edge_index.sparse_sizes() == (num_dst, num_src), error)
+            # `size(dim)`: PyG's stand-in without torch-sparse scripts too.
+            _check(
+                (edge_index.size(0), edge_index.size(1)) == (num_dst, num_src),
+                error)
             col, row, _ = edge_index.coo()  # `adj_t`: row = target.
             return torch.stack([row, col], dim=0)
         if is_torch_sparse_tensor(edge_index):
