@@ -259,10 +259,16 @@ def _reset_peak_rss() -> bool:
 
 
 def _vm_hwm_bytes() -> Optional[int]:
+    return _proc_status_bytes('VmHWM')
+
+
+def _proc_status_bytes(key: str) -> Optional[int]:
+    r"""A size from Linux's :obj:`/proc/self/status` (:obj:`VmHWM`,
+    :obj:`VmSize`, ...) in bytes, or :obj:`None` elsewhere."""
     try:
         with open('/proc/self/status') as f:
             for line in f:
-                if line.startswith('VmHWM:'):
+                if line.startswith(key + ':'):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
@@ -351,7 +357,10 @@ def _is_out_of_memory(err: BaseException) -> bool:
 
 
 def deep_worker(spec: dict):
-    r"""Runs in a fresh process, under an address-space cap on CPU: one
+    r"""Runs in a fresh process, under a cap on the address space it adds on
+    CPU (:obj:`RLIMIT_AS` set to what its imports mapped plus the cap: the
+    libraries of a CUDA build of torch map about 3 GiB, a CPU build's
+    about 1 GiB): one
     full-batch training step (forward, cross-entropy, backward) of a
     :class:`DeepModel` on a random graph of ogbn-arxiv's size. Prints JSON
     with the peak memory of the step, the bytes saved for backward and the
@@ -360,7 +369,8 @@ def deep_worker(spec: dict):
     device = torch.device(spec['device'])
     cap = int(spec['cap_gb'] * 2**30)
     if device.type == 'cpu' and cap > 0:
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        mapped = _proc_status_bytes('VmSize') or 0
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + cap, mapped + cap))
     torch.set_num_threads(spec['threads'])
     res: dict = {}
     model = None
@@ -483,8 +493,9 @@ def write_deep(rows: List[dict], args, argv):
         f'{int(ARXIV["num_edges"] * args.deep_scale)} edges (self-loops and '
         'duplicates removed) and '
         f'{ARXIV["channels"]} input features. Each model runs one training '
-        'step in its own process, on CPU under an address-space cap of '
-        f'{args.mem_cap_gb:g} GiB (`RLIMIT_AS`). Peak: CPU peak resident '
+        'step in its own process, on CPU under a cap of '
+        f'{args.mem_cap_gb:g} GiB on the address space it adds after its '
+        'imports (`RLIMIT_AS`). Peak: CPU peak resident '
         'size (Linux `VmHWM`), CUDA `max_memory_allocated`; *step*: its '
         'growth during the step; saved: distinct storages saved for '
         'backward.',
@@ -712,7 +723,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         '--mem-cap-gb',
         type=float,
         default=12.0,
-        help='address-space cap of each --deep process on CPU (0: none)',
+        help='cap on the address space each --deep process on CPU adds '
+        'after its imports (0: none)',
     )
     parser.add_argument(
         '--kernels',
