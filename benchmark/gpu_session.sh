@@ -25,9 +25,10 @@ unset TRITON_INTERPRET  # The tests compile the kernels on the GPU.
     python -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name(0))'
 } >"$OUT/env.txt" 2>&1
 
-# No network on the GPU machine: fall back to no build isolation, and put
+# No network on the GPU machine: give up on the index fast (pip waits up to
+# 180 s a try here), fall back to no build isolation, and put
 # the checkout first on the path whatever pip did.
-pip install --no-deps -e . >"$OUT/install.log" 2>&1 ||
+PIP_DEFAULT_TIMEOUT=10 PIP_RETRIES=0 pip install --no-deps -e . >"$OUT/install.log" 2>&1 ||
     pip install --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1
 echo "install: rc=$?" | tee "$OUT/summary.txt"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"

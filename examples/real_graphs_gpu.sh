@@ -52,7 +52,7 @@ root=$(mktemp -d)
 cp -r "$DATA"/. "$root"/
 
 if [ "$DEVICE" = cuda ]; then
-    pip install --no-deps -e . >"$OUT/install.log" 2>&1 ||
+    PIP_DEFAULT_TIMEOUT=10 PIP_RETRIES=0 pip install --no-deps -e . >"$OUT/install.log" 2>&1 ||
         pip install --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
