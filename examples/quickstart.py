@@ -7,7 +7,7 @@ network of the same depth and width on it, and prints both accuracies and the
 learned self-attention alpha_vv of each layer (1: the node ignores its
 neighbours, 0: it ignores itself).
 
-    python examples/quickstart.py            # about a minute on 2 CPU cores
+    python examples/quickstart.py            # about 20 s on 2 CPU cores
     python examples/quickstart.py --readme   # only the table the README quotes
     python examples/quickstart.py --help
 """
