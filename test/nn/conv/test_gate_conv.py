@@ -494,6 +494,12 @@ def test_gate_conv_torchscript_without_torch_sparse(tmp_path):
     assert check.stdout.split() == ['False', 'False'], check.stderr
 
 
+@pytest.mark.xfail(
+    torch.__version__ < (2, 7),
+    reason="Inductor's CPU code generation of torch 2.5 and 2.6 fails on "
+    'the backward (an assertion in CppTile2DKernel.store)',
+    strict=True,
+)
 @pytest.mark.parametrize('add_self_loops', [True, False])
 def test_gate_conv_compile_without_graph_breaks(add_self_loops):
     import torch._dynamo

@@ -420,6 +420,12 @@ def test_empty_graphs(kernel, bipartite):
             out.sum().backward()
 
 
+@pytest.mark.xfail(
+    torch.__version__ < (2, 9),
+    reason='Inductor before torch 2.9 drops torch._assert_async: compiled '
+    'code does not check the indices (torch 2.5.1, 2.6.0, 2.8.0)',
+    strict=True,
+)
 def test_out_of_range_indices_fail_alike_eager_and_compiled():
     conv = GATEConv(5, 4)
     x = torch.randn(NUM_NODES, 5)
