@@ -292,10 +292,6 @@ class GATEConv(MessagePassing):
                 f"Expected 'edge_attr' of shape [{ei.size(1)}, {dim}] "
                 f'(num_edges, edge_dim) (got {list(edge_attr.size())})')
 
-        res: OptTensor = None
-        if self.res is not None:
-            res = self.res(x_dst)
-
         value = self.lin(x_src).view(-1, H, C)
         if self.lin_src is not None and self.lin_dst is not None:
             q_src = self.lin_src(x_src).view(-1, H, C)
@@ -347,8 +343,8 @@ class GATEConv(MessagePassing):
         # gate-kernels: dedent end
 
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
-        if res is not None:
-            out = out + res
+        if self.res is not None:
+            out = out + self.res(x_dst)
         if self.bias is not None:
             out = out + self.bias
         return out, ei, alpha, masked
@@ -394,10 +390,10 @@ class GATEConv(MessagePassing):
         # A checked [2, E] (source, target) edge index of any adjacency:
         error = f'Expected a sparse adjacency of size [{num_dst}, {num_src}]'
         if isinstance(edge_index, SparseTensor):
-            # `size(dim)`: PyG's stand-in without torch-sparse scripts too.
+            # size(): PyG's stand-in without torch-sparse has no sparse_sizes()
             _check(
-                (edge_index.size(0), edge_index.size(1)) == (num_dst, num_src),
-                error)
+                edge_index.size(0) == num_dst
+                and edge_index.size(1) == num_src, error)
             col, row, _ = edge_index.coo()  # `adj_t`: row = target.
             return torch.stack([row, col], dim=0)
         if is_torch_sparse_tensor(edge_index):
