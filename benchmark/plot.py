@@ -13,17 +13,12 @@ Run from the repository root, e.g.::
 
 import argparse
 import csv
-import importlib.util
 import os
+import sys
 from typing import Dict, List, Optional
 
-
-def _conv():
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'conv.py')
-    spec = importlib.util.spec_from_file_location('gate_bench_conv', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from conv import plot_steps, suite_series  # noqa: E402
 
 
 def _float(value: str) -> Optional[float]:
@@ -67,16 +62,15 @@ def main(argv=None) -> List[dict]:
         help='the memory column of conv.csv files',
     )
     args = parser.parse_args(argv)
-    conv = _conv()
     points: List[dict] = []
     for path in args.csv:
         with open(path) as f:
             rows = list(csv.DictReader(f))
         if rows and 'layer' in rows[0]:  # The kernel suite.
-            points += conv.suite_series(rows)
+            points += suite_series(rows)
         else:
             points += cpu_points(rows, args.memory)
-    conv.plot_steps(points, args.out)
+    plot_steps(points, args.out)
     return points
 
 
