@@ -36,6 +36,19 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert tests in ci
 
 
+def test_readme_and_install_page_agree_on_the_torch_index():
+    # On the public index `pip install torch==...` resolves the CUDA wheel;
+    # the README and the installation page name the same CPU index for it.
+    def index_urls(path):
+        text = path.read_text().replace('`', ' ')
+        return set(re.findall(r'--index-url\s+(\S+)', text))
+
+    readme = index_urls(ROOT / 'README.md')
+    install = index_urls(ROOT / 'docs' / 'source' / 'install.rst')
+    assert 'https://download.pytorch.org/whl/cpu' in readme
+    assert readme <= install, readme - install
+
+
 def test_version_lives_in_one_place():
     tomllib = pytest.importorskip('tomllib')  # Python >= 3.11
     meta = tomllib.loads((ROOT / 'pyproject.toml').read_text())
