@@ -32,7 +32,7 @@ import ast
 import re
 import sys
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -153,25 +153,35 @@ def rewrite_imports(text: str, module: str) -> str:
     return IMPORT_LINE.sub(rewrite, text)
 
 
-def _imports(tree: ast.AST) -> List[ast.stmt]:
-    return [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.Import, ast.ImportFrom))
-    ]
-
-
-def _modules(node: ast.stmt) -> List[str]:
-    if isinstance(node, ast.ImportFrom):
-        return ['.' * node.level + (node.module or '')]
-    return [alias.name for alias in node.names]
-
-
 def _parse(text: str, where: str) -> ast.AST:
     try:
         return ast.parse(text)
     except SyntaxError as e:
         raise PRError(f'{where} does not parse: {e}') from e
+
+
+def _imports(tree: ast.AST) -> List[Tuple[int, List[str], List[str]]]:
+    # (line, modules, imported names) of every import statement:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [alias.name for alias in node.names]
+        if isinstance(node, ast.Import):
+            found.append((node.lineno, names, []))
+        elif isinstance(node, ast.ImportFrom):
+            module = '.' * node.level + (node.module or '')
+            found.append((node.lineno, [module], names))
+    return found
+
+
+def _refuse(problem: str, text: str, numbers: Sequence[int]) -> None:
+    # Raises with the offending lines of `text`, if there are any:
+    if numbers:
+        lines = text.splitlines()
+        raise PRError(
+            problem
+            + ''.join(f'\n  {no}: {lines[no - 1].strip()}' for no in numbers)
+        )
 
 
 def check_layer(text: str, where: str) -> None:
@@ -180,31 +190,25 @@ def check_layer(text: str, where: str) -> None:
     library, :obj:`torch` and :obj:`torch_geometric`, or no
     :obj:`class GATEConv`.
     """
-    lines = text.splitlines()
-    marked = [
-        f'{no}: {line.strip()}'
-        for no, line in enumerate(lines, 1)
-        if MARKER in line
-    ]
-    if marked:
-        raise PRError(
-            f'{where} still has {MARKER} markers; PyG gets the layer file as '
-            'it is, so the kernel hand-off belongs in the package, not in '
-            'this file:\n  ' + '\n  '.join(marked)
-        )
+    lines = enumerate(text.splitlines(), 1)
+    _refuse(
+        f'{where} still has {MARKER} markers; PyG gets the layer file as it '
+        'is, so the kernel hand-off belongs in the package, not in this file:',
+        text,
+        [no for no, line in lines if MARKER in line],
+    )
     tree = _parse(text, where)
     allowed = set(sys.stdlib_module_names) | {'torch', 'torch_geometric'}
-    foreign = [
-        f'{node.lineno}: {lines[node.lineno - 1].strip()}'
-        for node in _imports(tree)
-        if any(name.split('.')[0] not in allowed for name in _modules(node))
-    ]
-    if foreign:
-        raise PRError(
-            f"{where} imports {OUR_PACKAGE} or another package; PyG's copy "
-            'may import only the standard library, torch and torch_geometric:'
-            '\n  ' + '\n  '.join(foreign)
-        )
+    _refuse(
+        f"{where} imports {OUR_PACKAGE} or another package; PyG's copy may "
+        'import only the standard library, torch and torch_geometric:',
+        text,
+        [
+            no
+            for no, modules, _ in _imports(tree)
+            if any(name.split('.')[0] not in allowed for name in modules)
+        ],
+    )
     if not any(
         isinstance(node, ast.ClassDef) and node.name == 'GATEConv'
         for node in tree.body
@@ -218,31 +222,26 @@ def for_pyg(text: str, module: str, where: str) -> str:
     import of :class:`GATEConv`.
     """
     out = rewrite_imports(text, module)
-    left = [
-        f'{no}: {line.strip()}'
-        for no, line in enumerate(out.splitlines(), 1)
-        if OUR_PACKAGE in line
-    ]
-    if left:
-        raise PRError(
-            f'{where} would still mention {OUR_PACKAGE!r} in PyG; make_pr.py '
-            f'rewrites only one-line imports of GATEConv alone:\n  '
-            + '\n  '.join(left)
-        )
-    tree = _parse(out, where)
-    wrong = [
-        f'{node.lineno}: {out.splitlines()[node.lineno - 1].strip()}'
-        for node in _imports(tree)
-        if isinstance(node, ast.ImportFrom)
-        and any(alias.name == 'GATEConv' for alias in node.names)
-        and node.module != module
-    ]
-    if wrong:
-        raise PRError(
-            f'{where} imports GATEConv from elsewhere than {module} in a way '
-            'make_pr.py cannot rewrite (it rewrites one-line imports):\n  '
-            + '\n  '.join(wrong)
-        )
+    _refuse(
+        f'{where} would still mention {OUR_PACKAGE!r} in PyG; make_pr.py '
+        'rewrites only one-line imports of GATEConv alone:',
+        out,
+        [
+            no
+            for no, line in enumerate(out.splitlines(), 1)
+            if OUR_PACKAGE in line
+        ],
+    )
+    _refuse(
+        f'{where} imports GATEConv from elsewhere than {module} in a way '
+        'make_pr.py cannot rewrite (it rewrites one-line imports):',
+        out,
+        [
+            no
+            for no, modules, names in _imports(_parse(out, where))
+            if 'GATEConv' in names and modules != [module]
+        ],
+    )
     return out
 
 
@@ -563,6 +562,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument(
         '--pr',
         type=_pr_number,
+        metavar='NUMBER',
         help=f'the pull request number for the CHANGELOG (default: '
         f'{PLACEHOLDER})',
     )
@@ -582,7 +582,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument(
         '--source',
         type=Path,
-        default=SOURCE,
+        metavar='FILE',
         help="the layer file to copy (default: this repository's "
         'torch_geometric_gate/nn/conv/gate_conv.py)',
     )
@@ -593,12 +593,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             f'{args.pyg_dir} is not a PyG checkout: '
             f'{NN_INIT_PATH.as_posix()} is missing'
         )
+    if args.rename_attentivefp and args.source:
+        parser.error(
+            '--source is the layer of the GATEConv pull request, '
+            'not of --rename-attentivefp'
+        )
     pr = args.pr or PLACEHOLDER
     try:
         if args.rename_attentivefp:
             changed = write(pyg_dir, rename_pr(pyg_dir, pr))
         else:
-            changed = make_pr(pyg_dir, pr, args.contrib, args.source)
+            changed = make_pr(pyg_dir, pr, args.contrib, args.source or SOURCE)
     except PRError as e:
         print(f'make_pr.py: error: {e}', file=sys.stderr)
         return 1

@@ -625,6 +625,16 @@ def test_pr_number_must_be_a_positive_integer(fresh, number, capsys):
         make_pr.changelog('', make_pr.RENAME_ENTRY, number)
 
 
+def test_source_is_refused_with_the_rename(fresh, layer, capsys):
+    before = _snapshot(fresh)
+    args = [str(fresh), '--rename-attentivefp', '--source', str(layer)]
+    with pytest.raises(SystemExit) as info:
+        make_pr.main(args)
+    assert info.value.code == 2
+    assert 'not of --rename-attentivefp' in capsys.readouterr().err
+    assert _snapshot(fresh) == before
+
+
 def test_rewrite_imports():
     text = (
         'from torch_geometric.nn import GATEConv, GATv2Conv\n'
