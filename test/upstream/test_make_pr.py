@@ -6,6 +6,7 @@ AttentiveFP rename), applied to a snapshot of PyG's source
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -283,6 +284,45 @@ def test_pyg_pre_commit_formatting(pyg, contrib, renamed, layer):
         text = path.read_text()
         formatted, _ = yapf.FormatCode(text, style_config=style)
         assert formatted == text, f'{path} is not formatted as PyG formats'
+
+
+def _pyg_ruff(tree: Path, *paths: Path) -> subprocess.CompletedProcess:
+    # PyG's pre-commit also runs `ruff check` (pinned there: 0.15.15) with
+    # its pyproject.toml (pydocstyle, bugbear); PyG's own files pass it:
+    venv = Path(sys.executable).parent
+    ruff = shutil.which('ruff', path=str(venv)) or shutil.which('ruff')
+    if ruff is None:
+        pytest.skip('ruff not found')
+    return subprocess.run(
+        [ruff, 'check', '--no-cache', '--config', 'pyproject.toml', *paths],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_pyg_ruff_accepts_generated_files(pyg, contrib, renamed):
+    for tree, paths in [
+        (pyg[0], [TEST, INIT]),
+        (contrib[0], [CONTRIB_TEST, CONTRIB_INIT]),
+        (renamed[0], [ATTENTIVE_FP]),
+    ]:
+        assert all(tree.joinpath(path).is_file() for path in paths)
+        result = _pyg_ruff(tree, *paths)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason='D209 in the layer: the docstring of GATEConv.forward closes '
+    'its quotes on its last text line (PyG: on a line of their own); '
+    'remove this mark once torch_geometric_gate/nn/conv/gate_conv.py is fixed',
+)
+def test_pyg_ruff_accepts_the_layer(pyg):
+    tree, _ = pyg
+    result = _pyg_ruff(tree, LAYER, Path('torch_geometric', 'nn', 'conv'))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 EQUIVALENCE = r"""
