@@ -1,10 +1,12 @@
-r"""The PyG pull request of :obj:`upstream/make_pr.py`, applied to a snapshot
-of PyG's source (:obj:`../shared/upstream/`) and tested with PyG's tests.
+r"""The PyG pull requests of :obj:`upstream/make_pr.py` (GATEConv in
+:obj:`torch_geometric.nn.conv` or in :obj:`torch_geometric.contrib`, and the
+AttentiveFP rename), applied to a snapshot of PyG's source
+(:obj:`../shared/upstream/`) and tested with PyG's tests.
 """
 
 import importlib.util
 import os
-import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -15,14 +17,25 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MAKE_PR = ROOT / 'upstream' / 'make_pr.py'
 SOURCE = ROOT / 'torch_geometric_gate' / 'nn' / 'conv' / 'gate_conv.py'
+TEMPLATE = ROOT / 'upstream' / 'templates' / 'test_gate_conv.py'
 TARBALL = (
     Path(__file__).resolve().parents[3]
     / 'shared'
     / 'upstream'
     / 'pytorch_geometric-5c6461b.tar.gz'
 )
-GENERATED = ('torch_geometric', 'nn', 'conv', 'gate_conv.py')
-ATTENTIVE_FP = ('torch_geometric', 'nn', 'models', 'attentive_fp.py')
+LAYER = Path('torch_geometric', 'nn', 'conv', 'gate_conv.py')
+TEST = Path('test', 'nn', 'conv', 'test_gate_conv.py')
+INIT = Path('torch_geometric', 'nn', 'conv', '__init__.py')
+CONTRIB_LAYER = Path(
+    'torch_geometric', 'contrib', 'nn', 'conv', 'gate_conv.py'
+)
+CONTRIB_TEST = Path('test', 'contrib', 'nn', 'conv', 'test_gate_conv.py')
+CONTRIB_INIT = Path('torch_geometric', 'contrib', 'nn', 'conv', '__init__.py')
+ATTENTIVE_FP = Path('torch_geometric', 'nn', 'models', 'attentive_fp.py')
+CHANGELOG = Path('CHANGELOG.md')
+README = Path('README.md')
+PR_URL = 'https://github.com/pyg-team/pytorch_geometric/pull/'
 
 
 def _load_make_pr():
@@ -35,39 +48,118 @@ def _load_make_pr():
 make_pr = _load_make_pr()
 
 
-def _snapshot(tree: Path) -> dict:
-    return {
-        path: path.read_bytes()
-        for path in sorted(tree.rglob('*'))
-        if path.is_file() and '__pycache__' not in path.parts
-    }
-
-
-@pytest.fixture(scope='module')
-def pyg(tmp_path_factory):
-    r"""The PyG snapshot with the pull request applied (twice), the original
-    :obj:`attentive_fp.py` and the files of the first run.
-    """
+def _extract(tmp: Path) -> Path:
     if not TARBALL.is_file():
         pytest.skip(f'PyG snapshot not found: {TARBALL}')
-    tmp = tmp_path_factory.mktemp('pyg')
     with tarfile.open(TARBALL) as tar:
         if hasattr(tarfile, 'data_filter'):
             tar.extractall(tmp, filter='data')
         else:  # Python < 3.10.12 / 3.11.4
             tar.extractall(tmp)
-    tree = tmp / 'pytorch_geometric'
-    original = tmp / 'attentive_fp_original.py'
-    original.write_bytes(tree.joinpath(*ATTENTIVE_FP).read_bytes())
+    return tmp / 'pytorch_geometric'
 
-    assert make_pr.main([str(tree)]) == 0
+
+def _snapshot(tree: Path) -> dict:
+    return {
+        path.relative_to(tree): path.read_bytes()
+        for path in sorted(tree.rglob('*'))
+        if path.is_file() and '__pycache__' not in path.parts
+    }
+
+
+def _changed(tree: Path, pristine: dict) -> set:
+    now = _snapshot(tree)
+    return {
+        path
+        for path in now.keys() | pristine.keys()
+        if now.get(path) != pristine.get(path)
+    }
+
+
+def _without_kernel_hand_off(text: str) -> str:
+    # Until the layer file itself is PyG's (the kernel hand-off moved into
+    # the package's subclass), its `# gate-kernels` block is cut here, as
+    # the old make_pr.py did; for a marker-free file this is a copy:
+    lines = text.splitlines(keepends=True)
+    marked = [i for i, line in enumerate(lines) if 'gate-kernels' in line]
+    if not marked:
+        return text
+    imp, begin, end, dedent_end = marked
+    blank = not lines[imp - 1].strip() and not lines[imp + 1].strip()
+    body = [
+        line[4:] if line.strip() else line
+        for line in lines[end + 1 : dedent_end]
+    ]
+    return ''.join(
+        lines[:imp]
+        + lines[imp + 1 + blank : begin]
+        + body
+        + lines[dedent_end + 1 :]
+    )
+
+
+@pytest.fixture(scope='module')
+def layer(tmp_path_factory) -> Path:
+    r"""The layer file as PyG gets it."""
+    path = tmp_path_factory.mktemp('layer') / 'gate_conv.py'
+    path.write_text(_without_kernel_hand_off(SOURCE.read_text()))
+    return path
+
+
+@pytest.fixture(scope='module')
+def pristine(tmp_path_factory) -> dict:
+    return _snapshot(_extract(tmp_path_factory.mktemp('pristine')))
+
+
+@pytest.fixture
+def fresh(tmp_path) -> Path:
+    return _extract(tmp_path)
+
+
+@pytest.fixture(scope='module')
+def pyg(tmp_path_factory, layer):
+    r"""The snapshot with the GATEConv pull request applied (twice) and the
+    files of the first run.
+    """
+    tree = _extract(tmp_path_factory.mktemp('pyg'))
+    assert make_pr.main([str(tree), '--source', str(layer)]) == 0
     first = _snapshot(tree)
-    assert make_pr.main([str(tree)]) == 0
+    assert make_pr.main([str(tree), '--source', str(layer)]) == 0
+    return tree, first
+
+
+@pytest.fixture(scope='module')
+def contrib(tmp_path_factory, layer):
+    tree = _extract(tmp_path_factory.mktemp('contrib'))
+    args = [str(tree), '--contrib', '--source', str(layer)]
+    assert make_pr.main(args) == 0
+    first = _snapshot(tree)
+    assert make_pr.main(args) == 0
+    return tree, first
+
+
+@pytest.fixture(scope='module')
+def renamed(tmp_path_factory):
+    r"""The snapshot with the AttentiveFP rename applied (twice), the
+    original :obj:`attentive_fp.py` and the files of the first run.
+    """
+    tmp = tmp_path_factory.mktemp('renamed')
+    tree = _extract(tmp)
+    original = tmp / 'attentive_fp_original.py'
+    original.write_bytes(tree.joinpath(ATTENTIVE_FP).read_bytes())
+    assert make_pr.main([str(tree), '--rename-attentivefp']) == 0
+    first = _snapshot(tree)
+    assert make_pr.main([str(tree), '--rename-attentivefp']) == 0
     return tree, original, first
 
 
-def _run(script: str, tree: Path, **kwargs) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE='1')
+def _run(script, tree: Path, **kwargs) -> subprocess.CompletedProcess:
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(tree),
+        PYTHONDONTWRITEBYTECODE='1',
+        OMP_NUM_THREADS='1',
+    )
     return subprocess.run(
         [sys.executable, *script],
         cwd=tree,
@@ -84,180 +176,153 @@ def _check(result: subprocess.CompletedProcess):
     assert result.returncode == 0, output
 
 
-def test_make_pr_is_idempotent(pyg):
-    tree, _, first = pyg
-    assert _snapshot(tree) == first
-
-    init = tree.joinpath('torch_geometric', 'nn', 'conv', '__init__.py')
-    init = init.read_text()
-    assert init.count('from .gate_conv import GATEConv\n') == 1
-    assert init.count("    'GATEConv',\n") == 1
-    assert init.index('GATv2Conv\n') < init.index('from .gate_conv')
-
-    changelog = (tree / 'CHANGELOG.md').read_text()
-    assert changelog.count('- Added `GATEConv`') == 1
-    unreleased = changelog.split('\n## [')[1]
-    assert unreleased.startswith('Unreleased]')
-    added = unreleased.split('### Added\n\n')[1]
-    assert added.startswith('- Added `GATEConv`, the GATE graph attention')
-    url = 'https://github.com/pyg-team/pytorch_geometric/pull/XXXX'
-    assert f'([#XXXX]({url}))' in added.splitlines()[0]
-    assert (tree / 'README.md').read_text().count('**[GATEConv]') == 1
-
-    attentive_fp = tree.joinpath(*ATTENTIVE_FP).read_text()
-    assert 'class GATEConv(' not in attentive_fp
-    assert attentive_fp.count('class _AttentiveFPGATEConv(') == 1
-    assert all(len(line) <= 79 for line in attentive_fp.splitlines())
-
-    # Another PR number updates the entry in place:
-    assert make_pr.main([str(tree), '--pr', '12345']) == 0
-    changelog = (tree / 'CHANGELOG.md').read_text()
-    assert changelog.count('- Added `GATEConv`') == 1
-    assert '[#12345](' in changelog and '#XXXX' not in changelog
-    assert make_pr.main([str(tree)]) == 0
-    assert _snapshot(tree) == first
-
-
-def test_pyg_tests_pass(pyg):
-    tree, _, _ = pyg
+def _pytest(tree: Path, *paths: str) -> str:
     result = _run(
-        [
-            '-m',
-            'pytest',
-            '-q',
-            '-p',
-            'no:cacheprovider',
-            'test/nn/conv/test_gate_conv.py',
-            'test/nn/conv/test_gatv2_conv.py',
-            'test/nn/models/test_attentive_fp.py',
-        ],
+        ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', *paths],
         tree,
         timeout=900,
     )
     _check(result)
-    assert ' passed' in result.stdout and 'test_gate_conv.py' in result.stdout
+    assert ' passed' in result.stdout and ' failed' not in result.stdout
+    return result.stdout
 
 
-def _marked_lines_removed(lines):
-    # Our file with the marked lines removed and the `else:` body dedented,
-    # found by the markers' positions (one of each):
-    def index(predicate):
-        hits = [i for i, line in enumerate(lines) if predicate(line)]
-        assert len(hits) == 1, hits
-        return hits[0]
+def _unreleased(tree: Path, section: str) -> str:
+    changelog = (tree / CHANGELOG).read_text()
+    unreleased = changelog.split('\n## [')[1]
+    assert unreleased.startswith('Unreleased]')
+    return unreleased.split(f'### {section}\n\n')[1]
 
-    imp = index(lambda line: line.rstrip().endswith('# gate-kernels'))
-    begin = index(lambda line: '# gate-kernels: begin' in line)
-    end = index(lambda line: '# gate-kernels: end' in line)
-    dedent_end = index(lambda line: '# gate-kernels: dedent end' in line)
-    assert imp < begin < end < dedent_end
-    assert lines[imp].startswith(('from ', 'import '))
-    assert '(' not in lines[imp].split('#')[0]  # one line
-    # The blank line after the import goes too, where it stood alone:
-    blank = not lines[imp - 1].strip() and not lines[imp + 1].strip()
-    body = [
-        line[4:] if line.strip() else line
-        for line in lines[end + 1 : dedent_end]
-    ]
-    assert all(line.startswith('    ') for line in lines[end + 1 : dedent_end])
-    return (
-        lines[:imp]
-        + lines[imp + 1 + blank : begin]
-        + body
-        + lines[dedent_end + 1 :]
+
+# The GATEConv pull request ###################################################
+
+
+def test_make_pr_is_idempotent(pyg, pristine, layer):
+    tree, first = pyg
+    assert _snapshot(tree) == first
+    assert _changed(tree, pristine) == {LAYER, TEST, INIT, CHANGELOG, README}
+
+    init = tree.joinpath(INIT).read_text()
+    assert init.count('from .gate_conv import GATEConv\n') == 1
+    assert init.count("    'GATEConv',\n") == 1
+    assert init.index('GATv2Conv\n') < init.index('from .gate_conv')
+
+    added = _unreleased(tree, 'Added')
+    assert added.startswith('- Added `GATEConv`, the GATE graph attention')
+    first_line = added.splitlines()[0]
+    assert first_line.endswith(f'([#XXXX]({PR_URL}XXXX))')
+    assert 'AttentiveFP' not in first_line  # The rename is its own PR.
+    assert (tree / CHANGELOG).read_text().count('`GATEConv`') == 1
+    assert (tree / README).read_text().count('**[GATEConv]') == 1
+
+    # Another PR number updates the entry in place:
+    assert (
+        make_pr.main([str(tree), '--source', str(layer), '--pr', '12345']) == 0
     )
+    changelog = (tree / CHANGELOG).read_text()
+    assert changelog.count('- Added `GATEConv`') == 1
+    assert f'[#12345]({PR_URL}12345)' in changelog and '#XXXX' not in changelog
+    assert make_pr.main([str(tree), '--source', str(layer)]) == 0
+    assert _snapshot(tree) == first
 
 
-def test_pyg_pre_commit_formatting(pyg):
+def test_generated_files_are_copies(pyg, layer):
+    tree, _ = pyg
+    assert tree.joinpath(LAYER).read_text() == layer.read_text()
+    assert tree.joinpath(TEST).read_text() == TEMPLATE.read_text()
+
+
+@pytest.mark.slow
+def test_pyg_tests_pass(pyg):
+    tree, _ = pyg
+    out = _pytest(
+        tree,
+        str(TEST),
+        'test/nn/conv/test_gatv2_conv.py',
+        'test/nn/models/test_attentive_fp.py',
+    )
+    assert 'test_gate_conv.py' in out
+
+
+EXPORTS = r"""
+import torch_geometric.nn as nn
+from torch_geometric.nn.conv.gate_conv import GATEConv
+from torch_geometric.nn.models import attentive_fp
+
+assert nn.GATEConv is nn.conv.GATEConv is GATEConv
+assert 'GATEConv' not in nn.models.__all__
+assert attentive_fp.GATEConv is not GATEConv  # AttentiveFP's own
+assert attentive_fp.AttentiveFP is nn.AttentiveFP
+print('exports ok')
+"""
+
+
+@pytest.mark.slow
+def test_no_export_clash_with_attentive_fp(pyg):
+    # Without the rename, `torch_geometric.nn.GATEConv` and AttentiveFP's
+    # internal class live in different modules:
+    tree, _ = pyg
+    result = _run(['-c', EXPORTS], tree, timeout=300)
+    _check(result)
+    assert 'exports ok' in result.stdout
+
+
+def test_pyg_pre_commit_formatting(pyg, contrib, renamed, layer):
     # PyG's pre-commit formats with yapf (pinned there: 0.43.0) in the
     # configuration of its pyproject.toml; the generated files pass it as
-    # they are, and so do ours (and the attentive_fp.py rename):
+    # they are:
     yapf = pytest.importorskip('yapf.yapflib.yapf_api')
-    tree, _, _ = pyg
-    style = str(tree / 'pyproject.toml')
+    style = str(pyg[0] / 'pyproject.toml')
     for path in (
-        tree.joinpath(*GENERATED),
-        tree / 'test' / 'nn' / 'conv' / 'test_gate_conv.py',
-        tree.joinpath(*ATTENTIVE_FP),
-        SOURCE,
+        pyg[0] / LAYER,
+        pyg[0] / TEST,
+        contrib[0] / CONTRIB_TEST,
+        contrib[0] / CONTRIB_INIT,
+        renamed[0] / ATTENTIVE_FP,
+        layer,
     ):
         text = path.read_text()
         formatted, _ = yapf.FormatCode(text, style_config=style)
         assert formatted == text, f'{path} is not formatted as PyG formats'
 
 
-def test_generated_file_is_ours_without_the_kernel_hand_off(pyg):
-    tree, _, _ = pyg
-    ours = SOURCE.read_text().splitlines()
-    generated = tree.joinpath(*GENERATED).read_text().splitlines()
-    expected = [
-        line.replace(
-            'from torch_geometric_gate import GATEConv',
-            'from torch_geometric.nn import GATEConv',
-        )
-        for line in _marked_lines_removed(ours)
-    ]
-    assert generated == expected
-    assert len(ours) - len(generated) >= 5
-    text = '\n'.join(generated)
-    assert 'torch_geometric_gate' not in text and 'gate-kernels' not in text
-    # The reference path, at the method's indentation:
-    for call in ('alpha = self.edge_updater(', 'out = self.propagate('):
-        assert any(line.startswith(' ' * 8 + call) for line in generated)
-    assert not re.search(r'\bselect_kernel\b|\battend\(', text)
-
-
-def test_make_pr_rejects_other_mentions_of_our_package():
-    text = SOURCE.read_text() + '\n# see torch_geometric_gate.ops\n'
-    with pytest.raises(make_pr.PRError, match='torch_geometric_gate'):
-        make_pr.to_pyg(text)
-    broken = SOURCE.read_text().replace('# gate-kernels: dedent end', '')
-    with pytest.raises(make_pr.PRError, match='not closed|cannot dedent'):
-        make_pr.to_pyg(broken)
-
-
-def test_strip_kernels_rules():
-    text = (
-        'import torch\n'
-        '\n'
-        'from torch_geometric_gate.ops import (  # gate-kernels\n'
-        '    attend,\n'
-        '    select_kernel,\n'
-        ')\n'
-        '\n'
-        'def f(x):\n'
-        "    '''\n"
-        '    >>> from torch_geometric_gate import GATEConv\n'
-        "    '''\n"
-        '    # gate-kernels: begin\n'
-        '    if select_kernel(x) != 1:\n'
-        '        y = attend(x)\n'
-        '    else:\n'
-        '        # gate-kernels: end\n'
-        '        y = x + 1\n'
-        '\n'
-        '        y = y * 2\n'
-        '    # gate-kernels: dedent end\n'
-        '    return y\n'
-        'class GATEConv(torch.nn.Module):\n'
-        '    pass\n'
+def _pyg_ruff(tree: Path, *paths: Path) -> subprocess.CompletedProcess:
+    # PyG's pre-commit also runs `ruff check` (pinned there: 0.15.15) with
+    # its pyproject.toml (pydocstyle, bugbear); PyG's own files pass it:
+    venv = Path(sys.executable).parent
+    ruff = shutil.which('ruff', path=str(venv)) or shutil.which('ruff')
+    if ruff is None:
+        pytest.skip('ruff not found')
+    return subprocess.run(
+        [ruff, 'check', '--no-cache', '--config', 'pyproject.toml', *paths],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    assert make_pr.to_pyg(text) == (
-        'import torch\n'
-        '\n'
-        'def f(x):\n'
-        "    '''\n"
-        '    >>> from torch_geometric.nn import GATEConv\n'
-        "    '''\n"
-        '    y = x + 1\n'
-        '\n'
-        '    y = y * 2\n'
-        '    return y\n'
-        'class GATEConv(torch.nn.Module):\n'
-        '    pass\n'
-    )
-    with pytest.raises(make_pr.PRError, match='attend'):
-        make_pr.to_pyg(text.replace('y = x + 1', 'y = attend(x) + 1'))
+
+
+def test_pyg_ruff_accepts_generated_files(pyg, contrib, renamed):
+    for tree, paths in [
+        (pyg[0], [TEST, INIT]),
+        (contrib[0], [CONTRIB_TEST, CONTRIB_INIT]),
+        (renamed[0], [ATTENTIVE_FP]),
+    ]:
+        assert all(tree.joinpath(path).is_file() for path in paths)
+        result = _pyg_ruff(tree, *paths)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason='D209 in the layer: the docstring of GATEConv.forward closes '
+    'its quotes on its last text line (PyG: on a line of their own); '
+    'remove this mark once torch_geometric_gate/nn/conv/gate_conv.py is fixed',
+)
+def test_pyg_ruff_accepts_the_layer(pyg):
+    tree, _ = pyg
+    result = _pyg_ruff(tree, LAYER, Path('torch_geometric', 'nn', 'conv'))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 EQUIVALENCE = r"""
@@ -322,12 +387,94 @@ print(f'{num_checked} configurations equal')
 """
 
 
+@pytest.mark.slow
 def test_generated_layer_is_our_reference_path(pyg):
-    tree, _, _ = pyg
+    tree, _ = pyg
     script = f'import sys\nROOT = {str(ROOT)!r}\n' + EQUIVALENCE
     result = _run(['-c', script], tree, timeout=600)
     _check(result)
     assert '16 configurations equal' in result.stdout
+
+
+# The contrib pull request ####################################################
+
+
+def test_contrib_pr_files(contrib, pristine, layer):
+    tree, first = contrib
+    assert _snapshot(tree) == first
+    assert _changed(tree, pristine) == {
+        CONTRIB_LAYER,
+        CONTRIB_TEST,
+        CONTRIB_INIT,
+        CHANGELOG,
+    }
+    assert tree.joinpath(CONTRIB_LAYER).read_text() == layer.read_text()
+    assert tree.joinpath(CONTRIB_INIT).read_text() == (
+        'from .gate_conv import GATEConv\n'
+        '\n'
+        '__all__ = classes = [\n'
+        "    'GATEConv',\n"
+        ']\n'
+    )
+    test = tree.joinpath(CONTRIB_TEST).read_text()
+    expected = TEMPLATE.read_text().replace(
+        'from torch_geometric.nn import GATEConv, GATv2Conv\n',
+        'from torch_geometric.contrib.nn.conv import GATEConv\n'
+        'from torch_geometric.nn import GATv2Conv\n',
+    )
+    assert test != TEMPLATE.read_text() and test == expected
+    added = _unreleased(tree, 'Added')
+    assert added.startswith(
+        '- Added `torch_geometric.contrib.nn.conv.GATEConv`, the GATE graph'
+    )
+
+
+CONTRIB_EXPORTS = r"""
+import torch_geometric.nn
+from torch_geometric.contrib.nn import GATEConv
+from torch_geometric.contrib.nn.conv.gate_conv import GATEConv as Layer
+
+assert GATEConv is Layer
+assert not hasattr(torch_geometric.nn, 'GATEConv')
+print('exports ok')
+"""
+
+
+@pytest.mark.slow
+def test_contrib_pr_passes_pyg_tests(contrib):
+    tree, _ = contrib
+    out = _pytest(
+        tree, 'test/contrib/nn', 'test/nn/models/test_attentive_fp.py'
+    )
+    assert 'test_gate_conv.py' in out
+    result = _run(['-c', CONTRIB_EXPORTS], tree, timeout=300)
+    _check(result)
+    assert 'exports ok' in result.stdout
+
+
+def test_other_home_is_refused(pyg, layer):
+    tree, first = pyg
+    assert make_pr.main([str(tree), '--contrib', '--source', str(layer)]) == 1
+    assert _snapshot(tree) == first
+
+
+# The AttentiveFP rename ######################################################
+
+
+def test_rename_pr_files(renamed, pristine):
+    tree, _, first = renamed
+    assert _snapshot(tree) == first
+    assert _changed(tree, pristine) == {ATTENTIVE_FP, CHANGELOG}
+    attentive_fp = tree.joinpath(ATTENTIVE_FP).read_text()
+    assert 'class GATEConv(' not in attentive_fp
+    assert attentive_fp.count('class _AttentiveFPGATEConv(') == 1
+    assert all(len(line) <= 79 for line in attentive_fp.splitlines())
+    changed = _unreleased(tree, 'Changed')
+    assert changed.startswith(
+        '- Renamed the internal `GATEConv` layer of `AttentiveFP` to '
+        '`_AttentiveFPGATEConv`'
+    )
+    assert changed.splitlines()[0].endswith(f'([#XXXX]({PR_URL}XXXX))')
 
 
 ATTENTIVE_FP_CHECK = r"""
@@ -378,12 +525,178 @@ print('state dicts and outputs equal')
 """
 
 
-def test_attentive_fp_rename_keeps_checkpoints(pyg):
-    tree, original, _ = pyg
+@pytest.mark.slow
+def test_attentive_fp_rename_keeps_checkpoints(renamed):
+    tree, original, _ = renamed
     script = f'PATH = {str(original)!r}\n' + ATTENTIVE_FP_CHECK
     result = _run(['-c', script], tree, timeout=300)
     _check(result)
     assert 'state dicts and outputs equal' in result.stdout
+    _pytest(tree, 'test/nn/models/test_attentive_fp.py')
+
+
+# Refusals: nothing is written ################################################
+
+
+def test_layer_with_kernel_hand_off_is_refused(fresh, layer, tmp_path):
+    before = _snapshot(fresh)
+    text = layer.read_text()
+    cases = {
+        'marker': (
+            text.replace(
+                '\nclass GATEConv(',
+                '\n# gate-kernels: begin\nclass GATEConv(',
+                1,
+            ),
+            'gate-kernels markers',
+        ),
+        'ours': (
+            'from torch_geometric_gate.ops import attend\n' + text,
+            'imports torch_geometric_gate',
+        ),
+        'ours in a function': (
+            text.replace(
+                '    def reset_parameters(self):\n',
+                '    def reset_parameters(self):\n'
+                '        import torch_geometric_gate\n',
+                1,
+            ),
+            'imports torch_geometric_gate',
+        ),
+        'other package': (
+            'import torch_scatter\n' + text,
+            'or another package',
+        ),
+        'no class': (
+            text.replace('class GATEConv(', 'class Other('),
+            "no 'class GATEConv'",
+        ),
+    }
+    for name, (source, message) in cases.items():
+        assert source != text, name
+        path = tmp_path / f'{name}.py'
+        path.write_text(source)
+        with pytest.raises(make_pr.PRError, match=message):
+            make_pr.make_pr(fresh, source=path)
+        assert make_pr.main([str(fresh), '--source', str(path)]) == 1
+        assert _snapshot(fresh) == before, name
+
+
+def test_unrewritable_template_import_changes_no_file(
+    fresh, layer, tmp_path, monkeypatch
+):
+    before = _snapshot(fresh)
+    for line, message in [
+        (
+            'from torch_geometric_gate import GATEConv, attention_kernel',
+            "mention 'torch_geometric_gate'",
+        ),
+        (
+            'from torch_geometric.nn.conv.gate_conv import GATEConv',
+            'cannot rewrite',
+        ),
+    ]:
+        template = tmp_path / 'test_gate_conv.py'
+        template.write_text(
+            TEMPLATE.read_text().replace(
+                'from torch_geometric.nn import GATEConv, GATv2Conv',
+                f'from torch_geometric.nn import GATv2Conv\n{line}',
+            )
+        )
+        monkeypatch.setattr(make_pr, 'TEST_TEMPLATE', template)
+        for contrib in (False, True):
+            with pytest.raises(make_pr.PRError, match=message):
+                make_pr.make_pr(fresh, contrib=contrib, source=layer)
+        assert _snapshot(fresh) == before
+
+
+def test_unrewritable_attentive_fp_import_changes_no_file(fresh, capsys):
+    # The old make_pr.py had written six files when it met the second one:
+    models = fresh / 'test' / 'nn' / 'models'
+    head = 'from torch_geometric.nn.models.attentive_fp import GATEConv'
+    (models / 'test_a_rewritable.py').write_text(f'{head}\n')
+    (models / 'test_z_unrewritable.py').write_text(f'{head} as Old\n')
+    before = _snapshot(fresh)
+    assert make_pr.main([str(fresh), '--rename-attentivefp']) == 1
+    err = capsys.readouterr().err
+    assert 'test_z_unrewritable.py uses attentive_fp.GATEConv' in err
+    assert _snapshot(fresh) == before
+
+    (models / 'test_z_unrewritable.py').unlink()
+    assert make_pr.main([str(fresh), '--rename-attentivefp']) == 0
+    assert (models / 'test_a_rewritable.py').read_text() == (
+        'from torch_geometric.nn.models.attentive_fp import '
+        '_AttentiveFPGATEConv\n'
+    )
+
+
+def test_failed_write_lists_what_was_written(tmp_path, monkeypatch):
+    files = {Path('a.py'): 'a', Path('b', 'c.py'): 'c', Path('d.py'): 'd'}
+    write_text = Path.write_text
+
+    def failing(self, *args, **kwargs):
+        if self.name == 'd.py':
+            raise PermissionError('read-only')
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, 'write_text', failing)
+    with pytest.raises(make_pr.PRError) as info:
+        make_pr.write(tmp_path, files)
+    message = str(info.value)
+    assert 'writing d.py failed' in message and 'read-only' in message
+    assert message.endswith('written before: a.py, b/c.py')
+    assert (tmp_path / 'a.py').read_text() == 'a'
+
+
+@pytest.mark.parametrize(
+    'number', ['12](evil) [x', '0', '-3', '1.5', '012', '']
+)
+def test_pr_number_must_be_a_positive_integer(fresh, number, capsys):
+    before = _snapshot(fresh)
+    for mode in ([], ['--rename-attentivefp']):
+        with pytest.raises(SystemExit) as info:
+            make_pr.main([str(fresh), '--pr', number, *mode])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert 'expected a positive integer (the pull request number)' in err
+        assert repr(number) in err
+    assert _snapshot(fresh) == before
+    with pytest.raises(make_pr.PRError, match='positive integer'):
+        make_pr.changelog('', make_pr.RENAME_ENTRY, number)
+
+
+def test_source_is_refused_with_the_rename(fresh, layer, capsys):
+    before = _snapshot(fresh)
+    args = [str(fresh), '--rename-attentivefp', '--source', str(layer)]
+    with pytest.raises(SystemExit) as info:
+        make_pr.main(args)
+    assert info.value.code == 2
+    assert 'not of --rename-attentivefp' in capsys.readouterr().err
+    assert _snapshot(fresh) == before
+
+
+def test_rewrite_imports():
+    text = (
+        'from torch_geometric.nn import GATEConv, GATv2Conv\n'
+        '    >>> from torch_geometric_gate import GATEConv\n'
+        'from torch_geometric.nn.conv import MessagePassing\n'
+        'from torch_geometric_gate import GATEConv, attention_kernel\n'
+    )
+    assert make_pr.rewrite_imports(text, 'torch_geometric.nn') == (
+        'from torch_geometric.nn import GATEConv, GATv2Conv\n'
+        '    >>> from torch_geometric.nn import GATEConv\n'
+        'from torch_geometric.nn.conv import MessagePassing\n'
+        'from torch_geometric_gate import GATEConv, attention_kernel\n'
+    )
+    assert make_pr.rewrite_imports(
+        text, 'torch_geometric.contrib.nn.conv'
+    ) == (
+        'from torch_geometric.contrib.nn.conv import GATEConv\n'
+        'from torch_geometric.nn import GATv2Conv\n'
+        '    >>> from torch_geometric.contrib.nn.conv import GATEConv\n'
+        'from torch_geometric.nn.conv import MessagePassing\n'
+        'from torch_geometric_gate import GATEConv, attention_kernel\n'
+    )
 
 
 def test_not_a_pyg_checkout_exits_2(tmp_path):
