@@ -228,19 +228,21 @@ def test_processed_file_is_replaced_atomically(tmp_path, monkeypatch):
     # file (here: none yet, then the first one); no temporary file is left.
     import torch_geometric_gate.datasets._synthetic as synthetic
 
-    real_save = torch.save
+    real_replace = os.replace
     seen = []
 
-    def save(obj, f):
-        real_save(obj, f)
-        final = f.name.split('.pt.')[0] + '.pt'
-        seen.append(final)
-        if final.endswith('_graph-dense.pt'):
-            assert osp.exists(final) == (len(seen) > 3)
-            if osp.exists(final):
+    def replace(src, dst):
+        seen.append(dst)
+        # The temporary file is complete and in the final name's folder:
+        assert osp.dirname(src) == osp.dirname(dst)
+        torch.load(src, weights_only=False)
+        if dst.endswith('_graph-dense.pt'):
+            assert osp.exists(dst) == (len(seen) > 3)
+            if osp.exists(dst):
                 SelfSufficientER(str(tmp_path), num_nodes=30, edge_prob=0.1)
+        real_replace(src, dst)
 
-    monkeypatch.setattr(synthetic.torch, 'save', save)
+    monkeypatch.setattr(synthetic.os, 'replace', replace)
     for force_reload in (False, True):
         SelfSufficientER(
             str(tmp_path),
@@ -252,6 +254,17 @@ def test_processed_file_is_replaced_atomically(tmp_path, monkeypatch):
     assert all(
         not f.endswith('.tmp') for f in os.listdir(tmp_path / 'processed')
     )
+
+
+def test_atomic_save_of_a_long_legal_file_name(tmp_path):
+    # A 250-byte name is legal; the temporary file's name must not be this
+    # name plus a suffix (it went past 255 bytes: 'File name too long').
+    from torch_geometric_gate.datasets._synthetic import atomic_torch_save
+
+    path = tmp_path / ('x' * 247 + '.pt')
+    atomic_torch_save({'a': torch.arange(3)}, str(path))
+    assert torch.equal(torch.load(path)['a'], torch.arange(3))
+    assert os.listdir(tmp_path) == [path.name]
 
 
 def test_concurrent_construction(tmp_path):

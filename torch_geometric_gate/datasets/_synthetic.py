@@ -5,7 +5,7 @@ import numbers
 import os
 import os.path as osp
 import sys
-import uuid
+import tempfile
 import warnings
 from typing import Any, List, Sequence, Tuple, Type
 
@@ -252,9 +252,13 @@ def atomic_torch_save(obj: Any, path: str) -> None:
     :func:`os.replace` onto :obj:`path`: a reader sees the old file or the
     complete new one, never a partial one, and a writer that dies leaves
     no truncated file under :obj:`path`."""
-    tmp = f'{path}.{os.getpid()}-{uuid.uuid4().hex}.tmp'
+    # A short name of its own (not `path` plus a suffix), so that a long but
+    # legal file name cannot grow past the file system's 255 bytes:
+    fd, tmp = tempfile.mkstemp(
+        dir=osp.dirname(path) or '.', prefix='.', suffix='.tmp'
+    )
     try:
-        with open(tmp, 'xb') as f:
+        with os.fdopen(fd, 'wb') as f:
             torch.save(obj, f)
         os.replace(tmp, path)
     except BaseException:
