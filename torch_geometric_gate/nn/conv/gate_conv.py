@@ -265,6 +265,7 @@ class GATEConv(MessagePassing):
         adj = adj.coalesce() if adj.layout == torch.sparse_coo else adj
         return out, (adj, adj.values())
 
+    @torch.jit.export
     def forward_with_attention(
             self, x: Union[Tensor, PairTensor], edge_index: Adj,
             edge_attr: OptTensor = None

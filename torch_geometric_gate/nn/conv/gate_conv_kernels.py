@@ -9,8 +9,10 @@ class overrides it alone, and has the same parameters (checkpoints load
 into either class) and the same outputs.
 """
 
-from typing import List, Tuple
+import types
+from typing import Callable, List, Tuple
 
+import torch
 from torch import Tensor
 from torch.nn.parameter import UninitializedParameter
 from torch_geometric import EdgeIndex
@@ -44,6 +46,15 @@ def _call_types(method: str) -> dict:
     return {name: param.type for name, param in params.items()}
 
 
+def _renamed(fn: Callable, name: str) -> Callable:
+    # TorchScript compiles a method under its function's `__name__`:
+    out = types.FunctionType(
+        fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__
+    )
+    out.__annotations__ = fn.__annotations__
+    return out
+
+
 class GATEConv(gate_conv.GATEConv):
     __doc__ = gate_conv.GATEConv.__doc__
 
@@ -53,6 +64,12 @@ class GATEConv(gate_conv.GATEConv):
     # generated `propagate` need):
     propagate_type = _call_types('propagate')
     edge_updater_type = _call_types('edge_updater')
+
+    # The step as PyG ships it under another name, the reference that
+    # TorchScript compiles (it has no `super()`):
+    _reference_attention = _renamed(
+        gate_conv.GATEConv.attention, '_reference_attention'
+    )
 
     def attention(
         self,
@@ -69,13 +86,33 @@ class GATEConv(gate_conv.GATEConv):
         r"""The attention step on the kernel that
         :func:`~torch_geometric_gate.attention_kernel` selects (see there),
         else by PyG's message passing."""
-        kernel = _select_kernel(value, self._reference_only())
-        if kernel == 'reference':
-            return super().attention(
-                edge_index, x, value, edge_attr, loop, masked, size,
-                need_weights, input_edge_index,
-            )  # fmt: skip
+        if not torch.jit.is_scripting():
+            kernel = _select_kernel(value, self._reference_only())
+            if kernel != 'reference':
+                return self._kernel_attention(
+                    kernel, edge_index, x, value, edge_attr, loop, masked,
+                    size, need_weights, input_edge_index,
+                )  # fmt: skip
+        return self._reference_attention(
+            edge_index, x, value, edge_attr, loop, masked, size,
+            need_weights, input_edge_index,
+        )  # fmt: skip
+
+    def _kernel_attention(
+        self,
+        kernel: str,
+        edge_index: Tensor,
+        x: PairTensor,
+        value: Tensor,
+        edge_attr: OptTensor,
+        loop: Tensor,
+        masked: OptTensor,
+        size: Tuple[int, int],
+        need_weights: bool,
+        input_edge_index: Adj,
+    ) -> Tuple[Tensor, OptTensor]:
         num_loops = min(size) if self.add_self_loops else 0
+        lin_edge = self.lin_edge
         graph = AttentionGraph(
             src=edge_index[0],
             dst=edge_index[1],
@@ -93,9 +130,7 @@ class GATEConv(gate_conv.GATEConv):
         params = AttentionParams(
             att_neighbor=self.att_neighbor,
             att_self=self.att_self,
-            weight_edge=None
-            if self.lin_edge is None
-            else self.lin_edge.weight,
+            weight_edge=lin_edge if lin_edge is None else lin_edge.weight,
             negative_slope=self.negative_slope,
             dropout=self.dropout,
             training=self.training,
@@ -126,11 +161,3 @@ class GATEConv(gate_conv.GATEConv):
         ):
             why.append("the lazy 'edge_dim' is not initialized yet")
         return why
-
-    def __prepare_scriptable__(self) -> gate_conv.GATEConv:
-        # TorchScript compiles the layer as PyG ships it (the reference),
-        # sharing this module's parameters and buffers:
-        conv = gate_conv.GATEConv.__new__(gate_conv.GATEConv)
-        conv.__dict__.update(self.__dict__)
-        conv._set_jittable_templates()
-        return conv
