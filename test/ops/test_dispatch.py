@@ -279,3 +279,24 @@ def test_kernels_get_tensors_only_and_weights_when_asked(monkeypatch):
     assert torch.equal(graph.src, torch.cat([EDGE_INDEX[0], loops[0]]))
     assert torch.equal(graph.dst, torch.cat([EDGE_INDEX[1], loops[1]]))
     assert graph.edge_index is None  # A plain tensor, not an EdgeIndex.
+
+
+def test_kernels_get_the_callers_edge_index(monkeypatch):
+    from torch_geometric import EdgeIndex
+
+    from torch_geometric_gate.nn.conv import gate_conv_kernels
+
+    graphs = []
+    run = gate_conv_kernels._run_kernel
+
+    def spy(kernel, graph, *args):
+        graphs.append(graph)
+        return run(kernel, graph, *args)
+
+    monkeypatch.setattr(gate_conv_kernels, '_run_kernel', spy)
+    conv, x = conv_and_input()
+    edge_index = EdgeIndex(EDGE_INDEX, sparse_size=(NUM_NODES, NUM_NODES))
+    edge_index = edge_index.sort_by('col')[0]
+    out = conv(x, edge_index)
+    assert graphs[0].edge_index is edge_index
+    assert torch.allclose(out, conv(x, edge_index.as_tensor()), atol=1e-6)
