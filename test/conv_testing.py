@@ -25,3 +25,11 @@ def randomize_attention(conv: GATEConv, scale: float = 1.0):
         conv.att_self.normal_(0.0, scale)
         if conv.bias is not None:
             conv.bias.normal_()
+
+
+def selected_kernel(conv: GATEConv, x: torch.Tensor) -> str:
+    r"""The kernel that a call of :obj:`conv` on node features like :obj:`x`
+    runs under the current :func:`attention_kernel` (its private choice)."""
+    from torch_geometric_gate.ops.dispatch import _select_kernel
+
+    return _select_kernel(x, conv._reference_only())

@@ -1,12 +1,16 @@
-r"""The switch that selects the kernel behind :class:`GATEConv`'s attention.
+r"""The switch that selects the kernel behind
+:class:`~torch_geometric_gate.GATEConv`'s attention.
 
 :func:`attention_kernel` sets it, as :func:`torch.nn.attention.sdpa_kernel`
-does for scaled dot-product attention; :func:`select_kernel` decides, in one
-place, which kernel a call of the layer runs; :func:`attend` runs it, and
-:func:`kernel_attention` is the layer's hand-off to both.
+does for scaled dot-product attention, per thread and per
+:mod:`contextvars` context. The layer says why a call cannot leave the
+reference (what only it knows: hooks, explain mode, its aggregation and
+flow); :func:`_select_kernel` adds what the tensors and the autograd state
+tell, and picks; :func:`_run_kernel` runs the pick on tensors only.
 """
 
 import contextlib
+import contextvars
 import importlib.util
 import os
 from typing import Iterator, List, Optional, Tuple
@@ -14,25 +18,39 @@ from typing import Iterator, List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
+
 #: The kernels :func:`attention_kernel` accepts.
 KERNELS = ('auto', 'reference', 'chunked', 'triton')
 
 #: Whether the Triton kernels have passed the test suite on a GPU; until
-#: then :obj:`'auto'` never picks them (the Triton interpreter accepts code
-#: that a GPU compiler may reject; the tests compile them for sm_80 and
-#: sm_90 without a GPU, but compiling is not running).
+#: then :obj:`'auto'` never picks them, and runs the reference on CUDA
+#: tensors (the Triton interpreter accepts code that a GPU compiler may
+#: reject; the tests compile them for sm_80 and sm_90 without a GPU, but
+#: compiling is not running).
 TRITON_VERIFIED_ON_GPU = False
 
-_selected = ['auto']
+_KERNEL: contextvars.ContextVar[str] = contextvars.ContextVar(
+    'attention_kernel', default='auto'
+)
 
 
 @contextlib.contextmanager
 def attention_kernel(name: str) -> Iterator[None]:
     r"""Selects the kernel of :class:`~torch_geometric_gate.GATEConv`'s
-    attention within a :obj:`with` block.
+    attention within a :obj:`with` block, for the current thread (and
+    :mod:`contextvars` context: other threads and :mod:`asyncio` tasks keep
+    their own).
 
-    * :obj:`'auto'` (the default): the fastest kernel that applies to the
-      call (see :func:`select_kernel`), else the reference.
+    * :obj:`'auto'` (the default): the chunked kernels on CPU tensors, the
+      reference elsewhere (on CUDA until the Triton kernels have passed on
+      a GPU, :data:`TRITON_VERIFIED_ON_GPU`), and the reference wherever the
+      kernels do not apply: under :func:`torch.compile`, a :mod:`torch.func`
+      transform or forward-mode AD (:mod:`torch.autograd.forward_ad`), in
+      explain mode, with message-passing hooks registered (a kernel would
+      skip them), with another aggregation than a sum, the
+      :obj:`target_to_source` flow, a negative slope, or edge features
+      before a lazy :obj:`edge_dim` is initialized.
     * :obj:`'reference'`: PyG's message passing, :meth:`edge_updater` and
       :meth:`propagate` (the layer as PyG ships it; hooks, explainers,
       TorchScript, :func:`torch.compile` and :mod:`torch.func` all work).
@@ -43,7 +61,7 @@ def attention_kernel(name: str) -> Iterator[None]:
       :obj:`TRITON_INTERPRET=1`).
 
     Forcing a kernel that cannot run a call raises a :class:`RuntimeError`
-    that says why.
+    that says why. Double backward works with every kernel.
 
     Example:
         >>> import torch
@@ -59,31 +77,11 @@ def attention_kernel(name: str) -> Iterator[None]:
         raise ValueError(
             f'Unknown attention kernel {name!r}; expected one of {KERNELS}'
         )
-    previous = _selected[0]
-    _selected[0] = name
+    token = _KERNEL.set(name)
     try:
         yield
     finally:
-        _selected[0] = previous
-
-
-# MessagePassing's hook dictionaries (the module's own forward hooks wrap the
-# whole call, and run the same with every kernel):
-_HOOKS = tuple(
-    f'_{stage}_forward{pre}_hooks'
-    for stage in (
-        'propagate',
-        'message',
-        'aggregate',
-        'message_and_aggregate',
-        'edge_update',
-    )
-    for pre in ('_pre', '')
-)
-
-
-def _hooked(conv) -> bool:
-    return any(len(getattr(conv, name)) > 0 for name in _HOOKS)
+        _KERNEL.reset(token)
 
 
 def _triton_missing(x: Tensor) -> Optional[str]:
@@ -98,57 +96,47 @@ def _interpreting() -> bool:
     return os.environ.get('TRITON_INTERPRET', '0') == '1'
 
 
-def select_kernel(conv, x: Tensor) -> str:
-    r"""Returns the kernel that a call of :obj:`conv` on node features like
-    :obj:`x` runs: the one :func:`attention_kernel` selects, or, under
-    :obj:`'auto'`, :obj:`'triton'` for CUDA tensors (once the Triton
-    kernels have passed on a GPU, :data:`TRITON_VERIFIED_ON_GPU`), else
-    :obj:`'chunked'`. The reference runs wherever the kernels do not apply:
-    under :func:`torch.compile` or a :mod:`torch.func` transform, in
-    explain mode, with message-passing hooks registered (a kernel would skip
-    them), with another aggregation than a sum, the
-    :obj:`target_to_source` flow, :obj:`decomposed_layers > 1`, a negative
-    slope, or edge features before a lazy :obj:`edge_dim` is initialized.
-    Double backward works with every kernel.
-    """
-    name = _selected[0]
+def _forward_ad_active() -> bool:
+    # Inside `forward_ad.dual_level()` (dual tensors exist only there):
+    return torch.autograd.forward_ad._current_level >= 0
+
+
+@torch.compiler.assume_constant_result
+def _selected() -> str:
+    # Read when torch.compile traces (it cannot trace `ContextVar.get`):
+    return _KERNEL.get()
+
+
+def _select_kernel(value: Tensor, why: List[str]) -> str:
+    r"""Returns the kernel that a call of the layer on projections like
+    :obj:`value` runs, :obj:`'reference'` included; :obj:`why` holds the
+    layer's reasons why its call cannot leave the reference."""
+    name = _selected()
     if name == 'reference':
         return name
-    why: List[str] = []
+    why = list(why)
     if torch.compiler.is_compiling():
         if name == 'auto':  # Nothing else to trace.
             return 'reference'
         why.append('torch.compile is tracing the layer')
     if torch._C._are_functorch_transforms_active():
         why.append('a torch.func transform is active')
-    if conv.explain:
-        why.append('the layer is in explain mode')
-    if _hooked(conv):
-        why.append('message-passing hooks are registered')
-    if conv.aggr not in ('add', 'sum'):
-        why.append(f"aggr='{conv.aggr}' is not a sum")
-    if conv.flow != 'source_to_target':
-        why.append(f"flow='{conv.flow}'")
-    if conv.decomposed_layers > 1:
-        why.append('decomposed_layers > 1')
-    if conv.negative_slope < 0:
-        why.append('negative_slope < 0')
-    if conv.lin_edge is not None and isinstance(
-        conv.lin_edge.weight, torch.nn.parameter.UninitializedParameter
-    ):
-        why.append("the lazy 'edge_dim' is not initialized yet")
+    if _forward_ad_active():
+        why.append('forward-mode AD is active')
     if name == 'auto':
         if why:
             return 'reference'
+        if value.device.type == 'cpu':
+            return 'chunked'
         if (
             TRITON_VERIFIED_ON_GPU
-            and x.device.type == 'cuda'
-            and _triton_missing(x) is None
+            and value.device.type == 'cuda'
+            and _triton_missing(value) is None
         ):
             return 'triton'
-        return 'chunked'
+        return 'reference'
     if name == 'triton':
-        missing = _triton_missing(x)
+        missing = _triton_missing(value)
         if missing is not None:
             why.append(missing)
     if why:
@@ -160,57 +148,26 @@ def select_kernel(conv, x: Tensor) -> str:
     return name
 
 
-@torch.jit.unused
-def attend(
+def _run_kernel(
     kernel: str,
-    src: Tensor,
-    dst: Tensor,
+    graph: AttentionGraph,
+    params: AttentionParams,
     q_src: Tensor,
     q_dst: Tensor,
     value: Tensor,
     edge_attr: Optional[Tensor],
-    weight_edge: Optional[Tensor],
-    loop: Tensor,
-    masked: Optional[Tensor],
-    att_neighbor: Tensor,
-    att_self: Tensor,
-    negative_slope: float,
-    dropout: float,
-    training: bool,
-    num_dst: int,
-    graph_anchor: Optional[Tuple[Tensor, object]] = None,
-) -> Tuple[Tensor, Tensor]:
-    r"""Runs GATE's attention with :obj:`kernel` (not :obj:`'reference'`,
-    which is the layer's own message passing) and returns the attention
-    weights :obj:`[E, H]` and the aggregated values :obj:`[N_dst, H, C]`.
-
-    Args:
-        src, dst (torch.Tensor): The source and target node of every edge,
-            self-loops included.
-        q_src, q_dst (torch.Tensor): :math:`\mathbf{U} \mathbf{x}` of the
-            source nodes and :math:`\mathbf{V} \mathbf{x}` of the target
-            nodes, :obj:`[N, H, C]`.
-        value (torch.Tensor): :math:`\mathbf{W} \mathbf{x}` of the source
-            nodes, :obj:`[N_src, H, C]`.
-        edge_attr (torch.Tensor, optional): Edge features :obj:`[E, D]`,
-            with :obj:`weight_edge` :obj:`[H * C, D]` their projection.
-        loop (torch.Tensor): :obj:`[E]`, :obj:`True` where an edge is scored
-            with :obj:`att_self` (:math:`\mathbf{a}_t`), else with
-            :obj:`att_neighbor` (:math:`\mathbf{a}_s`), each :obj:`[1, H, C]`.
-        masked (torch.Tensor, optional): :obj:`[E]`, :obj:`True` where an
-            edge takes no part in the softmax (attention exactly 0).
-        negative_slope (float): :math:`\phi`'s slope, :obj:`0` for ReLU.
-        dropout (float): Dropout on the attention weights when
-            :obj:`training`.
-        num_dst (int): The number of target nodes.
-        graph_anchor ((torch.Tensor, object), optional): A tensor and a tag
-            of which :obj:`src` and :obj:`dst` are a function alone: the
-            Triton kernels cache their CSR on it instead of on
-            :obj:`src` and :obj:`dst`.
-    """
+) -> Tuple[Optional[Tensor], Tensor]:
+    r"""Runs GATE's attention with :obj:`kernel` (:obj:`'chunked'` or
+    :obj:`'triton'`) and returns the attention weights :obj:`[E, H]` (or
+    :obj:`None` unless :obj:`params.need_weights`) and the aggregated values
+    :obj:`[N_dst, H, C]`."""
+    # The kernels' positional signature of today (the bundled one is
+    # `chunked_attention(graph, params, q_src, q_dst, value, edge_attr)`):
     args = (
-        src, dst, q_src, q_dst, value, edge_attr, weight_edge, loop, masked,
-        att_neighbor, att_self, negative_slope, dropout, training, num_dst,
+        graph.src, graph.dst, q_src, q_dst, value, edge_attr,
+        params.weight_edge, graph.loop, graph.masked, params.att_neighbor,
+        params.att_self, params.negative_slope, params.dropout,
+        params.training, graph.num_dst,
     )  # fmt: skip
     if kernel == 'chunked':
         from torch_geometric_gate.ops.chunked import chunked_attention
@@ -219,42 +176,5 @@ def attend(
     if kernel == 'triton':
         from torch_geometric_gate.ops.triton import triton_attention
 
-        return triton_attention(*args, graph_anchor)
+        return triton_attention(*args)
     raise ValueError(f'No attention kernel {kernel!r} to run')
-
-
-@torch.jit.unused
-def kernel_attention(
-    conv,
-    input_edge_index,
-    edge_index: Tensor,
-    q: Tuple[Tensor, Tensor],
-    value: Tensor,
-    edge_attr: Optional[Tensor],
-    loop: Tensor,
-    masked: Optional[Tensor],
-) -> Optional[Tuple[Tensor, Tensor]]:
-    r""":class:`~torch_geometric_gate.GATEConv`'s hand-off: :obj:`None`
-    where :func:`select_kernel` picks the :obj:`'reference'` (the layer then
-    runs its own message passing), else the attention weights and the
-    aggregated values of the selected kernel, from :func:`attend` with the
-    layer's parameters (:obj:`q` is :obj:`(q_src, q_dst)`, :obj:`edge_index`
-    the :obj:`[2, E]` edges, self-loops included, built from the layer's
-    :obj:`input_edge_index`, on which a dense one caches the Triton
-    kernels' CSR).
-    """
-    kernel = select_kernel(conv, value)
-    if kernel == 'reference':
-        return None
-    w_edge = None if conv.lin_edge is None else conv.lin_edge.weight
-    anchor = None
-    if isinstance(input_edge_index, Tensor) and (
-        input_edge_index.layout == torch.strided
-    ):
-        anchor = (input_edge_index, conv.add_self_loops)
-    return attend(
-        kernel, edge_index[0], edge_index[1], q[0], q[1], value, edge_attr,
-        w_edge, loop, masked, conv.att_neighbor, conv.att_self,
-        conv.negative_slope, conv.dropout, conv.training, q[1].size(0),
-        anchor,
-    )  # fmt: skip

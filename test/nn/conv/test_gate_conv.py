@@ -830,3 +830,70 @@ def test_gate_conv_invalid_inputs():
 
     # int32 indices are accepted:
     assert torch.allclose(conv(x, EDGE_INDEX.int()), conv(x, EDGE_INDEX))
+
+
+@pytest.mark.parametrize('kernel', ['auto', 'reference'])
+def test_gate_conv_feature_size_mismatch_names_in_channels(kernel):
+    # Issue 35: this ended in "mat1 and mat2 shapes cannot be multiplied".
+    from torch_geometric_gate import attention_kernel
+
+    with attention_kernel(kernel):
+        conv = GATEConv(4, 3)
+        with pytest.raises(ValueError, match=r"'in_channels' = 4 .*got 6"):
+            conv(torch.randn(5, 6), EDGE_INDEX[:, :3])
+        for kwargs in ({}, {'share_weights': True}, {'residual': True}):
+            channels = (4, 4) if kwargs else (4, 2)
+            conv = GATEConv(channels, 3, **kwargs)
+            x_src = torch.randn(NUM_NODES, 4)
+            with pytest.raises(ValueError, match=r"target.*'in_channels' = "):
+                conv((x_src, torch.randn(3, 5)), EDGE_INDEX[:, :3])
+            with pytest.raises(ValueError, match=r"source.*'in_channels' = "):
+                conv((torch.randn(NUM_NODES, 5), x_src[:3]), EDGE_INDEX[:, :3])
+        lazy = GATEConv(-1, 3)  # Sized by its first input, checked after:
+        lazy(torch.randn(5, 6), EDGE_INDEX[:, :3])
+        with pytest.raises(ValueError, match=r"'in_channels' = 6 .*got 4"):
+            lazy(torch.randn(5, 4), EDGE_INDEX[:, :3])
+
+
+@pytest.mark.parametrize('kernel', ['auto', 'reference'])
+@pytest.mark.parametrize(
+    'kwargs',
+    [
+        {'fill_value': 'mean'},
+        {'fill_value': 'add'},
+        {'fill_value': 'max'},
+        {'fill_value': 1.0},
+        {'fill_value': torch.ones(2)},
+        {'add_self_loops': False},
+    ],
+)
+def test_gate_conv_integer_edge_attr_is_refused_alike(kernel, kwargs):
+    # Issue 35.17: one rule for every fill value, as nn.Linear has (PyG's
+    # GATv2Conv crashes inside its Linear for all but 'mean').
+    from torch_geometric_gate import attention_kernel
+
+    conv = GATEConv(5, 4, edge_dim=2, **kwargs)
+    x = torch.randn(NUM_NODES, 5)
+    edge_attr = torch.randint(0, 3, (EDGE_INDEX.size(1), 2))
+    with attention_kernel(kernel):
+        for attr in (edge_attr, edge_attr.bool()):
+            with pytest.raises(ValueError, match="floating-point 'edge_attr'"):
+                conv(x, EDGE_INDEX, attr)
+        out = conv(x, EDGE_INDEX, edge_attr.float())
+    assert out.shape == (NUM_NODES, 4)
+
+
+def test_gate_conv_target_to_source_bipartite_range_check():
+    # Issue 35.24: under flow='target_to_source' row 0 holds the targets,
+    # read in x[1], and PyG's message passing sizes the output by x[0];
+    # row 1 holds the sources, read in x[0]. This passed the check and then
+    # failed with "index 6 is out of bounds for dimension 0 with size 4".
+    conv = GATEConv((3, 3), 4, flow='target_to_source')
+    x_src, x_dst = torch.randn(4, 3), torch.randn(7, 3)
+    with pytest.raises(RuntimeError, match='out of range.*target_to_source'):
+        conv((x_src, x_dst), torch.tensor([[6], [0]]))
+    with pytest.raises(RuntimeError, match=r'row 1 in \[0, 4\)'):
+        conv((x_src, x_dst), torch.tensor([[0], [5]]))
+    out = conv((x_src, x_dst), torch.tensor([[3, 0], [1, 3]]))
+    ref = GATv2Conv((3, 3), 4, flow='target_to_source')
+    assert out.shape == ref((x_src, x_dst), torch.tensor([[3], [1]])).shape

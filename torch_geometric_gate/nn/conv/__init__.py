@@ -1,4 +1,4 @@
-from .gate_conv import GATEConv
+from .gate_conv_kernels import GATEConv
 
 __all__ = [
     'GATEConv',

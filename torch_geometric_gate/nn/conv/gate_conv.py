@@ -14,8 +14,6 @@ from torch_geometric.typing import Adj, OptTensor, PairTensor, SparseTensor
 from torch_geometric.utils import (is_torch_sparse_tensor, scatter, softmax,
                                    to_edge_index, to_torch_sparse_tensor)
 
-from torch_geometric_gate.ops import kernel_attention  # gate-kernels
-
 if typing.TYPE_CHECKING:
     from typing import Literal, overload
 
@@ -240,33 +238,83 @@ class GATEConv(MessagePassing):
             return_attention_weights: Optional[bool] = None):
         r"""Runs the forward pass of the module (a sparse :obj:`edge_index`
         orders :obj:`edge_attr` by its coalesced entries)."""
-        out, ei, alpha, masked = self._attend(x, edge_index, edge_attr)
+        need_weights = False
+        if return_attention_weights is not None:
+            need_weights = return_attention_weights
+        out, ei, alpha, masked = self._forward(x, edge_index, edge_attr,
+                                               need_weights)
         if torch.jit.is_scripting():
             _check(
-                return_attention_weights is None
-                or not return_attention_weights,
-                "'return_attention_weights=True' is not supported under "
-                'TorchScript')
+                not need_weights, "'return_attention_weights=True' is not "
+                'supported under TorchScript (use forward_with_attention)')
             return out
-        if return_attention_weights:
-            if isinstance(edge_index,
-                          Tensor) and not is_torch_sparse_tensor(edge_index):
-                return out, (ei, alpha)
-            if masked is not None:  # The sparse forms drop the input loops.
-                ei, alpha = ei[:, ~masked], alpha[~masked]
-            if isinstance(edge_index, SparseTensor):
-                return out, SparseTensor(
-                    row=ei[1], col=ei[0], value=alpha,
-                    sparse_sizes=(edge_index.size(0), edge_index.size(1)))
-            adj = to_torch_sparse_tensor(ei.flip(0), alpha, edge_index.size(),
-                                         layout=edge_index.layout)
-            adj = adj.coalesce() if adj.layout == torch.sparse_coo else adj
-            return out, (adj, adj.values())
-        return out
+        if not need_weights:
+            return out
+        assert alpha is not None
+        if isinstance(edge_index,
+                      Tensor) and not is_torch_sparse_tensor(edge_index):
+            return out, (ei, alpha)
+        if masked is not None:  # The sparse forms drop the input loops.
+            ei, alpha = ei[:, ~masked], alpha[~masked]
+        if isinstance(edge_index, SparseTensor):
+            return out, SparseTensor(
+                row=ei[1], col=ei[0], value=alpha,
+                sparse_sizes=(edge_index.size(0), edge_index.size(1)))
+        adj = to_torch_sparse_tensor(ei.flip(0), alpha, edge_index.size(),
+                                     layout=edge_index.layout)
+        adj = adj.coalesce() if adj.layout == torch.sparse_coo else adj
+        return out, (adj, adj.values())
 
-    def _attend(
+    @torch.jit.export
+    def forward_with_attention(
             self, x: Union[Tensor, PairTensor], edge_index: Adj,
-            edge_attr: OptTensor) -> Tuple[Tensor, Tensor, Tensor, OptTensor]:
+            edge_attr: OptTensor = None
+    ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
+        r"""Runs the forward pass and returns, with the output, the attention
+        weights of :obj:`return_attention_weights=True` in their dense form
+        for any adjacency, also under TorchScript: the edges used
+        :obj:`[2, E']` (masked input self-loops included, with weight
+        :obj:`0`) and their weights :obj:`[E', H]`."""
+        out, ei, alpha, _ = self._forward(x, edge_index, edge_attr, True)
+        assert alpha is not None
+        return out, (ei, alpha)
+
+    def attention(
+        self,
+        edge_index: Tensor,
+        x: PairTensor,
+        value: Tensor,
+        edge_attr: OptTensor,
+        loop: Tensor,
+        masked: OptTensor,
+        size: Tuple[int, int],
+        need_weights: bool,
+        input_edge_index: Adj,
+    ) -> Tuple[Tensor, OptTensor]:
+        r"""The attention step, by :meth:`edge_updater` and
+        :meth:`propagate`: returns the aggregated values
+        :obj:`[N_dst, H, C]` and the attention weights :obj:`[E, H]` of
+        the edges :obj:`edge_index` (self-loops appended), given the
+        projections :obj:`x = (U x_src, V x_dst)` and :obj:`value = W x_src`.
+        A subclass may override it with fused kernels; these may return no
+        weights unless :obj:`need_weights`, and may read the caller's
+        :obj:`input_edge_index` (say, the cached CSR of an
+        :class:`~torch_geometric.EdgeIndex`)."""
+        # edge_updater_type: (x: PairTensor, edge_attr: OptTensor, loop: Tensor, masked: OptTensor)  # noqa
+        alpha = self.edge_updater(edge_index, x=x, edge_attr=edge_attr,
+                                  loop=loop, masked=masked, size=size)
+        # propagate_type: (x: PairTensor, alpha: Tensor)
+        out = self.propagate(edge_index, x=(value, x[1]), alpha=alpha,
+                             size=size)
+        return out, alpha
+
+    def _forward(
+        self,
+        x: Union[Tensor, PairTensor],
+        edge_index: Adj,
+        edge_attr: OptTensor,
+        need_weights: bool,
+    ) -> Tuple[Tensor, Tensor, OptTensor, OptTensor]:
         H, C = self.heads, self.out_channels
         if isinstance(x, Tensor):
             x_src, x_dst, bipartite = x, x, False
@@ -276,6 +324,13 @@ class GATEConv(MessagePassing):
             x_src is not None and x_dst is not None and x_src.dim() == 2
             and x_dst.dim() == 2, 'Expected node features of shape '
             '[num_nodes, channels], or a (source, target) pair of them')
+        lin_dst = self.lin if self.lin_dst is None else self.lin_dst
+        for lin, features, side in ((self.lin, x_src, 'source'),
+                                    (lin_dst, x_dst, 'target')):
+            _check(
+                lin.in_channels in (-1, features.size(1)),
+                f"Expected {side} node features with 'in_channels' = "
+                f'{lin.in_channels} columns (got {features.size(1)})')
         num_src, num_dst = x_src.size(0), x_dst.size(0)
 
         ei = self._edge_index(edge_index, num_src, num_dst)
@@ -291,6 +346,10 @@ class GATEConv(MessagePassing):
                 and (dim == -1 or edge_attr.size(1) == dim),
                 f"Expected 'edge_attr' of shape [{ei.size(1)}, {dim}] "
                 f'(num_edges, edge_dim) (got {list(edge_attr.size())})')
+            _check(
+                edge_attr.is_floating_point(),
+                "Expected floating-point 'edge_attr', as 'lin_edge' "
+                f'multiplies it (got {edge_attr.dtype}; cast it first)')
 
         value = self.lin(x_src).view(-1, H, C)
         if self.lin_src is not None and self.lin_dst is not None:
@@ -324,24 +383,9 @@ class GATEConv(MessagePassing):
             loop = (torch.zeros_like(ei[0], dtype=torch.bool)
                     if bipartite else ei[0] == ei[1])
 
-        q, size = (q_src, q_dst), (num_src, num_dst)
-
-        # gate-kernels: begin (cut from PyG's copy by upstream/make_pr.py)
-        fused: Optional[Tuple[Tensor, Tensor]] = None
-        if not torch.jit.is_scripting():
-            fused = kernel_attention(self, edge_index, ei, q, value, edge_attr,
-                                     loop, masked)
-        if fused is not None:
-            alpha, out = fused
-        else:
-            # gate-kernels: end (the lines up to `dedent end` lose 4 spaces)
-            # edge_updater_type: (x: PairTensor, edge_attr: OptTensor, loop: Tensor, masked: OptTensor)  # noqa
-            alpha = self.edge_updater(ei, x=q, edge_attr=edge_attr, loop=loop,
-                                      masked=masked, size=size)
-            # propagate_type: (x: PairTensor, alpha: Tensor)
-            out = self.propagate(ei, x=(value, q_dst), alpha=alpha, size=size)
-        # gate-kernels: dedent end
-
+        out, alpha = self.attention(ei, (q_src, q_dst), value, edge_attr, loop,
+                                    masked, (num_src, num_dst), need_weights,
+                                    edge_index)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         if self.res is not None:
             out = out + self.res(x_dst)
@@ -411,14 +455,18 @@ class GATEConv(MessagePassing):
             f"Expected 'edge_index' of integers of shape [2, num_edges] "
             f'(got {edge_index.dtype} of shape {list(edge_index.shape)})')
         ei = edge_index.long()
+        rows, flow = (num_src, num_dst), ''
         if self.flow == 'target_to_source':
-            num_src, num_dst = num_dst, num_src
+            # Targets in row 0: PyG's message passing reads them in x[1] and
+            # sizes the output by x[0]; sources in row 1 read in x[0]:
+            rows = (min(num_src, num_dst), num_src)
+            flow = " (flow='target_to_source': targets in row 0)"
         if ei.numel() > 0:
             high = ei.amax(dim=1)  # No host sync (asynchronous), compiles:
             torch._assert_async(
-                (ei.min() >= 0) & (high[0] < num_src) & (high[1] < num_dst),
+                (ei.min() >= 0) & (high[0] < rows[0]) & (high[1] < rows[1]),
                 "'edge_index' holds node indices out of range: expected "
-                f'row 0 in [0, {num_src}) and row 1 in [0, {num_dst})')
+                f'row 0 in [0, {rows[0]}) and row 1 in [0, {rows[1]}){flow}')
         return ei
 
     def __repr__(self) -> str:

@@ -341,9 +341,11 @@ class GATE(BasicGNN):
         xs: List[Tensor] = []
         for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):  # noqa: B905
             num_nodes = x.size(0)
-            # The layer's computation, attention of every edge used (the
+            # The layer's output and the attention of every edge used (the
             # dense form for any adjacency, scriptable):
-            x, ei, alpha, _ = conv._attend(x, edge_index, edge_attr)
+            x, (ei, alpha) = conv.forward_with_attention(
+                x, edge_index, edge_attr
+            )
             alphas.append(self_loop_attention(ei, alpha, num_nodes))
 
             if i < self.num_layers - 1 or self.jk_mode is not None:

@@ -1,0 +1,170 @@
+r"""The seam: PyG's GATEConv (gate_conv.py, the file PyG merges) and
+torch_geometric_gate.GATEConv, the same layer with its attention step on the
+kernels."""
+
+import ast
+import io
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from conv_testing import EDGE_INDEX, NUM_NODES, randomize_attention
+from torch import Tensor
+
+from torch_geometric_gate import GATEConv, attention_kernel
+from torch_geometric_gate.nn.conv import gate_conv
+
+UPSTREAM = Path(gate_conv.__file__)
+
+
+def test_upstream_layer_imports_torch_and_pyg_only():
+    tree = ast.parse(UPSTREAM.read_text())
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name.split('.')[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            modules.add(node.module.split('.')[0])
+    assert modules == {'math', 'numbers', 'typing', 'torch', 'torch_geometric'}
+    assert 'torch_geometric_gate' not in UPSTREAM.read_text()
+
+
+def test_the_kernel_layer_is_the_upstream_layer():
+    assert issubclass(GATEConv, gate_conv.GATEConv)
+    assert GATEConv is not gate_conv.GATEConv
+    assert GATEConv.__name__ == 'GATEConv'
+    assert repr(GATEConv(5, 4, heads=2)) == 'GATEConv(5, 4, heads=2)'
+    # It overrides the attention step alone (PyG adds its generated
+    # propagate/edge_updater to each class):
+    generated = {
+        'propagate', 'collect', 'edge_updater', 'edge_collect',
+        '_orig_propagate', '_jinja_propagate', '_orig_edge_updater',
+        '_jinja_edge_updater',
+    }  # fmt: skip
+    overridden = {
+        name
+        for name in vars(GATEConv)
+        if name in vars(gate_conv.GATEConv) and not name.startswith('__')
+    }
+    assert overridden - generated == {'attention'}
+
+
+def _pair(**kwargs):
+    torch.manual_seed(0)
+    ours = GATEConv(5, 4, heads=2, **kwargs).double()
+    randomize_attention(ours)
+    upstream = gate_conv.GATEConv(5, 4, heads=2, **kwargs).double()
+    return ours, upstream
+
+
+@pytest.mark.parametrize(
+    'kwargs',
+    [
+        {},
+        {'edge_dim': 3, 'residual': True},
+        {'share_weights': True, 'concat': False},
+    ],
+)
+def test_checkpoints_are_interchangeable(kwargs):
+    ours, upstream = _pair(**kwargs)
+    upstream.load_state_dict(ours.state_dict())
+    x = torch.randn(NUM_NODES, 5, dtype=torch.double)
+    edge_attr = None
+    if 'edge_dim' in kwargs:
+        edge_attr = torch.randn(EDGE_INDEX.size(1), 3, dtype=torch.double)
+    outputs, grads = [], []
+    for conv in (ours, upstream):
+        out = conv(x, EDGE_INDEX, edge_attr)
+        out.pow(2).sum().backward()
+        outputs.append(out)
+        grads.append({n: p.grad for n, p in conv.named_parameters()})
+    assert torch.allclose(outputs[0], outputs[1], atol=1e-12)
+    for name, grad in grads[0].items():
+        assert torch.allclose(grad, grads[1][name], atol=1e-10), name
+    ours.reset_parameters()
+    ours.load_state_dict(upstream.state_dict())
+    assert torch.allclose(ours(x, EDGE_INDEX, edge_attr), outputs[1])
+
+
+class _Model(torch.nn.Module):
+    def __init__(self, conv: torch.nn.Module):
+        super().__init__()
+        self.convs = torch.nn.ModuleList([conv])
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        for conv in self.convs:
+            x = conv(x, edge_index)
+        return x
+
+
+def test_both_classes_script_and_scripting_leaves_the_model_alone():
+    ours, upstream = _pair()
+    upstream.load_state_dict(ours.state_dict())
+    x = torch.randn(NUM_NODES, 5, dtype=torch.double)
+    expected = upstream(x, EDGE_INDEX)
+    model = _Model(ours)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', DeprecationWarning)
+        scripted = [torch.jit.script(m) for m in (upstream, ours, model)]
+    buffer = io.BytesIO()
+    torch.jit.save(scripted[2], buffer)
+    buffer.seek(0)
+    scripted.append(torch.jit.load(buffer))
+    for jit in scripted:
+        assert torch.allclose(jit(x, EDGE_INDEX), expected, atol=1e-12)
+    # The eager model still holds (and runs) the kernel layer:
+    assert type(model.convs[0]) is GATEConv
+
+
+def test_a_subclass_overrides_the_step_alone():
+    # The step is the one place that computes attention: what it returns
+    # is what forward returns, on every path.
+    class Uniform(gate_conv.GATEConv):
+        def attention(
+            self,
+            edge_index,
+            x,
+            value,
+            edge_attr,
+            loop,
+            masked,
+            size,
+            need_weights,
+            input_edge_index,
+        ):
+            out, alpha = super().attention(
+                edge_index,
+                x,
+                value,
+                edge_attr,
+                loop,
+                masked,
+                size,
+                need_weights,
+                input_edge_index,
+            )
+            return torch.zeros_like(out), torch.ones_like(alpha)
+
+    conv = Uniform(5, 4, heads=2)
+    x = torch.randn(NUM_NODES, 5)
+    out, (ei, alpha) = conv(x, EDGE_INDEX, return_attention_weights=True)
+    assert torch.equal(out, conv.bias.expand_as(out))
+    assert torch.equal(alpha, torch.ones(ei.size(1), 2))
+
+
+@pytest.mark.parametrize('kernel', ['auto', 'reference'])
+def test_forward_with_attention_is_the_dense_attention(kernel):
+    ours, _ = _pair()
+    x = torch.randn(NUM_NODES, 5, dtype=torch.double)
+    with attention_kernel(kernel):
+        out, (ei, alpha) = ours(x, EDGE_INDEX, return_attention_weights=True)
+        out2, (ei2, alpha2) = ours.forward_with_attention(x, EDGE_INDEX)
+    assert torch.equal(out, out2) and torch.equal(ei, ei2)
+    assert torch.equal(alpha, alpha2)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', DeprecationWarning)
+        jit = torch.jit.script(ours)
+    out3, (ei3, alpha3) = jit.forward_with_attention(x, EDGE_INDEX)
+    assert torch.allclose(out3, out, atol=1e-12) and torch.equal(ei3, ei)
+    assert torch.allclose(alpha3, alpha, atol=1e-12)
