@@ -76,33 +76,11 @@ def _changed(tree: Path, pristine: dict) -> set:
     }
 
 
-def _without_kernel_hand_off(text: str) -> str:
-    # Until the layer file itself is PyG's (the kernel hand-off moved into
-    # the package's subclass), its `# gate-kernels` block is cut here, as
-    # the old make_pr.py did; for a marker-free file this is a copy:
-    lines = text.splitlines(keepends=True)
-    marked = [i for i, line in enumerate(lines) if 'gate-kernels' in line]
-    if not marked:
-        return text
-    imp, begin, end, dedent_end = marked
-    blank = not lines[imp - 1].strip() and not lines[imp + 1].strip()
-    body = [
-        line[4:] if line.strip() else line
-        for line in lines[end + 1 : dedent_end]
-    ]
-    return ''.join(
-        lines[:imp]
-        + lines[imp + 1 + blank : begin]
-        + body
-        + lines[dedent_end + 1 :]
-    )
-
-
 @pytest.fixture(scope='module')
 def layer(tmp_path_factory) -> Path:
     r"""The layer file as PyG gets it."""
     path = tmp_path_factory.mktemp('layer') / 'gate_conv.py'
-    path.write_text(_without_kernel_hand_off(SOURCE.read_text()))
+    path.write_text(SOURCE.read_text())
     return path
 
 
@@ -313,12 +291,6 @@ def test_pyg_ruff_accepts_generated_files(pyg, contrib, renamed):
         assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='D209 in the layer: the docstring of GATEConv.forward closes '
-    'its quotes on its last text line (PyG: on a line of their own); '
-    'remove this mark once torch_geometric_gate/nn/conv/gate_conv.py is fixed',
-)
 def test_pyg_ruff_accepts_the_layer(pyg):
     tree, _ = pyg
     result = _pyg_ruff(tree, LAYER, Path('torch_geometric', 'nn', 'conv'))

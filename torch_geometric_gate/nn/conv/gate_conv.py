@@ -237,7 +237,8 @@ class GATEConv(MessagePassing):
             edge_attr: OptTensor = None,
             return_attention_weights: Optional[bool] = None):
         r"""Runs the forward pass of the module (a sparse :obj:`edge_index`
-        orders :obj:`edge_attr` by its coalesced entries)."""
+        orders :obj:`edge_attr` by its coalesced entries).
+        """
         need_weights = False
         if return_attention_weights is not None:
             need_weights = return_attention_weights
@@ -274,7 +275,8 @@ class GATEConv(MessagePassing):
         weights of :obj:`return_attention_weights=True` in their dense form
         for any adjacency, also under TorchScript: the edges used
         :obj:`[2, E']` (masked input self-loops included, with weight
-        :obj:`0`) and their weights :obj:`[E', H]`."""
+        :obj:`0`) and their weights :obj:`[E', H]`.
+        """
         out, ei, alpha, _ = self._forward(x, edge_index, edge_attr, True)
         assert alpha is not None
         return out, (ei, alpha)
@@ -299,7 +301,8 @@ class GATEConv(MessagePassing):
         A subclass may override it with fused kernels; these may return no
         weights unless :obj:`need_weights`, and may read the caller's
         :obj:`input_edge_index` (say, the cached CSR of an
-        :class:`~torch_geometric.EdgeIndex`)."""
+        :class:`~torch_geometric.EdgeIndex`).
+        """
         # edge_updater_type: (x: PairTensor, edge_attr: OptTensor, loop: Tensor, masked: OptTensor)  # noqa
         alpha = self.edge_updater(edge_index, x=x, edge_attr=edge_attr,
                                   loop=loop, masked=masked, size=size)
