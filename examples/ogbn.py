@@ -36,6 +36,7 @@ from torch_geometric.data import Data
 from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
 from torch_geometric.data.storage import GlobalStorage
 from torch_geometric.loader import NeighborLoader
+from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
 from torch_geometric.utils import to_undirected
 
 from torch_geometric_gate._cli import float_in, int_at_least, positive_float
@@ -73,6 +74,10 @@ if len(args.num_neighbors) != args.num_layers:
     parser.error(
         f'argument --num-neighbors: expected one value or one per layer '
         f'({args.num_layers}), got {len(args.num_neighbors)}'
+    )
+if args.loader == 'neighbor' and not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
+    parser.error(
+        '--loader neighbor: the sampling needs pyg-lib or torch-sparse'
     )
 folder = osp.join(args.root, args.dataset.replace('-', '_'))
 if not osp.isdir(folder):

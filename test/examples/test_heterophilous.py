@@ -1,6 +1,7 @@
 r"""``examples/heterophilous.py``: GATE against GATv2 on Minesweeper from a
 copy of the offline data in ``../shared/data/heterophilous``."""
 
+import importlib.util
 import os
 import os.path as osp
 import re
@@ -67,11 +68,14 @@ def test_minesweeper(tmp_path):
     assert _files(data_root) == before  # the data root is never written to
 
 
-@pytest.mark.slow
-def test_missing_data_root_is_a_usage_error(tmp_path):
-    proc = _run('--data-root', str(tmp_path / 'nowhere'), *SMALL)
-    assert proc.returncode == 2
-    assert 'No offline copy of Minesweeper under' in proc.stderr
-    assert 'minesweeper/raw/minesweeper.npz' in proc.stderr
-    assert 'nothing is downloaded' in proc.stderr
+def test_missing_data_root_is_a_clear_error(tmp_path):
+    spec = importlib.util.spec_from_file_location('heterophilous', SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # main() is not run
+    with pytest.raises(FileNotFoundError) as e:
+        module.load(str(tmp_path / 'nowhere'), 'Minesweeper', 0)
+    message = str(e.value)
+    assert 'No offline copy of Minesweeper under' in message
+    assert osp.join('minesweeper', 'raw', 'minesweeper.npz') in message
+    assert 'nothing is downloaded' in message
     assert not osp.exists(tmp_path / 'nowhere')

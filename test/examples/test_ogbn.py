@@ -147,3 +147,14 @@ def test_usage_errors(tmp_path):
         'argument --num-neighbors: expected one value or one per layer '
         '(3), got 2' in proc.stderr
     )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    WITH_PYG_LIB or WITH_TORCH_SPARSE, reason='a sampler is installed'
+)
+def test_neighbor_loader_without_a_sampler_is_a_usage_error(tmp_path):
+    write_fake_arxiv(str(tmp_path))
+    proc = _run('--root', str(tmp_path), '--loader', 'neighbor')
+    assert proc.returncode == 2
+    assert 'the sampling needs pyg-lib or torch-sparse' in proc.stderr
