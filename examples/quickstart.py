@@ -12,9 +12,9 @@ neighbours, 0: it ignores itself).
     python examples/quickstart.py --help
 
 It runs on one CPU thread unless :obj:`--threads` says otherwise: the sums
-of a parallel CPU kernel depend on the number of threads, GATv2's training
-here is sensitive enough for that to change its printed numbers; one thread
-also keeps a busy CPU from being oversubscribed.
+of a parallel CPU kernel may depend on the number of threads, and GATv2's
+training here is sensitive enough for that to change its printed numbers on
+some machines; one thread also keeps a busy CPU from being oversubscribed.
 """
 
 import argparse
