@@ -386,6 +386,8 @@ def _backward(
         grad_value, g = _aggregate_backward(
             grad_out, value, alpha, src, dst, need[2], need_score
         )
+    if grad_value is None and need[2]:  # `out` took no part in the loss.
+        grad_value = torch.zeros_like(value)
     if not need_score:
         return None, None, grad_value, None, None, None, None
     # The gradient of the attention weights after dropout, then before:
@@ -540,15 +542,11 @@ def _attention_backward_op(
         weight_edge, att_neighbor, att_self, loop, alpha, softmax, edges,
         seed, num_dst, negative_slope, dropout, need,
     )  # fmt: skip
-    # A custom operator returns no `None` and no views of one another:
-    return [
-        q_src.new_empty(0)
-        if g is None
-        else g.clone()
-        if g._base is not None
-        else g
-        for g in grads
-    ]
+    # A custom operator returns no `None` and no views of its inputs or of
+    # its other outputs (the attention vectors' are halves of one tensor):
+    # the needed gradients only, whole.
+    grads = [*grads[:5], *(g if g is None else g.clone() for g in grads[5:])]
+    return [g for g in grads if g is not None]
 
 
 @_attention_backward_op.register_fake
@@ -561,17 +559,24 @@ def _(
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
     )  # fmt: skip
     return [
-        torch.empty_like(t) if n and t is not None else q_src.new_empty(0)
+        torch.empty_like(t)
         for t, n in zip(inputs, need)
+        if n and t is not None
     ]
 
 
 def _op_backward(ctx, grad_alpha, grad_out, grad_softmax, _edges, _seed):
     need = ctx.needs_input_grad[:_NUM_DIFFERENTIABLE]
-    grads = torch.ops.torch_geometric_gate.chunked_attention_backward(
-        *_saved(ctx, grad_alpha, grad_out, grad_softmax)
+    saved = _saved(ctx, grad_alpha, grad_out, grad_softmax)
+    inputs = ctx.saved_tensors[:_NUM_DIFFERENTIABLE]
+    # The gradients come for the needed inputs that are not None:
+    need = [n and t is not None for n, t in zip(need, inputs)]
+    grads = iter(
+        torch.ops.torch_geometric_gate.chunked_attention_backward(
+            *saved[:-1], need
+        )
     )
-    return tuple(g if n else None for g, n in zip(grads, need)) + (None,) * (
+    return tuple(next(grads) if n else None for n in need) + (None,) * (
         _NUM_INPUTS - _NUM_DIFFERENTIABLE
     )
 
