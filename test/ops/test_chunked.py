@@ -707,3 +707,15 @@ def test_default_path_works_under_torch_func_grad():
     loss(params).backward()
     for name, p in conv.named_parameters():
         assert torch.allclose(got[name], p.grad, atol=1e-5), name
+
+
+def test_layer_scripts_with_the_custom_ops_registered():
+    # `ops.chunked` registers the custom operators on import; TorchScript
+    # still compiles the layer (which scripts its reference path):
+    assert hasattr(torch.ops.torch_geometric_gate, 'chunked_attention')
+    torch.manual_seed(0)
+    conv = GATEConv(5, 4, heads=2)
+    randomize_attention(conv)
+    x = torch.randn(NUM_NODES, 5)
+    jit = torch.jit.script(conv)
+    assert torch.allclose(jit(x, EDGE_INDEX), conv(x, EDGE_INDEX), atol=1e-6)
