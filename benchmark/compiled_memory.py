@@ -22,6 +22,7 @@ Example:
 """
 
 import argparse
+import functools
 import platform
 import sys
 from typing import Callable, Dict, List
@@ -141,17 +142,19 @@ def measure(num_nodes, num_edges, heads, channels, in_channels, dropout):
         ('compiled GATE', compiled_gate),
     ]:
         module(x, edge_index).sum().backward()  # Compiles.
-        row[name] = saved_bytes(lambda: module(x, edge_index))
+        row[name] = saved_bytes(functools.partial(module, x, edge_index))
     return edge_index.size(1), row
 
 
 def main(argv: List[str] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--edges', type=float, nargs='+', default=[1e5, 1e6])
-    parser.add_argument('--degree', type=float, default=20.0,
-                        help='average in-degree: nodes = edges / degree')  # fmt: skip
+    parser.add_argument(
+        '--degree', type=float, default=20.0,
+        help='average in-degree: nodes = edges / degree',
+    )  # fmt: skip
     parser.add_argument('--heads', type=int, nargs='+', default=[1, 8])
-    parser.add_argument('--channels', type=int, default=64,
+    parser.add_argument('--channels', type=int, default=32,
                         help='heads * out_channels')  # fmt: skip
     parser.add_argument('--in-channels', type=int, default=32)
     parser.add_argument('--dropout', type=float, default=0.0)
