@@ -3,21 +3,38 @@ tensor saved for backward.
 
 Autograd saves the :obj:`[E, H, C]` edge tensors of the reference path (the
 gathered projections, the activation :math:`\phi(\mathbf{U} \mathbf{x}_u +
-\mathbf{V} \mathbf{x}_v)`, the gathered messages) for backward. The two
-:class:`torch.autograd.Function` classes below save only node tensors, the
-edge index and :obj:`[E, H]` tensors, and recompute every :obj:`[E, H, C]`
-tensor in backward, chunk by chunk over the edges, so that none is ever held
-whole. Their gradients are exact, and their backward is itself
-differentiable (double backward, gradient penalties). Messages are summed
-in float32 (or wider) whatever the dtype of the projections.
+\mathbf{V} \mathbf{x}_v)`, the gathered messages) for backward. The kernels
+below save only node tensors, the edge index (as :obj:`int32` where the
+node count allows), the :obj:`[E]` self-loop flags, the :obj:`[E, H]`
+attention weights and, with dropout, the softmax before dropout and a seed
+(the dropout mask is drawn again from it in backward), and recompute every
+:obj:`[E, H, C]` tensor in backward, chunk by chunk over the edges, so that
+none is ever held whole. Messages are summed in float32 (or wider) whatever
+the dtype of the projections.
+
+:func:`chunked_attention` runs the whole attention (scores, masking,
+softmax, dropout, aggregation) as one autograd node, in two forms that
+share every computation:
+
+* eagerly, a :class:`torch.autograd.Function` whose backward is itself made
+  of differentiable ATen operations (double backward, gradient penalties,
+  :func:`torch.func.grad`);
+* under :func:`torch.compile`, the :mod:`torch.library` custom operator
+  ``torch_geometric_gate::chunked_attention`` (with a fake implementation
+  and autograd), whose backward is the custom operator
+  ``torch_geometric_gate::chunked_attention_backward``: the compiler
+  traces both as single opaque nodes (no graph break, no chunk loop
+  unrolled into the graph). A custom operator's backward cannot be
+  differentiated again (nor can :func:`torch.compile`'s backward).
 """
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch_geometric.utils import softmax
+
+from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
 # Elements (edges times `heads * out_channels`) per chunk, by device kind.
 # CPU: 1 MB of float32, so that the passes over a chunk after its gathers
@@ -54,6 +71,125 @@ def _activation(
     return F.leaky_relu_(z, negative_slope)
 
 
+def _scores(
+    q_src: Tensor,
+    q_dst: Tensor,
+    edge_attr: Optional[Tensor],
+    weight_edge: Optional[Tensor],
+    src: Tensor,
+    dst: Tensor,
+    loop: Tensor,
+    att: Tensor,  # [2, H, C]: a_s, a_t
+    negative_slope: float,
+) -> Tensor:
+    dtype = torch.promote_types(q_src.dtype, att.dtype)
+    e = q_src.new_empty(src.numel(), att.size(1), dtype=dtype)
+    for s in _chunks(src.numel(), att.size(1) * att.size(2), att.device):
+        act = _activation(
+            q_src, q_dst, edge_attr, weight_edge, src, dst, s, negative_slope
+        )
+        both = torch.einsum('chd,khd->chk', act.to(dtype), att)
+        e[s] = torch.where(loop[s].view(-1, 1), both[..., 1], both[..., 0])
+    return e
+
+
+def _score_backward(
+    grad_e: Tensor,
+    q_src: Tensor,
+    q_dst: Tensor,
+    edge_attr: Optional[Tensor],
+    weight_edge: Optional[Tensor],
+    src: Tensor,
+    dst: Tensor,
+    loop: Tensor,
+    att: Tensor,
+    slope: float,
+    need: List[bool],  # q_src, q_dst, edge_attr, weight_edge, att
+) -> Tuple[Optional[Tensor], ...]:
+    grad_src = torch.zeros_like(q_src) if need[0] else None
+    grad_dst = torch.zeros_like(q_dst) if need[1] else None
+    grad_attr = None
+    if need[2] and edge_attr is not None:
+        grad_attr = torch.empty_like(edge_attr)
+    grad_weight = None
+    if need[3] and weight_edge is not None:
+        grad_weight = torch.zeros_like(weight_edge)
+    grad_att = torch.zeros_like(att) if need[4] else None
+    # With `create_graph=True` this backward is differentiated in turn:
+    # no in-place op on a tensor that autograd saves (accumulating into the
+    # fresh gradient buffers in place is safe, and avoids a copy of them per
+    # chunk).
+    for s in _chunks(src.numel(), att.size(1) * att.size(2), att.device):
+        act = _activation(
+            q_src, q_dst, edge_attr, weight_edge, src, dst, s, slope
+        )
+        is_loop = loop[s].view(-1, 1)
+        g = grad_e[s]
+        if grad_att is not None:
+            # [c, H, 2]: the gradients of the neighbor and self scores
+            g_loop = g.masked_fill(~is_loop, 0.0)
+            g2 = torch.stack([g - g_loop, g_loop], dim=-1)
+            grad_att += torch.einsum('chk,chd->khd', g2, act.to(g2.dtype))
+        g_z = torch.where(is_loop.unsqueeze(-1), att[1], att[0])
+        g_z = (g_z * g.unsqueeze(-1)).to(act.dtype)
+        if slope == 0.0:
+            g_z = torch.ops.aten.threshold_backward(g_z, act, 0.0)
+        else:
+            g_z = torch.ops.aten.leaky_relu_backward(g_z, act, slope, True)
+        # Under autocast the projections (and so their gradients) may have
+        # another dtype than the attention vectors:
+        if grad_src is not None:
+            grad_src.index_add_(0, src[s], g_z.to(q_src.dtype))
+        if grad_dst is not None:
+            grad_dst.index_add_(0, dst[s], g_z.to(q_dst.dtype))
+        if edge_attr is not None and weight_edge is not None:
+            g_flat = g_z.view(g_z.size(0), -1)
+            if grad_attr is not None:
+                grad_attr[s] = (g_flat @ weight_edge.to(g_flat.dtype)).to(
+                    grad_attr.dtype
+                )
+            if grad_weight is not None:
+                grad_weight += (g_flat.t() @ edge_attr[s].to(g_flat.dtype)).to(
+                    grad_weight.dtype
+                )
+    return grad_src, grad_dst, grad_attr, grad_weight, grad_att
+
+
+def _aggregate(
+    x: Tensor, alpha: Tensor, src: Tensor, dst: Tensor, num_dst: int
+) -> Tensor:
+    dtype = torch.promote_types(x.dtype, alpha.dtype)
+    out = x.new_zeros(num_dst, x.size(1), x.size(2), dtype=dtype)
+    for s in _chunks(src.numel(), x.size(1) * x.size(2), x.device):
+        msg = x.index_select(0, src[s]).to(dtype)
+        msg *= alpha[s].unsqueeze(-1)
+        out.index_add_(0, dst[s], msg)
+    return out
+
+
+def _aggregate_backward(
+    grad_out: Tensor,
+    x: Tensor,
+    alpha: Tensor,
+    src: Tensor,
+    dst: Tensor,
+    need_x: bool,
+    need_alpha: bool,
+) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+    grad_x = torch.zeros_like(x) if need_x else None
+    grad_alpha = torch.empty_like(alpha) if need_alpha else None
+    grad_out = grad_out.contiguous()
+    for s in _chunks(src.numel(), x.size(1) * x.size(2), x.device):
+        g = grad_out.index_select(0, dst[s])
+        if grad_alpha is not None:
+            x_j = x.index_select(0, src[s]).to(g.dtype)
+            grad_alpha[s] = (g * x_j).sum(-1).to(grad_alpha.dtype)
+        if grad_x is not None:
+            g_x = (g * alpha[s].unsqueeze(-1)).to(x.dtype)
+            grad_x.index_add_(0, src[s], g_x)
+    return grad_x, grad_alpha
+
+
 class EdgeScore(torch.autograd.Function):
     r"""The attention logits :math:`e_{u,v} = \mathbf{a}^{\top} \phi(
     \mathbf{U} \mathbf{x}_u + \mathbf{V} \mathbf{x}_v + \mathbf{W}_e
@@ -62,7 +198,8 @@ class EdgeScore(torch.autograd.Function):
     :math:`\mathbf{a}_s` elsewhere; every head is scored with its own
     vectors only. Saves its inputs; :math:`\phi(\cdot)` is recomputed in
     backward (the sign of :math:`\phi`'s output tells its slope, so
-    :obj:`negative_slope` must be non-negative).
+    :obj:`negative_slope` must be non-negative). Its backward is
+    differentiable.
     """
 
     @staticmethod
@@ -79,16 +216,10 @@ class EdgeScore(torch.autograd.Function):
         negative_slope: float,
     ) -> Tensor:
         att = torch.cat([att_neighbor, att_self], dim=0)  # [2, H, C]
-        dtype = torch.promote_types(q_src.dtype, att.dtype)
-        e = q_src.new_empty(src.numel(), att.size(1), dtype=dtype)
-        for s in _chunks(src.numel(), att.size(1) * att.size(2), att.device):
-            act = _activation(
-                q_src, q_dst, edge_attr, weight_edge, src, dst, s,
-                negative_slope,
-            )  # fmt: skip
-            both = torch.einsum('chd,khd->chk', act.to(dtype), att)
-            e[s] = torch.where(loop[s].view(-1, 1), both[..., 1], both[..., 0])
-        return e
+        return _scores(
+            q_src, q_dst, edge_attr, weight_edge, src, dst, loop, att,
+            negative_slope,
+        )  # fmt: skip
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -101,55 +232,15 @@ class EdgeScore(torch.autograd.Function):
             ctx.saved_tensors[:7]
         )
         att = torch.cat(ctx.saved_tensors[7:], dim=0)  # [2, H, C]
-        slope = ctx.negative_slope
         need = ctx.needs_input_grad
-        grad_src = torch.zeros_like(q_src) if need[0] else None
-        grad_dst = torch.zeros_like(q_dst) if need[1] else None
-        grad_attr = torch.empty_like(edge_attr) if need[2] else None
-        grad_weight = torch.zeros_like(weight_edge) if need[3] else None
-        grad_att = torch.zeros_like(att)
-        # With `create_graph=True` this backward is differentiated in turn:
-        # no in-place op on a tensor that autograd saves (accumulating into
-        # the fresh gradient buffers in place is safe, and avoids a copy of
-        # them per chunk).
-        for s in _chunks(src.numel(), att.size(1) * att.size(2), att.device):
-            act = _activation(
-                q_src, q_dst, edge_attr, weight_edge, src, dst, s, slope
-            )
-            is_loop = loop[s].view(-1, 1)
-            g = grad_e[s]
-            if need[7] or need[8]:
-                # [c, H, 2]: the gradients of the neighbor and self scores
-                g_loop = g.masked_fill(~is_loop, 0.0)
-                g2 = torch.stack([g - g_loop, g_loop], dim=-1)
-                grad_att += torch.einsum('chk,chd->khd', g2, act.to(g2.dtype))
-            g_z = torch.where(is_loop.unsqueeze(-1), att[1], att[0])
-            g_z = (g_z * g.unsqueeze(-1)).to(act.dtype)
-            if slope == 0.0:
-                g_z = torch.ops.aten.threshold_backward(g_z, act, 0.0)
-            else:
-                g_z = torch.ops.aten.leaky_relu_backward(g_z, act, slope, True)
-            # Under autocast the projections (and so their gradients) may
-            # have another dtype than the attention vectors:
-            if grad_src is not None:
-                grad_src.index_add_(0, src[s], g_z.to(q_src.dtype))
-            if grad_dst is not None:
-                grad_dst.index_add_(0, dst[s], g_z.to(q_dst.dtype))
-            if edge_attr is not None and weight_edge is not None:
-                g_flat = g_z.view(g_z.size(0), -1)
-                if grad_attr is not None:
-                    grad_attr[s] = (g_flat @ weight_edge.to(g_flat.dtype)).to(
-                        grad_attr.dtype
-                    )
-                if grad_weight is not None:
-                    grad_weight += (
-                        g_flat.t() @ edge_attr[s].to(g_flat.dtype)
-                    ).to(grad_weight.dtype)
+        grads = _score_backward(
+            grad_e, q_src, q_dst, edge_attr, weight_edge, src, dst, loop,
+            att, ctx.negative_slope,
+            [need[0], need[1], need[2], need[3], need[7] or need[8]],
+        )  # fmt: skip
+        grad_att = grads[4]
         return (
-            grad_src,
-            grad_dst,
-            grad_attr,
-            grad_weight,
+            *grads[:4],
             None,
             None,
             None,
@@ -163,7 +254,8 @@ class EdgeAggregate(torch.autograd.Function):
     r"""The weighted sum :math:`\sum_{(u, v)} \alpha_{u,v} \mathbf{x}_u` per
     target node and head, as an :obj:`[N_dst, H, C]` tensor summed in the
     dtype of :obj:`alpha` (float32 or wider). Saves :obj:`x`, :obj:`alpha`
-    and the edge index; the gathered messages are recomputed in backward.
+    and the edge index; the gathered messages are recomputed in backward,
+    which is differentiable.
     """
 
     @staticmethod
@@ -174,13 +266,7 @@ class EdgeAggregate(torch.autograd.Function):
         dst: Tensor,
         num_dst: int,
     ) -> Tensor:
-        dtype = torch.promote_types(x.dtype, alpha.dtype)
-        out = x.new_zeros(num_dst, x.size(1), x.size(2), dtype=dtype)
-        for s in _chunks(src.numel(), x.size(1) * x.size(2), x.device):
-            msg = x.index_select(0, src[s]).to(dtype)
-            msg *= alpha[s].unsqueeze(-1)
-            out.index_add_(0, dst[s], msg)
-        return out
+        return _aggregate(x, alpha, src, dst, num_dst)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -191,47 +277,383 @@ class EdgeAggregate(torch.autograd.Function):
     def backward(ctx, grad_out: Tensor):
         x, alpha, src, dst = ctx.saved_tensors
         need = ctx.needs_input_grad
-        grad_x = torch.zeros_like(x) if need[0] else None
-        grad_alpha = torch.empty_like(alpha) if need[1] else None
-        grad_out = grad_out.contiguous()
-        for s in _chunks(src.numel(), x.size(1) * x.size(2), x.device):
-            g = grad_out.index_select(0, dst[s])
-            if grad_alpha is not None:
-                x_j = x.index_select(0, src[s]).to(g.dtype)
-                grad_alpha[s] = (g * x_j).sum(-1).to(grad_alpha.dtype)
-            if grad_x is not None:
-                g_x = (g * alpha[s].unsqueeze(-1)).to(x.dtype)
-                grad_x.index_add_(0, src[s], g_x)
+        grad_x, grad_alpha = _aggregate_backward(
+            grad_out, x, alpha, src, dst, need[0], need[1]
+        )
         return grad_x, grad_alpha, None, None, None
 
 
-def chunked_attention(
-    src: Tensor,
-    dst: Tensor,
+# The fused attention ------------------------------------------------------
+
+
+def _index_dtype(num_src: int, num_dst: int) -> torch.dtype:
+    # The narrowest index that `index_select` and `index_add_` take:
+    return torch.int32 if max(num_src, num_dst) < 2**31 else torch.int64
+
+
+def _dropout_noise(
+    seed: Tensor, shape: List[int], p: float, like: Tensor
+) -> Tensor:
+    r"""The dropout multiplier drawn from :obj:`seed`: :obj:`0` with
+    probability :obj:`p`, else :obj:`1 / (1 - p)`, as
+    :func:`torch.nn.functional.dropout` scales."""
+    gen = torch.Generator(device=like.device).manual_seed(int(seed.item()))
+    noise = like.new_empty(shape).bernoulli_(1.0 - p, generator=gen)
+    return noise.mul_(1.0 / (1.0 - p) if p < 1.0 else 0.0)
+
+
+def _forward(
     q_src: Tensor,
     q_dst: Tensor,
     value: Tensor,
     edge_attr: Optional[Tensor],
     weight_edge: Optional[Tensor],
-    loop: Tensor,
-    masked: Optional[Tensor],
     att_neighbor: Tensor,
     att_self: Tensor,
+    src: Tensor,
+    dst: Tensor,
+    loop: Tensor,
+    masked: Optional[Tensor],
+    num_dst: int,
     negative_slope: float,
     dropout: float,
-    training: bool,
-    num_dst: int,
-) -> Tuple[Tensor, Tensor]:
-    r"""GATE's attention with the chunked kernels: returns the attention
-    weights :obj:`[E, H]` and the aggregated values :obj:`[N_dst, H, C]`
-    (see :func:`torch_geometric_gate.ops.attend` for the arguments).
-    """
-    e = EdgeScore.apply(
-        q_src, q_dst, edge_attr, weight_edge, src, dst, loop,
-        att_neighbor, att_self, negative_slope,
+) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    r"""Returns the attention weights :obj:`[E, H]` (after dropout), the
+    aggregated values :obj:`[N_dst, H, C]`, and what backward needs: the
+    softmax before dropout (:obj:`[E, H]`, empty without dropout), the edge
+    index :obj:`[2, E]` (:obj:`int32` where the node count allows) and the
+    dropout seed (:obj:`[1]`, empty without dropout)."""
+    att = torch.cat([att_neighbor, att_self], dim=0)  # [2, H, C]
+    src, dst = src.long(), dst.long()
+    e = _scores(
+        q_src, q_dst, edge_attr, weight_edge, src, dst, loop, att,
+        negative_slope,
     )  # fmt: skip
     if masked is not None:
-        e = e.masked_fill(masked.view(-1, 1), float('-inf'))
-    alpha = softmax(e, dst, num_nodes=num_dst)
-    alpha = F.dropout(alpha, p=dropout, training=training)
-    return alpha, EdgeAggregate.apply(value, alpha, src, dst, num_dst)
+        e.masked_fill_(masked.view(-1, 1), float('-inf'))
+    # PyG's softmax (`torch_geometric.utils.softmax`), in place:
+    heads = e.size(1)
+    index = dst.view(-1, 1).expand_as(e)
+    e_max = e.new_zeros(num_dst, heads)
+    e_max.scatter_reduce_(0, index, e, 'amax', include_self=False)
+    alpha = e.sub_(e_max.index_select(0, dst)).exp_()
+    total = e.new_zeros(num_dst, heads).index_add_(0, dst, alpha).add_(1e-16)
+    alpha.div_(total.index_select(0, dst))
+    softmax = alpha.new_empty(0, heads)
+    seed = torch.empty(0, dtype=torch.int64)
+    if dropout > 0.0:
+        # A seed drawn from PyTorch's CPU generator (so that
+        # `torch.manual_seed` reproduces the mask) draws the mask, again in
+        # backward: the mask itself is never saved.
+        seed = torch.randint(2**62, (1,), dtype=torch.int64)
+        softmax = alpha
+        alpha = alpha * _dropout_noise(seed, list(alpha.shape), dropout, alpha)
+    out = _aggregate(value, alpha, src, dst, num_dst)
+    edges = torch.stack([src, dst]).to(_index_dtype(q_src.size(0), num_dst))
+    return alpha, out, softmax, edges, seed
+
+
+def _backward(
+    grad_alpha: Optional[Tensor],
+    grad_out: Optional[Tensor],
+    grad_softmax: Optional[Tensor],
+    q_src: Tensor,
+    q_dst: Tensor,
+    value: Tensor,
+    edge_attr: Optional[Tensor],
+    weight_edge: Optional[Tensor],
+    att_neighbor: Tensor,
+    att_self: Tensor,
+    loop: Tensor,
+    alpha: Tensor,
+    softmax: Tensor,
+    edges: Tensor,
+    seed: Tensor,
+    num_dst: int,
+    negative_slope: float,
+    dropout: float,
+    need: List[bool],
+) -> Tuple[Optional[Tensor], ...]:
+    r"""The gradients of :func:`_forward`'s inputs :obj:`q_src, q_dst,
+    value, edge_attr, weight_edge, att_neighbor, att_self` (:obj:`None`
+    where :obj:`need` says so), from those of its outputs :obj:`alpha`,
+    :obj:`out` and :obj:`softmax`; made of differentiable operations only
+    (double backward)."""
+    src, dst = edges[0], edges[1]
+    need_score = any(need[:2]) or any(need[3:])
+    grad_value, g = None, None
+    if grad_out is not None:
+        grad_value, g = _aggregate_backward(
+            grad_out, value, alpha, src, dst, need[2], need_score
+        )
+    if grad_value is None and need[2]:  # `out` took no part in the loss.
+        grad_value = torch.zeros_like(value)
+    if not need_score:
+        return None, None, grad_value, None, None, None, None
+    # The gradient of the attention weights after dropout, then before:
+    if grad_alpha is not None:
+        g = grad_alpha if g is None else g + grad_alpha
+    if g is None:
+        g = torch.zeros_like(alpha)
+    if dropout > 0.0:
+        g = g * _dropout_noise(seed, list(alpha.shape), dropout, alpha)
+        alpha = softmax
+    if grad_softmax is not None and grad_softmax.numel() > 0:
+        g = g + grad_softmax
+    # The softmax's backward: alpha * (g - sum over the incoming edges):
+    g = alpha * g
+    total = g.new_zeros(num_dst, g.size(1)).index_add(0, dst, g)
+    grad_e = g - alpha * total.index_select(0, dst)
+    att = torch.cat([att_neighbor, att_self], dim=0)
+    need_score = [need[0], need[1], need[3], need[4], need[5] or need[6]]
+    grad_src, grad_dst, grad_attr, grad_weight, grad_att = _score_backward(
+        grad_e, q_src, q_dst, edge_attr, weight_edge, src, dst, loop, att,
+        negative_slope, need_score,
+    )  # fmt: skip
+    return (
+        grad_src,
+        grad_dst,
+        grad_value,
+        grad_attr,
+        grad_weight,
+        grad_att[:1] if need[5] and grad_att is not None else None,
+        grad_att[1:] if need[6] and grad_att is not None else None,
+    )
+
+
+# The inputs of `_forward` (and of the custom operator), by position:
+_NUM_INPUTS = 14
+_NUM_DIFFERENTIABLE = 7  # q_src ... att_self
+
+
+def _setup_context(ctx, inputs, output):
+    (
+        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
+        _, _, loop, _, num_dst, negative_slope, dropout,
+    ) = inputs  # fmt: skip
+    alpha, _, softmax, edges, seed = output
+    ctx.mark_non_differentiable(edges, seed)
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(
+        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
+        loop, alpha, softmax, edges, seed,
+    )  # fmt: skip
+    ctx.settings = (num_dst, negative_slope, dropout)
+
+
+def _saved(ctx, grad_alpha, grad_out, grad_softmax):
+    need = list(ctx.needs_input_grad[:_NUM_DIFFERENTIABLE])
+    return (
+        grad_alpha,
+        grad_out,
+        grad_softmax,
+        *ctx.saved_tensors,
+        *ctx.settings,
+        need,
+    )
+
+
+class _ChunkedAttention(torch.autograd.Function):
+    # The eager form: its backward is differentiable.
+    @staticmethod
+    def forward(*inputs):
+        return _forward(*inputs)
+
+    setup_context = staticmethod(_setup_context)
+
+    @staticmethod
+    def backward(ctx, grad_alpha, grad_out, grad_softmax, _edges, _seed):
+        grads = _backward(*_saved(ctx, grad_alpha, grad_out, grad_softmax))
+        return (*grads,) + (None,) * (_NUM_INPUTS - _NUM_DIFFERENTIABLE)
+
+
+# The compiled form: custom operators ---------------------------------------
+
+
+@torch.library.custom_op(
+    'torch_geometric_gate::chunked_attention', mutates_args=()
+)
+def _attention_op(
+    q_src: Tensor,
+    q_dst: Tensor,
+    value: Tensor,
+    edge_attr: Optional[Tensor],
+    weight_edge: Optional[Tensor],
+    att_neighbor: Tensor,
+    att_self: Tensor,
+    src: Tensor,
+    dst: Tensor,
+    loop: Tensor,
+    masked: Optional[Tensor],
+    num_dst: int,
+    negative_slope: float,
+    dropout: float,
+) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return _forward(
+        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
+        src, dst, loop, masked, num_dst, negative_slope, dropout,
+    )  # fmt: skip
+
+
+@_attention_op.register_fake
+def _(
+    q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
+    src, dst, loop, masked, num_dst, negative_slope, dropout,
+):  # fmt: skip
+    num_edges, heads = src.size(0), att_neighbor.size(1)
+    dtype = torch.promote_types(q_src.dtype, att_neighbor.dtype)
+    alpha = q_src.new_empty(num_edges, heads, dtype=dtype)
+    out_dtype = torch.promote_types(value.dtype, dtype)
+    out = value.new_empty(num_dst, heads, value.size(2), dtype=out_dtype)
+    drop = dropout > 0.0
+    softmax = alpha.new_empty(num_edges if drop else 0, heads)
+    index_dtype = _index_dtype(q_src.size(0), num_dst)
+    edges = src.new_empty(2, num_edges, dtype=index_dtype)
+    seed = torch.empty(1 if drop else 0, dtype=torch.int64)
+    return alpha, out, softmax, edges, seed
+
+
+@torch.library.custom_op(
+    'torch_geometric_gate::chunked_attention_backward', mutates_args=()
+)
+def _attention_backward_op(
+    grad_alpha: Optional[Tensor],
+    grad_out: Optional[Tensor],
+    grad_softmax: Optional[Tensor],
+    q_src: Tensor,
+    q_dst: Tensor,
+    value: Tensor,
+    edge_attr: Optional[Tensor],
+    weight_edge: Optional[Tensor],
+    att_neighbor: Tensor,
+    att_self: Tensor,
+    loop: Tensor,
+    alpha: Tensor,
+    softmax: Tensor,
+    edges: Tensor,
+    seed: Tensor,
+    num_dst: int,
+    negative_slope: float,
+    dropout: float,
+    need: List[bool],
+) -> List[Tensor]:
+    grads = _backward(
+        grad_alpha, grad_out, grad_softmax, q_src, q_dst, value, edge_attr,
+        weight_edge, att_neighbor, att_self, loop, alpha, softmax, edges,
+        seed, num_dst, negative_slope, dropout, need,
+    )  # fmt: skip
+    # A custom operator returns no `None` and no views of its inputs or of
+    # its other outputs (the attention vectors' are halves of one tensor):
+    # the needed gradients only, whole.
+    grads = [*grads[:5], *(g if g is None else g.clone() for g in grads[5:])]
+    return [g for g in grads if g is not None]
+
+
+@_attention_backward_op.register_fake
+def _(
+    grad_alpha, grad_out, grad_softmax, q_src, q_dst, value, edge_attr,
+    weight_edge, att_neighbor, att_self, loop, alpha, softmax, edges, seed,
+    num_dst, negative_slope, dropout, need,
+):  # fmt: skip
+    inputs = (
+        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
+    )  # fmt: skip
+    return [
+        torch.empty_like(t)
+        for t, n in zip(inputs, need)
+        if n and t is not None
+    ]
+
+
+def _op_backward(ctx, grad_alpha, grad_out, grad_softmax, _edges, _seed):
+    need = ctx.needs_input_grad[:_NUM_DIFFERENTIABLE]
+    saved = _saved(ctx, grad_alpha, grad_out, grad_softmax)
+    inputs = ctx.saved_tensors[:_NUM_DIFFERENTIABLE]
+    # The gradients come for the needed inputs that are not None:
+    need = [n and t is not None for n, t in zip(need, inputs)]
+    grads = iter(
+        torch.ops.torch_geometric_gate.chunked_attention_backward(
+            *saved[:-1], need
+        )
+    )
+    return tuple(next(grads) if n else None for n in need) + (None,) * (
+        _NUM_INPUTS - _NUM_DIFFERENTIABLE
+    )
+
+
+_attention_op.register_autograd(_op_backward, setup_context=_setup_context)
+
+
+def chunked_attention(
+    graph: AttentionGraph,
+    params: AttentionParams,
+    q_src: Tensor,
+    q_dst: Tensor,
+    value: Tensor,
+    edge_attr: Optional[Tensor],
+    *legacy,
+) -> Tuple[Tensor, Tensor]:
+    r"""GATE's attention with the chunked kernels: returns the attention
+    weights :obj:`[E, H]` (after dropout; returned whatever
+    :obj:`params.need_weights` says, as the kernel computes them anyway) and
+    the aggregated values :obj:`[N_dst, H, C]`.
+
+    Eagerly it runs a :class:`torch.autograd.Function` (differentiable
+    backward); under :func:`torch.compile` the custom operator
+    ``torch_geometric_gate::chunked_attention`` (no graph break).
+
+    Args:
+        graph (AttentionGraph): The edges, self-loops included.
+        params (AttentionParams): :math:`\mathbf{a}_s`, :math:`\mathbf{a}_t`,
+            :math:`\mathbf{W}_e`, the slope (non-negative) and dropout.
+        q_src, q_dst (torch.Tensor): :math:`\mathbf{U} \mathbf{x}` of the
+            source nodes and :math:`\mathbf{V} \mathbf{x}` of the target
+            nodes, :obj:`[N, H, C]`.
+        value (torch.Tensor): :math:`\mathbf{W} \mathbf{x}` of the source
+            nodes, :obj:`[N_src, H, C]`.
+        edge_attr (torch.Tensor, optional): Edge features :obj:`[E, D]`
+            (used with :obj:`params.weight_edge`).
+    """
+    if legacy:  # Until the dispatch passes the bundles: `attend`'s 15.
+        graph, params, q_src, q_dst, value, edge_attr = _bundle(
+            graph, params, q_src, q_dst, value, edge_attr, *legacy
+        )
+    if params.negative_slope < 0:
+        raise ValueError(
+            'The chunked kernels need a non-negative slope (got '
+            f'{params.negative_slope})'
+        )
+    if not 0.0 <= params.dropout <= 1.0:
+        raise ValueError(
+            f'Expected a dropout probability in [0, 1] (got {params.dropout})'
+        )
+    heads, channels = params.att_neighbor.shape[1:]
+    for name, t in (('q_src', q_src), ('q_dst', q_dst), ('value', value)):
+        if t.dim() != 3 or t.shape[1:] != (heads, channels):
+            raise ValueError(
+                f"Expected '{name}' of shape [num_nodes, {heads}, "
+                f'{channels}] (got {list(t.shape)})'
+            )
+    inputs = (
+        q_src, q_dst, value, edge_attr, params.weight_edge,
+        params.att_neighbor, params.att_self, graph.src, graph.dst,
+        graph.loop, graph.masked, graph.num_dst,
+        float(params.negative_slope),
+        float(params.dropout) if params.training else 0.0,
+    )  # fmt: skip
+    if torch.compiler.is_compiling():
+        out = torch.ops.torch_geometric_gate.chunked_attention(*inputs)
+    else:
+        out = _ChunkedAttention.apply(*inputs)
+    return out[0], out[1]
+
+
+def _bundle(
+    src, dst, q_src, q_dst, value, edge_attr, weight_edge, loop, masked,
+    att_neighbor, att_self, negative_slope, dropout, training, num_dst,
+):  # fmt: skip
+    graph = AttentionGraph(src, dst, loop, masked, q_src.size(0), num_dst, 0)
+    params = AttentionParams(
+        att_neighbor, att_self, weight_edge, negative_slope, dropout, training
+    )
+    return graph, params, q_src, q_dst, value, edge_attr

@@ -1,0 +1,201 @@
+r"""Bytes saved for backward by GATE's chunked attention and by
+:class:`~torch_geometric.nn.GATv2Conv`, eager and under
+:func:`torch.compile`, on random graphs.
+
+GATE's attention is built here exactly as
+:class:`~torch_geometric_gate.GATEConv` builds it (the projections
+:math:`\mathbf{W}, \mathbf{U}, \mathbf{V}` without bias, the input's
+self-loops masked and fresh ones appended, the bias added after the
+concatenated heads) and handed to
+:func:`torch_geometric_gate.ops.chunked.chunked_attention`, so that the
+numbers do not depend on how the layer dispatches to its kernels. The
+column *GATE before* composes the attention as the chunked path did before
+the fused kernel (:class:`EdgeScore`, PyG's softmax, dropout,
+:class:`EdgeAggregate`).
+
+Bytes saved for backward are the distinct storages packed by
+:func:`torch.autograd.graph.saved_tensors_hooks` during one forward; they
+do not depend on the machine's load. Nothing is timed.
+
+Example:
+    python benchmark/compiled_memory.py --edges 1e5 1e6 --heads 1 8
+"""
+
+import argparse
+import functools
+import platform
+import sys
+from typing import Callable, Dict, List
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.nn import GATv2Conv
+from torch_geometric.utils import softmax
+
+from torch_geometric_gate.ops.chunked import (
+    EdgeAggregate,
+    EdgeScore,
+    chunked_attention,
+)
+from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
+
+
+class GATEAttention(torch.nn.Module):
+    r"""GATE's layer on a :obj:`[2, E]` edge index, as
+    :class:`~torch_geometric_gate.GATEConv` (:obj:`concat=True`,
+    :obj:`add_self_loops=True`, no edge features, :obj:`negative_slope=0`)
+    builds its attention; :obj:`before=True` composes the attention as the
+    chunked path did before the fused kernel."""
+
+    def __init__(self, in_channels, out_channels, heads, dropout=0.0,
+                 before=False):  # fmt: skip
+        super().__init__()
+        self.heads, self.out_channels = heads, out_channels
+        self.dropout, self.before = dropout, before
+        width = heads * out_channels
+        self.lin = torch.nn.Linear(in_channels, width, bias=False)
+        self.lin_src = torch.nn.Linear(in_channels, width, bias=False)
+        self.lin_dst = torch.nn.Linear(in_channels, width, bias=False)
+        self.att_neighbor = torch.nn.Parameter(
+            torch.randn(1, heads, out_channels)
+        )
+        self.att_self = torch.nn.Parameter(torch.randn(1, heads, out_channels))
+        self.bias = torch.nn.Parameter(torch.zeros(width))
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        H, C, N = self.heads, self.out_channels, x.size(0)
+        value = self.lin(x).view(-1, H, C)
+        q_src = self.lin_src(x).view(-1, H, C)
+        q_dst = self.lin_dst(x).view(-1, H, C)
+        input_loop = edge_index[0] == edge_index[1]
+        loops = torch.arange(N, device=x.device)
+        ei = torch.cat([edge_index, loops.repeat(2, 1)], dim=1)
+        loop = torch.cat([input_loop, input_loop.new_ones(N)])
+        masked = torch.cat([input_loop, input_loop.new_zeros(N)])
+        graph = AttentionGraph(ei[0], ei[1], loop, masked, N, N, N)
+        params = AttentionParams(
+            self.att_neighbor, self.att_self, None, 0.0, self.dropout,
+            self.training,
+        )  # fmt: skip
+        if self.before:
+            out = _before(graph, params, q_src, q_dst, value)
+        else:
+            out = chunked_attention(graph, params, q_src, q_dst, value, None)[
+                1
+            ]
+        return out.reshape(-1, H * C) + self.bias
+
+
+def _before(graph, params, q_src, q_dst, value):
+    # The chunked path's attention before the fused kernel:
+    e = EdgeScore.apply(
+        q_src, q_dst, None, None, graph.src, graph.dst, graph.loop,
+        params.att_neighbor, params.att_self, params.negative_slope,
+    )  # fmt: skip
+    e = e.masked_fill(graph.masked.view(-1, 1), float('-inf'))
+    alpha = softmax(e, graph.dst, num_nodes=graph.num_dst)
+    alpha = F.dropout(alpha, p=params.dropout, training=params.training)
+    return EdgeAggregate.apply(value, alpha, graph.src, graph.dst,
+                               graph.num_dst)  # fmt: skip
+
+
+def random_graph(num_nodes: int, num_edges: int, channels: int, seed=0):
+    r"""Uniform random edges (self-loops removed: the layers add their
+    own) and standard normal features."""
+    gen = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(num_nodes, (2, num_edges), generator=gen)
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    return torch.randn(num_nodes, channels, generator=gen), edge_index
+
+
+def saved_bytes(fn: Callable[[], Tensor]) -> int:
+    r"""Bytes of the distinct storages saved for backward by :obj:`fn()`."""
+    storages: Dict[int, int] = {}
+
+    def pack(t: Tensor) -> Tensor:
+        storage = t.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    out.sum().backward()  # The graph ran to its end (and is freed).
+    return sum(storages.values())
+
+
+def measure(num_nodes, num_edges, heads, channels, in_channels, dropout):
+    torch.manual_seed(0)
+    x, edge_index = random_graph(num_nodes, num_edges, in_channels)
+    out_channels = channels // heads
+    gate = GATEAttention(in_channels, out_channels, heads, dropout)
+    before = GATEAttention(in_channels, out_channels, heads, dropout, True)
+    gatv2 = GATv2Conv(in_channels, out_channels, heads=heads, dropout=dropout)
+    compiled_gate = torch.compile(gate, fullgraph=True)
+    compiled_gatv2 = torch.compile(gatv2)
+    row = {}
+    for name, module in [
+        ('GATv2', gatv2),
+        ('GATE before', before),
+        ('GATE', gate),
+        ('compiled GATv2', compiled_gatv2),
+        ('compiled GATE', compiled_gate),
+    ]:
+        module(x, edge_index).sum().backward()  # Compiles.
+        row[name] = saved_bytes(functools.partial(module, x, edge_index))
+    return edge_index.size(1), row
+
+
+def main(argv: List[str] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--edges', type=float, nargs='+', default=[1e5, 1e6])
+    parser.add_argument(
+        '--degree', type=float, default=20.0,
+        help='average in-degree: nodes = edges / degree',
+    )  # fmt: skip
+    parser.add_argument('--heads', type=int, nargs='+', default=[1, 8])
+    parser.add_argument('--channels', type=int, default=32,
+                        help='heads * out_channels')  # fmt: skip
+    parser.add_argument('--in-channels', type=int, default=32)
+    parser.add_argument('--dropout', type=float, default=0.0)
+    parser.add_argument('--threads', type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    print(f'Command: `python {" ".join(sys.argv)}`\n')
+    print(
+        f'torch {torch.__version__}, Python {platform.python_version()}, '
+        f'{torch.get_num_threads()} thread(s); saved MB = 10^6 bytes of the '
+        'distinct storages saved for backward by one training forward '
+        f'(input channels {args.in_channels}, heads * out_channels = '
+        f'{args.channels}, dropout {args.dropout}, self-loops added).\n'
+    )
+    names = ['GATv2', 'GATE before', 'GATE', 'compiled GATv2',
+             'compiled GATE']  # fmt: skip
+    print(
+        '| edges | nodes | in-degree | heads | '
+        + ' | '.join(f'{n} MB' for n in names)
+        + ' | GATE / GATv2 | compiled GATE / GATE'
+        ' | compiled GATE / compiled GATv2 |'
+    )
+    print('|' + '---|' * (4 + len(names) + 3))
+    for edges in args.edges:
+        num_nodes = max(int(edges / args.degree), 2)
+        for heads in args.heads:
+            num_edges, row = measure(
+                num_nodes, int(edges), heads, args.channels,
+                args.in_channels, args.dropout,
+            )  # fmt: skip
+            mb = ' | '.join(f'{row[n] / 1e6:.1f}' for n in names)
+            print(
+                f'| {num_edges} | {num_nodes} | '
+                f'{num_edges / num_nodes:.1f} | {heads} | {mb} | '
+                f'{row["GATE"] / row["GATv2"]:.2f} | '
+                f'{row["compiled GATE"] / row["GATE"]:.2f} | '
+                f'{row["compiled GATE"] / row["compiled GATv2"]:.2f} |',
+                flush=True,
+            )
+
+
+if __name__ == '__main__':
+    main()
