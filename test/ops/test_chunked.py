@@ -8,12 +8,17 @@ from typing import Dict, Optional, Tuple
 
 import pytest
 import torch
-from conv_testing import EDGE_INDEX, NUM_NODES, randomize_attention
+from conv_testing import (
+    EDGE_INDEX,
+    NUM_NODES,
+    randomize_attention,
+    selected_kernel,
+)
 from torch import Tensor
 from torch_geometric.nn import GATv2Conv
 
 from torch_geometric_gate import GATEConv
-from torch_geometric_gate.ops import attention_kernel, chunked, select_kernel
+from torch_geometric_gate.ops import attention_kernel, chunked
 from torch_geometric_gate.ops.chunked import (
     EdgeAggregate,
     EdgeScore,
@@ -543,7 +548,7 @@ def test_chunked_kernels_equal_reference(
     if edge_dim is not None:
         edge_attr = torch.randn(edge_index.size(1), 3, dtype=torch.double)
 
-    assert select_kernel(conv, x[0]) == 'chunked'
+    assert selected_kernel(conv, x[0]) == 'chunked'
     got = step(conv, x, edge_index, edge_attr, seed=7)
     conv.zero_grad()
     expected = step(conv, x, edge_index, edge_attr, 7, 'reference')

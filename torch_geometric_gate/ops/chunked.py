@@ -591,7 +591,6 @@ def chunked_attention(
     q_dst: Tensor,
     value: Tensor,
     edge_attr: Optional[Tensor],
-    *legacy,
 ) -> Tuple[Tensor, Tensor]:
     r"""GATE's attention with the chunked kernels: returns the attention
     weights :obj:`[E, H]` (after dropout; returned whatever
@@ -614,10 +613,6 @@ def chunked_attention(
         edge_attr (torch.Tensor, optional): Edge features :obj:`[E, D]`
             (used with :obj:`params.weight_edge`).
     """
-    if legacy:  # Until the dispatch passes the bundles: `attend`'s 15.
-        graph, params, q_src, q_dst, value, edge_attr = _bundle(
-            graph, params, q_src, q_dst, value, edge_attr, *legacy
-        )
     if params.negative_slope < 0:
         raise ValueError(
             'The chunked kernels need a non-negative slope (got '
@@ -646,14 +641,3 @@ def chunked_attention(
     else:
         out = _ChunkedAttention.apply(*inputs)
     return out[0], out[1]
-
-
-def _bundle(
-    src, dst, q_src, q_dst, value, edge_attr, weight_edge, loop, masked,
-    att_neighbor, att_self, negative_slope, dropout, training, num_dst,
-):  # fmt: skip
-    graph = AttentionGraph(src, dst, loop, masked, q_src.size(0), num_dst, 0)
-    params = AttentionParams(
-        att_neighbor, att_self, weight_edge, negative_slope, dropout, training
-    )
-    return graph, params, q_src, q_dst, value, edge_attr

@@ -45,7 +45,7 @@ def attention_kernel(name: str) -> Iterator[None]:
     * :obj:`'auto'` (the default): the chunked kernels on CPU tensors, the
       reference elsewhere (on CUDA until the Triton kernels have passed on
       a GPU, :data:`TRITON_VERIFIED_ON_GPU`), and the reference wherever the
-      kernels do not apply: under :func:`torch.compile`, a :mod:`torch.func`
+      kernels do not apply: under a :mod:`torch.func`
       transform or forward-mode AD (:mod:`torch.autograd.forward_ad`), in
       explain mode, with message-passing hooks registered (a kernel would
       skip them), with another aggregation than a sum, the
@@ -115,10 +115,12 @@ def _select_kernel(value: Tensor, why: List[str]) -> str:
     if name == 'reference':
         return name
     why = list(why)
-    if torch.compiler.is_compiling():
-        if name == 'auto':  # Nothing else to trace.
-            return 'reference'
-        why.append('torch.compile is tracing the layer')
+    if torch.compiler.is_compiling() and name == 'triton':
+        # The chunked kernels are custom ops that torch.compile traces:
+        why.append(
+            'torch.compile is tracing the layer (the Triton kernels '
+            'are not custom ops yet)'
+        )
     if torch._C._are_functorch_transforms_active():
         why.append('a torch.func transform is active')
     if _forward_ad_active():
@@ -161,20 +163,12 @@ def _run_kernel(
     :obj:`'triton'`) and returns the attention weights :obj:`[E, H]` (or
     :obj:`None` unless :obj:`params.need_weights`) and the aggregated values
     :obj:`[N_dst, H, C]`."""
-    # The kernels' positional signature of today (the bundled one is
-    # `chunked_attention(graph, params, q_src, q_dst, value, edge_attr)`):
-    args = (
-        graph.src, graph.dst, q_src, q_dst, value, edge_attr,
-        params.weight_edge, graph.loop, graph.masked, params.att_neighbor,
-        params.att_self, params.negative_slope, params.dropout,
-        params.training, graph.num_dst,
-    )  # fmt: skip
     if kernel == 'chunked':
         from torch_geometric_gate.ops.chunked import chunked_attention
 
-        return chunked_attention(*args)
+        return chunked_attention(graph, params, q_src, q_dst, value, edge_attr)
     if kernel == 'triton':
         from torch_geometric_gate.ops.triton import triton_attention
 
-        return triton_attention(*args)
+        return triton_attention(graph, params, q_src, q_dst, value, edge_attr)
     raise ValueError(f'No attention kernel {kernel!r} to run')

@@ -168,3 +168,35 @@ def test_forward_with_attention_is_the_dense_attention(kernel):
     out3, (ei3, alpha3) = jit.forward_with_attention(x, EDGE_INDEX)
     assert torch.allclose(out3, out, atol=1e-12) and torch.equal(ei3, ei)
     assert torch.allclose(alpha3, alpha, atol=1e-12)
+
+
+@pytest.mark.parametrize('add_self_loops', [True, False])
+def test_compile_traces_the_chunked_kernels_as_the_reference_computes(
+    add_self_loops,
+):
+    # Under torch.compile 'auto' keeps the chunked kernels (custom ops that
+    # Dynamo traces, no graph break), and the compiled layer's output and
+    # every gradient equal the reference's (float64).
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch.manual_seed(0)
+    x = torch.randn(NUM_NODES, 5, dtype=torch.float64)
+    conv = GATEConv(5, 4, heads=2, add_self_loops=add_self_loops).double()
+    randomize_attention(conv)
+    compiled = torch.compile(conv, backend=backend, fullgraph=True)
+    results = []
+    for run, kernel in ((compiled, 'auto'), (conv, 'reference')):
+        conv.zero_grad()
+        with attention_kernel(kernel):
+            out = run(x, EDGE_INDEX)
+        (out**2).sum().backward()
+        results.append([out] + [p.grad.clone() for p in conv.parameters()])
+    assert len(graphs) == 1
+    targets = {str(node.target) for node in graphs[0].graph.nodes}
+    assert 'torch_geometric_gate.chunked_attention' in targets
+    for got, expected in zip(*results):
+        assert torch.allclose(got, expected, atol=1e-10)
