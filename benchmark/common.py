@@ -111,7 +111,11 @@ def graph_name(text: str) -> str:
             num_edges = float(size)
         except ValueError:
             num_edges = math.nan
-        if math.isfinite(num_edges) and num_edges >= 100 and num_edges % 1 == 0:
+        if (
+            math.isfinite(num_edges)
+            and num_edges >= 100
+            and num_edges % 1 == 0
+        ):
             return text
     import argparse
 
@@ -481,12 +485,12 @@ def build_info() -> List[str]:
     source needs here: torch's CUDA version, :obj:`nvcc`, the toolkit's
     path and the host compiler, as markdown list lines."""
 
-    def version(cmd):
+    def version(cmd, line=-1):
         try:
             out = subprocess.run(
                 cmd, capture_output=True, text=True, timeout=20
             ).stdout
-            return out.strip().splitlines()[-1] if out.strip() else 'no output'
+            return out.strip().splitlines()[line] if out.strip() else 'none'
         except (OSError, subprocess.SubprocessError) as err:
             return f'not found ({type(err).__name__})'
 
@@ -496,8 +500,8 @@ def build_info() -> List[str]:
         f'- torch.version.cuda: {torch.version.cuda}',
         f'- CUDA toolkit (torch.utils.cpp_extension.CUDA_HOME): {CUDA_HOME}',
         f'- nvcc: {version(["nvcc", "--version"])}',
-        f'- gcc: {version(["gcc", "--version"]).split(chr(10))[0]}',
-        f'- g++ on PATH: {shutil.which("g++")}, ninja: {shutil.which("ninja")}',
+        f'- gcc: {version(["gcc", "--version"], 0)}',
+        f'- g++: {shutil.which("g++")}, ninja: {shutil.which("ninja")}',
     ]
 
 
@@ -523,7 +527,9 @@ def write_results(
     after every configuration."""
     folder = os.path.dirname(os.path.abspath(stem))
     os.makedirs(folder, exist_ok=True)
-    shown = [c for c in columns if any(r.get(c) not in (None, '') for r in rows)]
+    shown = [
+        c for c in columns if any(r.get(c) not in (None, '') for r in rows)
+    ]
     lines = [f'# {title}', '', *notes, '']
     lines += ['| ' + ' | '.join(shown) + ' |', '|' + ' --- |' * len(shown)]
     lines += ['| ' + ' | '.join(_cell(r.get(c)) for c in shown) + ' |'
@@ -609,12 +615,16 @@ def plot(points: List[dict], path: str):
     for col, panel in enumerate(panels):
         mine = [p for p in points if p['panel'] == panel]
         label = ' / '.join(sorted({p['memory'] for p in mine}))
-        for row, (key, ylabel) in enumerate((('ms', 'step ms'), ('mb', label))):
+        for row, (key, ylabel) in enumerate(
+            (('ms', 'step ms'), ('mb', label))
+        ):
             ax = axes[row][col]
             lines: Dict[str, list] = {}
             for p in mine:
                 if p[key] is not None:
-                    lines.setdefault(p['line'], []).append((p['edges'], p[key]))
+                    lines.setdefault(p['line'], []).append(
+                        (p['edges'], p[key])
+                    )
             if not lines:
                 ax.set_axis_off()
                 ax.set_title(f'{panel}: no {ylabel}')
@@ -636,7 +646,9 @@ def output_folder(parser, path: str, flag: str = '--out') -> str:
     it; a usage error (:meth:`parser.error`) when it names a file or a
     folder that cannot be created or written to."""
     if os.path.exists(path) and not os.path.isdir(path):
-        parser.error(f'argument {flag}: expected a folder, got the file {path!r}')
+        parser.error(
+            f'argument {flag}: expected a folder, got the file {path!r}'
+        )
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as err:
@@ -699,11 +711,22 @@ def measure_step(spec: dict) -> dict:
             labels = torch.randint(
                 spec['classes'], (x.size(0),), generator=gen
             ).to(device)
-            model = DeepModel(spec['layer'], x.size(1), spec['hidden'],
-                              spec['heads'], spec['depth'], spec['classes'])
+            model = DeepModel(
+                spec['layer'],
+                x.size(1),
+                spec['hidden'],
+                spec['heads'],
+                spec['depth'],
+                spec['classes'],
+            )
         else:  # fmt: skip
-            model = make_layer(spec['layer'], x.size(1), spec['hidden'],
-                               spec['heads'], spec.get('concat', True))
+            model = make_layer(
+                spec['layer'],
+                x.size(1),
+                spec['hidden'],
+                spec['heads'],
+                spec.get('concat', True),
+            )
         model = model.to(device)  # fmt: skip
         step = Step(model, x, edge_index, spec.get('kernel'), labels=labels)
         if device.type == 'cuda':

@@ -41,24 +41,42 @@ COLUMNS = ['device', 'layer', 'kernel', 'graph', 'num_nodes', 'num_edges',
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--graph', default='arxiv-size',
-                        choices=sorted(SIZED_GRAPHS))
-    parser.add_argument('--scale', type=float, default=1.0,
-                        help="fraction of the graph's nodes and edges")
+    parser.add_argument(
+        '--graph', default='arxiv-size', choices=sorted(SIZED_GRAPHS)
+    )
+    parser.add_argument(
+        '--scale',
+        type=float,
+        default=1.0,
+        help="fraction of the graph's nodes and edges",
+    )
     parser.add_argument('--depth', type=int_at_least(1), default=12)
     parser.add_argument('--hidden', type=int_at_least(1), default=256)
     parser.add_argument('--heads', type=int_at_least(1), default=1)
     parser.add_argument('--classes', type=int_at_least(2), default=40)
-    parser.add_argument('--layers', nargs='+', default=list(LAYERS),
-                        choices=LAYERS)
-    parser.add_argument('--kernels', nargs='+', default=[None],
-                        choices=GATE_KERNELS,
-                        help="GATE's attention kernels (default: 'auto')")
-    parser.add_argument('--devices', nargs='+', default=None,
-                        help='default: cpu, and cuda when available')
-    parser.add_argument('--cap-gb', type=float, default=12.0,
-                        help='CPU: the address space each process may add '
-                        'after its imports (0: no cap)')
+    parser.add_argument(
+        '--layers', nargs='+', default=list(LAYERS), choices=LAYERS
+    )
+    parser.add_argument(
+        '--kernels',
+        nargs='+',
+        default=[None],
+        choices=GATE_KERNELS,
+        help="GATE's attention kernels (default: 'auto')",
+    )
+    parser.add_argument(
+        '--devices',
+        nargs='+',
+        default=None,
+        help='default: cpu, and cuda when available',
+    )
+    parser.add_argument(
+        '--cap-gb',
+        type=float,
+        default=12.0,
+        help='CPU: the address space each process may add '
+        'after its imports (0: no cap)',
+    )
     parser.add_argument('--threads', type=int_at_least(1), default=1)
     parser.add_argument('--out', default='benchmark/results')
     parser.add_argument('--name', default='deep')  # fmt: skip
@@ -92,7 +110,9 @@ def main(argv=None):
                 threads=args.threads,
             )  # fmt: skip
             print(f'deep: {device} {layer} {kernel or ""} ...', flush=True)
-            row = dict(spec, kernel=kernel or ('auto' if layer == 'GATE' else '-'))
+            row = dict(
+                spec, kernel=kernel or ('auto' if layer == 'GATE' else '-')
+            )
             row.update(fresh_process_step(spec))
             rows.append(row)
             write_results(rows, stem, COLUMNS,

@@ -21,7 +21,8 @@
 # DRY=1 runs the same phases on the CPU, the Triton kernels under the
 # interpreter, at tiny sizes. Test hooks: GATE_FAULT_PHASE=<phase> makes
 # that phase's process die of SIGSEGV, GATE_HANG_PHASE=<phase> makes it
-# hang until its timeout; LIMIT_<phase>=<s> sets a phase's time limit.
+# hang until its timeout; LIMIT_<phase>=<s> sets a phase's time limit
+# (a dash in the name as an underscore: LIMIT_kernels_large).
 set -u
 OUT="${OUT:-$PWD/gpu-out}"
 PART="${1:-main}"
@@ -45,7 +46,7 @@ pack() {  # The work folder into $OUT/results.tar.gz, atomically.
 }
 
 phase() {  # phase NAME DEFAULT_LIMIT COMMAND...: runs it in $WORK/NAME.
-    local name=$1 limit=$2 var="LIMIT_$1" started rc
+    local name=$1 limit=$2 var="LIMIT_${1//-/_}" started rc
     shift 2
     limit=${!var:-$limit}
     local left=$((DEADLINE - $(date +%s) - 10))
@@ -99,14 +100,14 @@ for d in gpu-data shared/data ../shared/data; do
     if [ -d "$d/Planetoid" ]; then DATA=(--data-root "$d"); break; fi
 done
 if [ "$DRY" = 1 ]; then
-    PARITY=(--nodes 200 --edges 1500 --isolated 5 --input-loops 10
-        --heads 2 --channels 4)
+    PARITY=(--nodes 40 --edges 200 --isolated 3 --input-loops 4 --heads 2
+        --channels 2 --edge-dim 2)
     TESTS=(test/ops/test_triton.py -k 'dropout_seeded')
     SIZE=(--scale 2e-5 --hidden 4 --channels 8 --heads 1 2 --reps 1
         --warmup 0 --devices cpu)
     DEEP=(--scale 1e-5 --hidden 8 --devices cpu)
     LARGE=(products-size arxiv-size)
-    SMALL=(random-1e3)
+    SMALL=(random-300)
 else
     PARITY=()
     TESTS=(test/ops test/nn -k 'triton or cuda')

@@ -57,30 +57,62 @@ COLUMNS = [
 def parse_args(argv=None) -> argparse.Namespace:
     cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--graphs', nargs='+', type=graph_name,
-                        default=['arxiv-size', 'random-1e6', 'random-1e5'])
-    parser.add_argument('--heads', nargs='+', type=int_at_least(1),
-                        default=[1, 8])
-    parser.add_argument('--dtypes', nargs='+', default=['float32'],
-                        choices=list(DTYPES))
-    parser.add_argument('--kernels', nargs='+', default=list(GATE_KERNELS),
-                        choices=GATE_KERNELS, help="GATE's attention kernels")
-    parser.add_argument('--gatv2', nargs='+', default=['eager'],
-                        choices=['eager', 'compiled', 'none'],
-                        help='GATv2Conv eager and/or compiled (Inductor '
-                        'compiles for 30-60 s per heads and dtype)')
-    parser.add_argument('--devices', nargs='+',
-                        default=['cuda' if cuda else 'cpu'])
-    parser.add_argument('--hidden', type=int_at_least(1), default=64,
-                        help='heads * out_channels (a multiple of --heads)')
-    parser.add_argument('--channels', type=int_at_least(1), default=64,
-                        help='input features (real graphs: cut or padded)')
+    parser.add_argument(
+        '--graphs',
+        nargs='+',
+        type=graph_name,
+        default=['arxiv-size', 'random-1e6', 'random-1e5'],
+    )
+    parser.add_argument(
+        '--heads', nargs='+', type=int_at_least(1), default=[1, 8]
+    )
+    parser.add_argument(
+        '--dtypes', nargs='+', default=['float32'], choices=list(DTYPES)
+    )
+    parser.add_argument(
+        '--kernels',
+        nargs='+',
+        default=list(GATE_KERNELS),
+        choices=GATE_KERNELS,
+        help="GATE's attention kernels",
+    )
+    parser.add_argument(
+        '--gatv2',
+        nargs='+',
+        default=['eager'],
+        choices=['eager', 'compiled', 'none'],
+        help='GATv2Conv eager and/or compiled (Inductor '
+        'compiles for 30-60 s per heads and dtype)',
+    )
+    parser.add_argument(
+        '--devices', nargs='+', default=['cuda' if cuda else 'cpu']
+    )
+    parser.add_argument(
+        '--hidden',
+        type=int_at_least(1),
+        default=64,
+        help='heads * out_channels (a multiple of --heads)',
+    )
+    parser.add_argument(
+        '--channels',
+        type=int_at_least(1),
+        default=64,
+        help='input features (real graphs: cut or padded)',
+    )
     parser.add_argument('--warmup', type=int_at_least(0), default=1)
     parser.add_argument('--reps', type=int_at_least(1), default=5)
-    parser.add_argument('--scale', type=float, default=1.0,
-                        help='scales the sized graphs (tests)')
-    parser.add_argument('--max-seconds', type=positive_float, default=1e9,
-                        help='skip the configurations left after this long')
+    parser.add_argument(
+        '--scale',
+        type=float,
+        default=1.0,
+        help='scales the sized graphs (tests)',
+    )
+    parser.add_argument(
+        '--max-seconds',
+        type=positive_float,
+        default=1e9,
+        help='skip the configurations left after this long',
+    )
     parser.add_argument('--threads', type=int_at_least(1), default=None)
     parser.add_argument('--data-root', default=DEFAULT_DATA)
     parser.add_argument('--out', default='benchmark/results')
@@ -134,8 +166,12 @@ def forward_bandwidth(edge_index, num_nodes, heads, hidden, dtype, device,
     :func:`forward_bytes` and their rate."""
     n, channels = num_nodes, max(hidden // heads, 1)
     loops = torch.arange(n, device=device)
-    is_loop = torch.cat([torch.zeros_like(edge_index[0], dtype=torch.bool),
-                         torch.ones(n, dtype=torch.bool, device=device)])
+    is_loop = torch.cat(
+        [
+            torch.zeros_like(edge_index[0], dtype=torch.bool),
+            torch.ones(n, dtype=torch.bool, device=device),
+        ]
+    )
     graph = AttentionGraph(
         torch.cat([edge_index[0], loops]), torch.cat([edge_index[1], loops]),
         is_loop, None, n, n, n,
@@ -164,7 +200,12 @@ def copy_gbs(device, nbytes=2**30, reps=10) -> float:
     r"""The device's copy rate (GB/s, read and write), the yardstick."""
     a = torch.empty(nbytes, dtype=torch.uint8, device=device)
     b = torch.empty_like(a)
-    return 2 * nbytes / (time_step(lambda: b.copy_(a), device, 2, reps) * 1e-3) / 1e9
+    return (
+        2
+        * nbytes
+        / (time_step(lambda: b.copy_(a), device, 2, reps) * 1e-3)
+        / 1e9
+    )
 
 
 def fit_features(x, channels):
@@ -243,13 +284,22 @@ def main(argv=None):
         copy = copy_gbs(device) if device.type == 'cuda' else None
         for graph in args.graphs:
             try:
-                x0, edge_index = load_graph(graph, args.channels, device,
-                                            args.data_root, args.scale)
+                x0, edge_index = load_graph(
+                    graph, args.channels, device, args.data_root, args.scale
+                )
                 x0 = fit_features(x0, args.channels)  # fmt: skip
             except Exception as err:  # noqa: BLE001 (recorded)
-                rows.append(dict(device=str(device), graph=graph, layer='-',
-                                 kernel='-', heads='-', dtype='-',
-                                 status=f'no graph: {err}'[:200]))
+                rows.append(
+                    dict(
+                        device=str(device),
+                        graph=graph,
+                        layer='-',
+                        kernel='-',
+                        heads='-',
+                        dtype='-',
+                        status=f'no graph: {err}'[:200],
+                    )
+                )
                 write()  # fmt: skip
                 continue
             for heads in args.heads:

@@ -26,9 +26,9 @@ from common import (
     LAYERS,
     Step,
     command_line,
-    describe,
     cuda_peak_bytes,
     cuda_syncs,
+    describe,
     fresh_process_step,
     graph_name,
     load_graph,
@@ -57,32 +57,61 @@ COLUMNS = [
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--graphs', nargs='+', type=graph_name,
-                        default=['random-1e4', 'random-1e5'])
-    parser.add_argument('--heads', nargs='+', type=int_at_least(1),
-                        default=[1, 8])
-    parser.add_argument('--concat', nargs='+', default=['true'],
-                        choices=['true', 'false'])
-    parser.add_argument('--modes', nargs='+', default=['train'],
-                        choices=MODES)
-    parser.add_argument('--compile', nargs='+', default=['eager'],
-                        choices=['eager', 'compiled'])
-    parser.add_argument('--devices', nargs='+', default=None,
-                        help='default: cpu, and cuda when available')
-    parser.add_argument('--channels', type=int_at_least(1), default=64,
-                        help='input features of the random graphs')
-    parser.add_argument('--hidden', type=int_at_least(1), default=64,
-                        help='heads * out_channels (a multiple of --heads)')
+    parser.add_argument(
+        '--graphs',
+        nargs='+',
+        type=graph_name,
+        default=['random-1e4', 'random-1e5'],
+    )
+    parser.add_argument(
+        '--heads', nargs='+', type=int_at_least(1), default=[1, 8]
+    )
+    parser.add_argument(
+        '--concat', nargs='+', default=['true'], choices=['true', 'false']
+    )
+    parser.add_argument('--modes', nargs='+', default=['train'], choices=MODES)
+    parser.add_argument(
+        '--compile',
+        nargs='+',
+        default=['eager'],
+        choices=['eager', 'compiled'],
+    )
+    parser.add_argument(
+        '--devices',
+        nargs='+',
+        default=None,
+        help='default: cpu, and cuda when available',
+    )
+    parser.add_argument(
+        '--channels',
+        type=int_at_least(1),
+        default=64,
+        help='input features of the random graphs',
+    )
+    parser.add_argument(
+        '--hidden',
+        type=int_at_least(1),
+        default=64,
+        help='heads * out_channels (a multiple of --heads)',
+    )
     parser.add_argument('--warmup', type=int_at_least(0), default=1)
-    parser.add_argument('--reps', type=int_at_least(1), default=10,
-                        help='timed pairs per configuration')
+    parser.add_argument(
+        '--reps',
+        type=int_at_least(1),
+        default=10,
+        help='timed pairs per configuration',
+    )
     parser.add_argument('--threads', type=int_at_least(1), default=None)
-    parser.add_argument('--rss', action='store_true',
-                        help='peak RSS of a fresh process per config (CPU)')
+    parser.add_argument(
+        '--rss',
+        action='store_true',
+        help='peak RSS of a fresh process per config (CPU)',
+    )
     parser.add_argument('--data-root', default=DEFAULT_DATA)
     parser.add_argument('--out', default='benchmark/results')
-    parser.add_argument('--name', default='pair',
-                        help='file name stem of the outputs')
+    parser.add_argument(
+        '--name', default='pair', help='file name stem of the outputs'
+    )
     parser.add_argument('--plot', action='store_true')  # fmt: skip
     args = parser.parse_args(argv)
     for heads in args.heads:
@@ -110,7 +139,9 @@ def memory(models, x, edge_index, device, args, spec) -> dict:
             res[f'{k}_rss_step_mb'] = got.get('step_mb')
     res['saved_ratio'] = res['gate_saved_mb'] / res['gatv2_saved_mb']
     if device.type == 'cuda':
-        res['peak_ratio'] = res['gate_cuda_peak_mb'] / res['gatv2_cuda_peak_mb']
+        res['peak_ratio'] = (
+            res['gate_cuda_peak_mb'] / res['gatv2_cuda_peak_mb']
+        )
     return res
 
 
@@ -120,8 +151,8 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     devices = args.devices or ['cpu'] + ['cuda'] * torch.cuda.is_available()
     stem = os.path.join(args.out, args.name)
-    notes = [f'Command: `{command_line("pair.py", argv)}`', '', *machine_info(),
-             '', describe(__doc__)]  # fmt: skip
+    notes = [f'Command: `{command_line("pair.py", argv)}`', '',
+             *machine_info(), '', describe(__doc__)]  # fmt: skip
     rows = []
     for device in map(torch.device, devices):
         for graph in args.graphs:
@@ -162,8 +193,13 @@ def main(argv=None):
                             if variant == 'eager' and mode == 'train':
                                 row.update(mem)
                             rows.append(row)
-                            write_results(rows, stem, COLUMNS,
-                                          'GATEConv vs GATv2Conv', notes)
+                            write_results(
+                                rows,
+                                stem,
+                                COLUMNS,
+                                'GATEConv vs GATv2Conv',
+                                notes,
+                            )
                             print(row, flush=True)  # fmt: skip
     if args.plot:
         plot(plot_points(rows), stem + '.png')

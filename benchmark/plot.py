@@ -24,7 +24,9 @@ def read_points(path: str) -> list:
         reader = csv.DictReader(f)
         rows = list(reader)
         columns = set(reader.fieldnames or ())
-    kind = next((k for k, need in PLOT_COLUMNS.items() if need <= columns), None)
+    kind = next(
+        (k for k, need in PLOT_COLUMNS.items() if need <= columns), None
+    )
     if kind is None:
         expected = '; '.join(
             f'benchmark/{k}: {", ".join(sorted(c))}'

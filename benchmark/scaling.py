@@ -38,7 +38,6 @@ import time
 
 import torch
 import torch.nn.functional as F
-
 from common import (
     DeepModel,
     command_line,
