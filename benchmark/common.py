@@ -2,8 +2,8 @@ r"""What the benchmark scripts share: graphs, layers, the timing loops,
 memory probes, machine information, out-of-memory detection, the result
 writer and the plot.
 
-The scripts import it as :obj:`common` (Python puts a script's folder first
-on :obj:`sys.path`), e.g. ``python benchmark/pair.py``.
+The scripts import it as :obj:`common`: Python puts a script's own folder
+first on the module search path (``python benchmark/pair.py``).
 """
 
 import csv

@@ -26,6 +26,13 @@
 set -u
 OUT="${OUT:-$PWD/gpu-out}"
 PART="${1:-main}"
+case "$PART" in
+main | compiled | tune) ;;
+*)
+    echo "unknown part '$PART' (expected main, compiled or tune)" >&2
+    exit 2
+    ;;
+esac
 DRY="${DRY:-0}"
 START=$(date +%s)
 DEADLINE=$((START + ${TOTAL_SECONDS:-565}))
@@ -50,11 +57,11 @@ phase() {  # phase NAME DEFAULT_LIMIT COMMAND...: runs it in $WORK/NAME.
     shift 2
     limit=${!var:-$limit}
     local left=$((DEADLINE - $(date +%s) - 10))
-    [ "$limit" -gt "$left" ] && limit=$left
-    if [ "$limit" -lt 5 ]; then
+    if [ "$left" -lt 5 ]; then
         echo "$name: skipped (no time left)" | tee -a "$OUT/summary.txt"
         return 124
     fi
+    [ "$limit" -gt "$left" ] && limit=$left
     mkdir -p "$WORK/$name"
     if [ "${GATE_FAULT_PHASE:-}" = "$name" ]; then
         set -- python3 -c 'import os, signal; os.kill(os.getpid(), signal.SIGSEGV)'
@@ -101,13 +108,13 @@ for d in gpu-data shared/data ../shared/data; do
 done
 if [ "$DRY" = 1 ]; then
     PARITY=(--nodes 40 --edges 200 --isolated 3 --input-loops 4 --heads 2
-        --channels 2 --edge-dim 2)
+        --channels 2 --edge-dim 2 --dtypes float32)
     TESTS=(test/ops/test_triton.py -k 'dropout_seeded')
-    SIZE=(--scale 2e-5 --hidden 4 --channels 8 --heads 1 2 --reps 1
+    SIZE=(--scale 5e-6 --hidden 4 --channels 8 --heads 2 --reps 1
         --warmup 0 --devices cpu)
-    DEEP=(--scale 1e-5 --hidden 8 --devices cpu)
+    DEEP=(--scale 2e-6 --hidden 8 --devices cpu)
     LARGE=(products-size arxiv-size)
-    SMALL=(random-300)
+    SMALL=(random-100)
 else
     PARITY=()
     TESTS=(test/ops test/nn -k 'triton or cuda')
@@ -162,10 +169,6 @@ tune)
     phase tune 500 sh -c 'python3 benchmark/triton_tune.py --graphs \
         random-1e6 arxiv-size --heads 1 8 --dtypes float32 bfloat16 \
         --out "$PHASE_DIR"'
-    ;;
-*)
-    echo "unknown part '$PART' (expected main, compiled or tune)" >&2
-    exit 2
     ;;
 esac
 echo "total: $(($(date +%s) - START)) s" | tee -a "$OUT/summary.txt"
