@@ -141,11 +141,11 @@ main)
         tail -n 25 "$PHASE_DIR/tests.log" >"$PHASE_DIR/tests.md"; exit $rc' \
         sh "${TESTS[@]}"
     # shellcheck disable=SC2016
-    phase deep 100 sh -c 'python3 benchmark/deep.py --graph products-size \
+    phase deep 130 sh -c 'python3 benchmark/deep.py --graph products-size \
         --depth 3 --hidden 256 --heads 1 --out "$PHASE_DIR" "$@"' \
         sh "${DEEP[@]}" --kernels "${KERNELS[@]}"
     # shellcheck disable=SC2016
-    phase kernels-large 150 sh -c 'python3 benchmark/kernels.py \
+    phase kernels-large 140 sh -c 'python3 benchmark/kernels.py \
         --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" \
         --name kernels-large "$@"' sh "${SIZE[@]}" --graphs "${LARGE[@]}" \
         --dtypes float32 bfloat16 --gatv2 eager --kernels "${KERNELS[@]}"
