@@ -1,76 +1,63 @@
-r"""Plots training-step time and memory against edge count, one line per
-layer and kernel, from the CSVs of :obj:`benchmark/conv.py`: the kernel
-suite's (:obj:`--kernels`, :obj:`*-kernels.csv`: memory is the peak on
-CUDA, the bytes saved for backward on CPU) and the CPU runs'
-(:obj:`conv.csv` format: the :obj:`train` rows; memory is the bytes saved
-for backward, or :obj:`--memory rss` for the peak RSS).
+r"""Plots training-step time and memory against edges (log-log) from the
+CSVs of :obj:`benchmark/kernels.py` (memory: the peak on CUDA, the bytes
+saved for backward on CPU) and :obj:`benchmark/pair.py` (the bytes saved
+for backward), one line per layer and kernel::
 
-Run from the repository root, e.g.::
+    python benchmark/plot.py benchmark/results/gpu-kernels.csv \
+        --out gpu-kernels.png
 
-    python benchmark/plot.py benchmark/results/cpu-eager.csv \
-        benchmark/results/cpu-large.csv --out /tmp/cpu-steps.png
+A CSV of another kind, or one without a finished training-step row, is a
+usage error (exit code 2), not an empty plot.
 """
 
 import argparse
 import csv
-import os
-import sys
-from typing import Dict, List, Optional
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conv import plot_steps, suite_series  # noqa: E402
+from common import PLOT_COLUMNS, plot, plot_points
 
 
-def _float(value: str) -> Optional[float]:
-    return float(value) if value not in ('', None) else None
-
-
-MEMORY = {'saved': 'saved for backward MB', 'rss': 'peak RSS MB'}
-
-
-def cpu_points(rows: List[Dict[str, str]], memory: str) -> List[dict]:
-    r"""The :obj:`train` rows of a :obj:`conv.csv` as plot points (GATE and
-    GATv2, eager and compiled)."""
-    points = []
-    for r in rows:
-        if r.get('mode') != 'train' or r.get('concat') not in ('True', 'true'):
-            continue
-        for layer in ('gate', 'gatv2'):
-            mb = _float(r.get(f'{layer}_{memory}_mb', ''))
-            points.append(
-                dict(
-                    panel=f'{r["device"]} H={r["heads"]} float32',
-                    line=f'{"GATE" if layer == "gate" else "GATv2"} '
-                    f'{r["variant"]}',
-                    edges=int(r['num_edges']),
-                    ms=float(r[f'{layer}_ms']),
-                    mb=mb,
-                    memory=MEMORY[memory],
-                )
-            )
+def read_points(path: str) -> list:
+    r"""The plot points of one results CSV; :class:`ValueError` naming the
+    file when it is not a CSV of :obj:`kernels.py` or :obj:`pair.py`, or
+    has no finished training-step row."""
+    with open(path, newline='', encoding='utf-8-sig') as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        columns = set(reader.fieldnames or ())
+    kind = next(
+        (k for k, need in PLOT_COLUMNS.items() if need <= columns), None
+    )
+    if kind is None:
+        expected = '; '.join(
+            f'benchmark/{k}: {", ".join(sorted(c))}'
+            for k, c in PLOT_COLUMNS.items()
+        )
+        raise ValueError(
+            f'{path} is not a results CSV of benchmark/kernels.py or '
+            f'benchmark/pair.py (expected the columns of {expected}; '
+            f'found {", ".join(sorted(columns)) or "no header"})'
+        )
+    points = plot_points(rows)
+    if not points:
+        raise ValueError(
+            f'{path} has no finished training-step row of benchmark/{kind} '
+            f'to plot ({len(rows)} rows)'
+        )
     return points
 
 
-def main(argv=None) -> List[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('csv', nargs='+')
+def main(argv=None) -> list:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('csv', nargs='+', help='results CSVs')
     parser.add_argument('--out', required=True, help='the PNG to write')
-    parser.add_argument(
-        '--memory',
-        choices=['saved', 'rss'],
-        default='saved',
-        help='the memory column of conv.csv files',
-    )
     args = parser.parse_args(argv)
-    points: List[dict] = []
+    points = []
     for path in args.csv:
-        with open(path) as f:
-            rows = list(csv.DictReader(f))
-        if rows and 'layer' in rows[0]:  # The kernel suite.
-            points += suite_series(rows)
-        else:
-            points += cpu_points(rows, args.memory)
-    plot_steps(points, args.out)
+        try:
+            points += read_points(path)
+        except (OSError, ValueError, KeyError) as err:
+            parser.error(str(err))
+    plot(points, args.out)
     return points
 
 

@@ -2,17 +2,16 @@ r"""Memory and throughput of GATE and PyG's GATv2 network, full batch,
 mini-batch on one process and data-parallel on several processes, for the
 docs page "Scaling".
 
-On a seeded synthetic graph (``examples/distributed.py``'s
-:func:`synthetic_graph`, by default the size of ogbn-arxiv on a GPU and
-smaller on CPU) it measures, for each model at equal settings:
+On a seeded random graph (:func:`common.random_graph`, by default the size
+of ogbn-arxiv on a GPU and smaller on CPU) it measures, for each model at
+equal settings:
 
-- **full batch**: one training step on the whole graph: time (median of
-  ``--reps`` after one warm-up step, as training nodes per second), the
-  memory estimate of ``examples/ogbn.py`` that decides between full batch and
-  mini-batch, and the measured memory: on CUDA the peak allocated during the
-  step, on CPU the bytes saved for backward (the estimate's basis, before its
-  ``PEAK_FACTOR``);
-- **mini-batch**: ``examples/distributed.py`` with ``NeighborLoader``
+- **full batch**: one training step on the whole graph (a
+  :class:`common.DeepModel`): time (median of ``--reps`` after one warm-up
+  step, as training nodes per second) and memory: on CUDA the peak
+  allocated during the step, on CPU the bytes saved for backward;
+- **mini-batch**: ``examples/distributed.py`` (run as a script: its own
+  synthetic graph of the same size) with ``NeighborLoader``
   (``--num-neighbors`` per layer, global batch ``--batch-size``) in one
   process and, with ``torchrun``, in ``--procs`` processes (CPU: gloo, one
   thread each; GPU: nccl, one process per GPU, only if there are that many):
@@ -28,11 +27,9 @@ the runs' JSON files under the folder given as the argument::
 
 import argparse
 import csv
-import datetime
 import json
 import os
 import os.path as osp
-import platform
 import shlex
 import statistics
 import subprocess
@@ -41,38 +38,30 @@ import time
 
 import torch
 import torch.nn.functional as F
-import torch_geometric
+from common import (
+    DeepModel,
+    command_line,
+    machine_info,
+    output_folder,
+    random_graph,
+    saved_bytes,
+)
+from torch_geometric.data import Data
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 EXAMPLES = osp.join(ROOT, 'examples')
-sys.path.insert(0, EXAMPLES)
-sys.path.insert(0, ROOT)
-from distributed import synthetic_graph  # noqa: E402
-from ogbn import build_model, estimate_full_batch_bytes  # noqa: E402
-
 MODELS = ('GATE', 'GATv2')
 
 
 def full_batch(model_name, data, args, device):
-    torch.manual_seed(0)
-    model = build_model(
+    model = DeepModel(
         model_name,
         data.num_features,
         args.hidden_channels,
+        1,
         args.num_layers,
         args.num_classes,
     ).to(device)
-    num_params = sum(p.numel() for p in model.parameters())
-    estimate = estimate_full_batch_bytes(
-        model_name,
-        data.num_nodes,
-        data.num_edges,
-        data.num_features,
-        args.hidden_channels,
-        args.num_layers,
-        args.num_classes,
-        num_params,
-    )
     opt = torch.optim.Adam(model.parameters(), lr=0.001)
     x, ei, y = data.x.to(device), data.edge_index.to(device), data.y
     train = data.train_mask.nonzero().view(-1).to(device)
@@ -98,18 +87,8 @@ def full_batch(model_name, data, args, device):
             ) / 2**20
             row['measured'] = 'CUDA peak allocated'
         else:
-            storages = {}
-
-            def pack(t):
-                s = t.untyped_storage()
-                storages[s.data_ptr()] = s.nbytes()
-                return t
-
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                out = model(x, ei)
-            del out
+            row['measured_MB'] = saved_bytes(lambda: model(x, ei)) / 2**20
             step()  # warm-up
-            row['measured_MB'] = sum(storages.values()) / 2**20
             row['measured'] = 'saved for backward'
         times = []
         for _ in range(args.reps):
@@ -123,7 +102,6 @@ def full_batch(model_name, data, args, device):
         row['nodes_per_s'] = train.numel() / statistics.median(times)
     except torch.OutOfMemoryError:
         row['measured'] = 'out of memory'
-    row['estimate_MB'] = estimate / 2**20
     return row
 
 
@@ -177,7 +155,7 @@ def mini_batch(model_name, procs, args, out_dir, device):
     )
 
 
-def main():
+def main(argv=None):
     cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(
         description=__doc__.split('\n\n')[0],
@@ -208,16 +186,25 @@ def main():
         '--threads', type=int, default=1, help='CPU threads per process'
     )
     parser.add_argument('--note', default='', help='a line for the .md')
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    output_folder(parser, args.out_dir, 'out_dir')
     if len(args.num_neighbors) == 1:
         args.num_neighbors = args.num_neighbors * args.num_layers
     device = torch.device('cuda' if cuda else 'cpu')
     if not cuda:
         torch.set_num_threads(args.threads)
-    os.makedirs(args.out_dir, exist_ok=True)
 
-    data = synthetic_graph(
-        args.num_nodes, args.avg_degree, args.num_features, args.num_classes
+    x, edge_index = random_graph(
+        args.num_nodes,
+        int(args.num_nodes * args.avg_degree),
+        args.num_features,
+    )
+    gen = torch.Generator().manual_seed(1)
+    data = Data(
+        x=x,
+        edge_index=edge_index,
+        y=torch.randint(args.num_classes, (args.num_nodes,), generator=gen),
+        train_mask=torch.rand(args.num_nodes, generator=gen) < 0.5,
     )
     rows = []
     for model_name in MODELS:
@@ -231,28 +218,22 @@ def main():
             print(rows[-1], flush=True)
 
     keys = ['model', 'setting', 'processes', 'nodes_per_s', 'measured_MB',
-            'measured', 'estimate_MB', 'command']  # fmt: skip
+            'measured', 'command']  # fmt: skip
     with open(osp.join(args.out_dir, 'scaling.csv'), 'w', newline='') as f:
         writer = csv.DictWriter(f, keys)
         writer.writeheader()
         for row in rows:
             writer.writerow({k: row.get(k, '') for k in keys})
 
-    gpu = torch.cuda.get_device_name() if cuda else 'none'
     lines = [
         '# Scaling: GATE and GATv2, full batch, mini-batch, data parallel',
         '',
-        f'Command: `python {shlex.join(sys.argv)}`',
+        f'Command: `{command_line("scaling.py", argv)}`',
         '',
-        f'- date: {datetime.date.today()}',
-        f'- CPU: {platform.processor() or platform.machine()}, '
-        f'{os.cpu_count()} cores visible, {args.threads} thread(s) per '
-        f'process on CPU',
-        f'- GPU: {gpu}',
-        f'- Python {platform.python_version()}, torch {torch.__version__}, '
-        f'torch_geometric {torch_geometric.__version__}',
+        *machine_info(),
+        f'- {args.threads} thread(s) per process on CPU',
         f'- graph: {data.num_nodes} nodes, {data.num_edges} edges '
-        f'(undirected, avg. degree {args.avg_degree}), '
+        f'(directed, avg. degree {args.avg_degree}), '
         f'{args.num_features} features, {args.num_classes} classes, '
         f'{int(data.train_mask.sum())} training nodes',
         f'- model: {args.num_layers} layers x {args.hidden_channels}, '
@@ -265,17 +246,15 @@ def main():
     lines += [
         '',
         '| model | setting | processes | training nodes/s | memory MB '
-        '| measured as | full-batch estimate MB |',
-        '|---|---|---|---|---|---|---|',
+        '| measured as |',
+        '|---|---|---|---|---|---|',
     ]
     for row in rows:
         nps = row.get('nodes_per_s')
         lines.append(
             f'| {row["model"]} | {row["setting"]} | {row["processes"]} | '
             + (f'{nps:.0f}' if nps else '-')
-            + f' | {row.get("measured_MB", 0):.0f} | {row["measured"]} | '
-            + (f'{row["estimate_MB"]:.0f}' if 'estimate_MB' in row else '-')
-            + ' |'
+            + f' | {row.get("measured_MB", 0):.0f} | {row["measured"]} |'
         )
     lines += ['', 'Mini-batch commands:', '']
     lines += [f'- `{row["command"]}`' for row in rows if 'command' in row]

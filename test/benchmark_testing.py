@@ -2,13 +2,22 @@ r"""Loads the scripts of ``benchmark/`` (not a package) for the tests."""
 
 import importlib.util
 import os
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCHMARK = os.path.join(ROOT, 'benchmark')
 
 
 def load_benchmark(name: str):
-    r"""The module of ``benchmark/<name>.py``."""
-    path = os.path.join(ROOT, 'benchmark', f'{name}.py')
+    r"""The module of ``benchmark/<name>.py``. The scripts import their
+    shared module as ``common``, as they do when run (Python puts a
+    script's folder first on its path), and so does a process they spawn:
+    the folder goes on :obj:`sys.path` here."""
+    if BENCHMARK not in sys.path:
+        sys.path.insert(0, BENCHMARK)
+    if name == 'common':  # Under its own name, as the scripts import it.
+        return importlib.import_module('common')
+    path = os.path.join(BENCHMARK, f'{name}.py')
     spec = importlib.util.spec_from_file_location(f'gate_bench_{name}', path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -303,27 +303,6 @@ def test_quick_on_generated_heterophilous_graph(tmp_path):
         ('strong', 'raw')
     ] * 2
 
-    # benchmark/epoch_times.py (was --time-epochs) trains nothing to the
-    # end and projects the budget.
-    _run(
-        '--epochs',
-        '2',
-        '--',
-        *common,
-        '--models',
-        'GATE',
-        '--out-dir',
-        str(tmp_path / 'budget'),
-        script=osp.join(ROOT, 'benchmark', 'epoch_times.py'),
-    )
-    (row,) = _rows(osp.join(tmp_path / 'budget', 'epoch_times.csv'))
-    assert (row['dataset'], row['L'], row['runs']) == ('Minesweeper', '2', '2')
-    assert float(row['s/epoch (eager, process CPU)']) > 0
-    hours = float(row['hours at max epochs (upper bound, 1 process)'])
-    assert hours == pytest.approx(
-        float(row['s/epoch (eager, process CPU)']) * 3 * 2 / 3600, abs=0.01
-    )
-
 
 @pytest.mark.skipif(
     not osp.isdir(osp.join(DATA, 'WebKB')), reason='needs ../shared/data'
@@ -444,54 +423,3 @@ def test_docs_tables_recompute_from_the_committed_runs(
     assert (tmp_path / 'results_summary.csv').read_text() == open(
         osp.join(data, f'{stem}_summary.csv')
     ).read()
-
-
-def test_batched_splits_benchmark_matches_the_sequential_step(tmp_path):
-    # benchmark/batched_splits.py: the splits of one configuration as one
-    # batched model (vmap over stacked parameters) have the gradients of
-    # the models trained one by one.
-    write_heterophilous(str(tmp_path / 'data'), 'Minesweeper')
-    _run(
-        '--reps', '1', '--', '--data-root', str(tmp_path / 'data'),
-        '--datasets', 'Minesweeper', '--depths', '2', '--hidden', '8',
-        '--models', 'GATE', 'GAT', 'FAGCN', '--splits', '0', '1', '2',
-        '--out-dir', str(tmp_path / 'out'),
-        script=osp.join(ROOT, 'benchmark', 'batched_splits.py'),
-    )  # fmt: skip
-    rows = _rows(osp.join(tmp_path / 'out', 'batched_splits.csv'))
-    assert [(r['model'], r['splits']) for r in rows] == [
-        ('GATE', '3'),
-        ('GAT', '3'),
-        ('FAGCN', '3'),
-    ]
-    for r in rows:
-        assert float(r['max |grad difference|']) < 1e-5
-        seq = float(r['sequential ms/step'])
-        bat = float(r['batched ms/step'])
-        assert seq > 0 and bat > 0
-        assert float(r['batched / sequential']) == pytest.approx(
-            bat / seq, abs=0.01
-        )
-        assert r['sequential peak MB'] == r['batched peak MB'] == ''  # CPU
-
-
-def test_benchmarks_over_the_runs_set_their_threads(tmp_path):
-    # benchmark/epoch_times.py and batched_splits.py take real_graphs.py's
-    # options, --threads included (the per-epoch costs are per thread).
-    from benchmark_testing import load_benchmark
-
-    epoch_times = load_benchmark('epoch_times')
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        args = epoch_times.real_graphs_args(
-            'test',
-            ['--epochs', '2', '--', '--threads', '1', '--out-dir',
-             str(tmp_path / 'out')],
-            epochs=dict(type=int),
-        )  # fmt: skip
-        assert args.epochs == 2 and args.rg.threads == 1
-        assert torch.get_num_threads() == 1
-        assert (tmp_path / 'out').is_dir()
-    finally:
-        torch.set_num_threads(before)

@@ -1,0 +1,761 @@
+r"""What the benchmark scripts share: graphs, layers, the timing loops,
+memory probes, machine information, out-of-memory detection, the result
+writer and the plot.
+
+The scripts import it as :obj:`common`: Python puts a script's own folder
+first on the module search path (``python benchmark/pair.py``).
+"""
+
+import csv
+import datetime
+import gc
+import math
+import os
+import platform
+import re
+import resource
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch_geometric
+from torch import Tensor
+from torch_geometric.nn import GATv2Conv
+from torch_geometric.utils import coalesce
+
+from torch_geometric_gate import GATEConv, attention_kernel
+
+LAYERS = ('GATE', 'GATv2')
+GATE_KERNELS = ('reference', 'chunked', 'triton')
+DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16}
+REAL_GRAPHS = {
+    'cora': ('Planetoid', 'Cora'),
+    'minesweeper': ('heterophilous', 'Minesweeper'),
+    'tolokers': ('heterophilous', 'Tolokers'),
+}
+#: Random graphs of the size of OGB's graphs: nodes, edges, input features.
+SIZED_GRAPHS = {
+    'arxiv-size': (169343, 1166243, 128),
+    'products-size': (2449029, 123718280, 100),
+}
+DEFAULT_DATA = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared', 'data'
+)
+
+# Graphs ######################################################################
+
+
+def random_graph(
+    num_nodes: int,
+    num_edges: int,
+    channels: int,
+    *,
+    power_law: float = 0.0,
+    isolated: int = 0,
+    input_loops: int = 0,
+    seed: int = 0,
+    device='cpu',
+) -> Tuple[Tensor, Tensor]:
+    r"""A seeded random directed graph and standard normal node features.
+
+    :obj:`num_edges` draws of (source, target) among the first
+    :obj:`num_nodes - isolated` nodes, sources uniform, targets uniform
+    (:obj:`power_law=0`) or with probability proportional to
+    :math:`(i + 1)^{-\text{power\_law}}` (node 0 is the largest hub);
+    self-loops and duplicates removed. Then :obj:`input_loops` self-loops
+    :obj:`(i, i)` are appended (the layers mask those under
+    :obj:`add_self_loops`); the last :obj:`isolated` nodes have no edge.
+    """
+    if not 0 <= isolated < num_nodes:
+        raise ValueError(
+            f'expected 0 <= isolated < num_nodes, got {isolated} isolated '
+            f'of {num_nodes} nodes'
+        )
+    device = torch.device(device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    active = num_nodes - isolated
+    src = torch.randint(active, (num_edges,), generator=gen, device=device)
+    if power_law > 0:
+        rank = torch.arange(1, active + 1, device=device, dtype=torch.float)
+        dst = torch.multinomial(
+            rank.pow(-power_law), num_edges, replacement=True, generator=gen
+        )
+    else:
+        dst = torch.randint(active, (num_edges,), generator=gen, device=device)
+    edge_index = torch.stack([src, dst])
+    edge_index = edge_index[:, src != dst]
+    edge_index = coalesce(edge_index, num_nodes=num_nodes)
+    loops = torch.arange(min(input_loops, active), device=device)
+    edge_index = torch.cat([edge_index, loops.repeat(2, 1)], dim=1)
+    x = torch.randn(num_nodes, channels, generator=gen, device=device)
+    return x, edge_index
+
+
+def graph_name(text: str) -> str:
+    r"""An :mod:`argparse` type: :obj:`random-N` or :obj:`powerlaw-N` (a
+    random graph of about :obj:`N >= 100` edges and :obj:`N / 10` nodes),
+    a graph of :data:`SIZED_GRAPHS` or a real graph of :data:`REAL_GRAPHS`.
+    """
+    if text in REAL_GRAPHS or text in SIZED_GRAPHS:
+        return text
+    kind, _, size = text.partition('-')
+    if kind in ('random', 'powerlaw'):
+        try:
+            num_edges = float(size)
+        except ValueError:
+            num_edges = math.nan
+        if (
+            math.isfinite(num_edges)
+            and num_edges >= 100
+            and num_edges % 1 == 0
+        ):
+            return text
+    import argparse
+
+    raise argparse.ArgumentTypeError(
+        f'expected random-N or powerlaw-N with an integer N >= 100 edges '
+        f'(e.g. random-1e4), or one of '
+        f'{sorted(SIZED_GRAPHS) + sorted(REAL_GRAPHS)}, got {text!r}'
+    )
+
+
+def load_graph(
+    name: str,
+    channels: int,
+    device='cpu',
+    data_root: Optional[str] = None,
+    scale: float = 1.0,
+) -> Tuple[Tensor, Tensor]:
+    r"""The graph :obj:`name` (see :func:`graph_name`) on :obj:`device`:
+    random ones with :obj:`channels` features (:obj:`scale` shrinks the
+    sized graphs, for tests), real ones with their own features, read from
+    :obj:`data_root` (the folder holding :obj:`Planetoid/` and
+    :obj:`heterophilous/`; it is copied first, as it may be read-only).
+    """
+    name = graph_name(name)
+    if name in REAL_GRAPHS:
+        x, edge_index = _real_graph(name, data_root or DEFAULT_DATA)
+        return x.to(device), edge_index.to(device)
+    if name in SIZED_GRAPHS:
+        nodes, edges, _ = SIZED_GRAPHS[name]
+        nodes, edges = max(int(nodes * scale), 2), max(int(edges * scale), 1)
+        return random_graph(nodes, edges, channels, device=device)
+    kind, _, size = name.partition('-')
+    edges = int(float(size))
+    return random_graph(
+        max(edges // 10, 2),
+        edges,
+        channels,
+        power_law=1.0 if kind == 'powerlaw' else 0.0,
+        device=device,
+    )
+
+
+def _real_graph(name: str, data_root: str) -> Tuple[Tensor, Tensor]:
+    from torch_geometric.datasets import HeterophilousGraphDataset, Planetoid
+
+    folder, title = REAL_GRAPHS[name]
+    src = os.path.join(data_root, folder)
+    if not os.path.isdir(src):
+        raise FileNotFoundError(
+            f"Dataset folder '{src}' not found; pass '--data-root' (the "
+            f"folder that holds 'Planetoid/' and 'heterophilous/')"
+        )
+    cls = Planetoid if folder == 'Planetoid' else HeterophilousGraphDataset
+    with tempfile.TemporaryDirectory(prefix='gate-bench-') as tmp:
+        shutil.copytree(src, os.path.join(tmp, folder))
+        data = cls(os.path.join(tmp, folder), title)[0]
+    return data.x.float(), data.edge_index
+
+
+# Layers and steps ############################################################
+
+
+def make_layer(
+    kind: str,
+    in_channels: int,
+    hidden: int,
+    heads: int,
+    concat: bool = True,
+    seed: int = 0,
+) -> torch.nn.Module:
+    r"""GATE or GATv2Conv at equal settings (:obj:`hidden = heads *
+    out_channels`, bias, self-loops, no shared weights), each with its own
+    default negative slope; GATE with non-zero attention vectors, as after
+    training."""
+    torch.manual_seed(seed)
+    kwargs = dict(
+        heads=heads,
+        concat=concat,
+        bias=True,
+        add_self_loops=True,
+        share_weights=False,
+    )
+    out_channels = max(hidden // heads, 1)
+    if kind == 'GATE':
+        layer = GATEConv(in_channels, out_channels, **kwargs)
+        torch.nn.init.normal_(layer.att_neighbor)
+        torch.nn.init.normal_(layer.att_self)
+        return layer
+    if kind == 'GATv2':
+        return GATv2Conv(in_channels, out_channels, **kwargs)
+    raise ValueError(f"Unknown layer '{kind}' (expected one of {LAYERS})")
+
+
+class DeepModel(torch.nn.Module):
+    r""":obj:`layers` attention layers of width :obj:`hidden` (concatenated
+    heads) with ReLU in between, and a linear classifier."""
+
+    def __init__(self, kind, in_channels, hidden, heads, layers, classes):
+        super().__init__()
+        self.convs = torch.nn.ModuleList(
+            make_layer(kind, in_channels if i == 0 else hidden, hidden, heads,
+                       seed=i)
+            for i in range(layers)
+        )  # fmt: skip
+        self.classifier = torch.nn.Linear(hidden, classes)
+        self.layers_done = 0  # Forward passes of layers completed.
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        for conv in self.convs:
+            x = conv(x, edge_index).relu()
+            self.layers_done += 1
+        return self.classifier(x)
+
+
+class Step:
+    r"""One call of :obj:`model` on :obj:`(x, edge_index)` under the
+    attention :obj:`kernel` (:obj:`None`: the layer's default): with
+    :obj:`mode='train'` forward, :obj:`out.float().sum()` (or the
+    cross-entropy against :obj:`labels`) and backward; :obj:`'forward'`;
+    :obj:`'inference'` (under :func:`torch.no_grad`)."""
+
+    def __init__(self, model, x, edge_index, kernel=None, mode='train',
+                 labels=None):  # fmt: skip
+        self.model, self.x, self.edge_index = model, x, edge_index
+        self.kernel, self.mode, self.labels = kernel, mode, labels
+        self.params = [p for p in model.parameters() if p.requires_grad]
+
+    def forward(self) -> Tensor:
+        if self.kernel is None:
+            return self.model(self.x, self.edge_index)
+        with attention_kernel(self.kernel):
+            return self.model(self.x, self.edge_index)
+
+    def __call__(self):
+        if self.mode == 'inference':
+            with torch.no_grad():
+                return self.forward()
+        if self.mode == 'forward':
+            return self.forward()
+        for p in self.params:
+            p.grad = None
+        out = self.forward()
+        if self.labels is None:
+            loss = out.float().sum()
+        else:
+            loss = torch.nn.functional.cross_entropy(out.float(), self.labels)
+        del out
+        loss.backward()
+
+
+# Timing ######################################################################
+
+
+def sync(device: torch.device):
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+
+
+def time_call(fn: Callable, device: torch.device) -> float:
+    r"""Milliseconds of one call: CUDA events on CUDA, else the clock."""
+    if device.type == 'cuda':
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+    t = time.perf_counter()
+    fn()
+    return 1e3 * (time.perf_counter() - t)
+
+
+def time_step(fn: Callable, device, warmup: int = 1, reps: int = 5) -> float:
+    r"""The median milliseconds of :obj:`reps` calls after :obj:`warmup`."""
+    device = torch.device(device)
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    return statistics.median(time_call(fn, device) for _ in range(reps))
+
+
+def time_pair(fns: Dict[str, Callable], device, warmup=1, reps=5) -> dict:
+    r"""Times the two functions of :obj:`fns` alternately (A B A B ..., so
+    that the drift of a shared machine cancels) after a first call each
+    (timed: it compiles compiled models) and :obj:`warmup` rounds: the
+    median milliseconds of each, and the median, minimum and maximum of
+    the first's over the second's in the pairs."""
+    device = torch.device(device)
+    (a, fa), (b, fb) = fns.items()
+    first = {k: time_call(f, device) for k, f in fns.items()}
+    for _ in range(warmup):
+        fa(), fb()
+    times: Dict[str, List[float]] = {a: [], b: []}
+    for _ in range(reps):
+        for k, f in fns.items():
+            times[k].append(time_call(f, device))
+    ratios = [x / y for x, y in zip(times[a], times[b])]
+    return {
+        f'{a}_ms': statistics.median(times[a]),
+        f'{b}_ms': statistics.median(times[b]),
+        f'{a}_first_s': first[a] / 1e3,
+        f'{b}_first_s': first[b] / 1e3,
+        'ratio': statistics.median(ratios),
+        'ratio_min': min(ratios),
+        'ratio_max': max(ratios),
+    }
+
+
+# Memory ######################################################################
+
+
+def saved_bytes(fn: Callable) -> int:
+    r"""Bytes of the distinct storages that autograd saves for backward
+    while :obj:`fn` runs (a forward pass)."""
+    storages: Dict[Tuple[int, str], int] = {}
+
+    def pack(t: Tensor):
+        s = t.untyped_storage()
+        storages[(s.data_ptr(), str(t.device))] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    del out
+    return sum(storages.values())
+
+
+def cuda_peak_bytes(fn: Callable, device) -> int:
+    r""":func:`torch.cuda.max_memory_allocated` during :obj:`fn` above
+    what was allocated before it."""
+    device = torch.device(device)
+    torch.cuda.synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - base
+
+
+def cuda_syncs(fn: Callable) -> int:
+    r"""Host synchronizations during :obj:`fn` on CUDA, counted with
+    :func:`torch.cuda.set_sync_debug_mode` (one warning each)."""
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode('warn')
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            fn()
+    finally:
+        torch.cuda.set_sync_debug_mode('default')
+    return sum('synchroniz' in str(w.message) for w in caught)
+
+
+def proc_status_bytes(key: str) -> Optional[int]:
+    r"""A size from Linux's :obj:`/proc/self/status` (:obj:`VmHWM`,
+    :obj:`VmSize`, ...) in bytes, or :obj:`None` elsewhere."""
+    try:
+        with open('/proc/self/status') as f:
+            for line in f:
+                if line.startswith(key + ':'):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_rss() -> Callable[[], int]:
+    r"""Resets the peak resident size (Linux :obj:`VmHWM`) to the current
+    one and returns a function that reads the peak in bytes (elsewhere:
+    :obj:`ru_maxrss`, not reset)."""
+    try:
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+        if proc_status_bytes('VmHWM') is not None:
+            return lambda: proc_status_bytes('VmHWM')
+    except OSError:
+        pass
+    scale = 1 if sys.platform == 'darwin' else 1024
+    return lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+def cap_address_space(cap_gb: float):
+    r"""Caps what this process may map beyond what it maps now
+    (:obj:`RLIMIT_AS`; the libraries of a CUDA build of torch map about 3
+    GiB, a CPU build's about 1 GiB): allocations past it raise
+    :class:`MemoryError` or a :class:`RuntimeError` that :func:`is_oom`
+    recognises."""
+    limit = (proc_status_bytes('VmSize') or 0) + int(cap_gb * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def is_oom(err: BaseException) -> bool:
+    r"""Whether :obj:`err` is an allocation failure (CUDA's or the host's)."""
+    if isinstance(err, (MemoryError, torch.OutOfMemoryError)):
+        return True
+    text = str(err).lower()
+    return isinstance(err, RuntimeError) and (
+        'out of memory' in text or 'alloc' in text
+    )
+
+
+def status_of(err: BaseException) -> str:
+    r"""A result row's :obj:`status` for a failed configuration."""
+    if is_oom(err):
+        return 'OOM'
+    return f'error: {type(err).__name__}: {err}'.splitlines()[0][:200]
+
+
+def free(device):
+    gc.collect()
+    if torch.device(device).type == 'cuda':
+        torch.cuda.empty_cache()
+
+
+# Machine and results #########################################################
+
+
+def describe(doc: str, paragraph: int = 1) -> str:
+    r"""A paragraph of a script's docstring as one markdown line."""
+    text = doc.split('\n\n')[paragraph].replace('\n', ' ').rstrip(':')
+    return re.sub(r':\w+:`~?([^`]*)`', r'`\1`', text)
+
+
+def command_line(script: str, argv: Optional[Sequence[str]] = None) -> str:
+    r"""The command that produced a result file, as the user typed it."""
+    args = list(argv) if argv is not None else sys.argv[1:]
+    return shlex.join(['python', f'benchmark/{script}', *args])
+
+
+def machine_info() -> List[str]:
+    r"""Markdown list lines: date, CPU, GPU, versions, torch-scatter."""
+    try:
+        import torch_scatter
+
+        scatter = f'present ({torch_scatter.__version__})'
+    except ImportError:
+        scatter = 'absent'
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open('/proc/cpuinfo') as f:
+            cpu = next(
+                (line.split(':', 1)[1].strip() for line in f
+                 if line.startswith('model name')),
+                cpu,
+            )  # fmt: skip
+    except OSError:
+        pass
+    gpu = (
+        torch.cuda.get_device_name(0)
+        if torch.cuda.is_available()
+        else 'none (GPU numbers not measured)'
+    )
+    return [
+        f'- date: {datetime.date.today().isoformat()}',
+        f'- CPU: {cpu}, {os.cpu_count()} cores visible, torch threads '
+        f'{torch.get_num_threads()}',
+        f'- GPU: {gpu}',
+        f'- Python {platform.python_version()}, torch {torch.__version__}, '
+        f'torch_geometric {torch_geometric.__version__}',
+        f'- torch-scatter: {scatter}',
+    ]
+
+
+def build_info() -> List[str]:
+    r"""What building a CUDA extension (such as :obj:`turbo-gnn`) from
+    source needs here: torch's CUDA version, :obj:`nvcc`, the toolkit's
+    path and the host compiler, as markdown list lines."""
+
+    def version(cmd, line=-1):
+        try:
+            out = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=20
+            ).stdout
+            return out.strip().splitlines()[line] if out.strip() else 'none'
+        except (OSError, subprocess.SubprocessError) as err:
+            return f'not found ({type(err).__name__})'
+
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    return [
+        f'- torch.version.cuda: {torch.version.cuda}',
+        f'- CUDA toolkit (torch.utils.cpp_extension.CUDA_HOME): {CUDA_HOME}',
+        f'- nvcc: {version(["nvcc", "--version"])}',
+        f'- gcc: {version(["gcc", "--version"], 0)}',
+        f'- g++: {shutil.which("g++")}, ninja: {shutil.which("ninja")}',
+    ]
+
+
+def _cell(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return '-'
+    if isinstance(value, float):
+        return f'{value:.3g}' if abs(value) < 100 else f'{value:.0f}'
+    return str(value)
+
+
+def write_results(
+    rows: List[dict],
+    stem: str,
+    columns: Sequence[str],
+    title: str,
+    notes: Sequence[str] = (),
+):
+    r"""Writes :obj:`<stem>.csv` (every column) and :obj:`<stem>.md` (the
+    title, :obj:`notes` lines and a table of the columns that hold a
+    value), each to a temporary name moved into place, so that a reader
+    (or a kill) sees the previous complete file or the new one. Call it
+    after every configuration."""
+    folder = os.path.dirname(os.path.abspath(stem))
+    os.makedirs(folder, exist_ok=True)
+    shown = [
+        c for c in columns if any(r.get(c) not in (None, '') for r in rows)
+    ]
+    lines = [f'# {title}', '', *notes, '']
+    lines += ['| ' + ' | '.join(shown) + ' |', '|' + ' --- |' * len(shown)]
+    lines += ['| ' + ' | '.join(_cell(r.get(c)) for c in shown) + ' |'
+              for r in rows]  # fmt: skip
+    tmp = f'{stem}.csv.tmp'
+    with open(tmp, 'w', newline='') as f:
+        writer = csv.DictWriter(f, columns, extrasaction='ignore')
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({
+                k: round(v, 6) if isinstance(v, float) else v
+                for k, v in r.items()
+            })  # fmt: skip
+    os.replace(tmp, f'{stem}.csv')
+    with open(f'{stem}.md.tmp', 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    os.replace(f'{stem}.md.tmp', f'{stem}.md')
+
+
+#: The columns of the results CSVs that :func:`plot_points` reads.
+PLOT_COLUMNS = {
+    'kernels.py': {'device', 'heads', 'dtype', 'layer', 'kernel', 'status',
+                   'num_edges', 'step_ms', 'peak_mb', 'saved_mb'},
+    'pair.py': {'device', 'heads', 'mode', 'variant', 'num_edges', 'gate_ms',
+                'gatv2_ms', 'gate_saved_mb', 'gatv2_saved_mb'},
+}  # fmt: skip
+
+
+def plot_points(rows: List[dict]) -> List[dict]:
+    r"""The finished training-step rows of :obj:`kernels.py` (memory: the
+    peak on CUDA, the bytes saved for backward on CPU) or :obj:`pair.py`
+    (concatenated heads; the bytes saved for backward, GATE and GATv2 each
+    a line) as
+    :func:`plot` points."""
+
+    def number(value):
+        return None if value in (None, '') else float(value)
+
+    out = []
+    for r in rows:
+        if 'layer' in r and r.get('status') == 'ok':
+            cuda = r['device'].startswith('cuda')
+            out.append(dict(
+                panel=f'{r["device"]} H={r["heads"]} {r["dtype"]}',
+                line=f'{r["layer"]} {r["kernel"]}', edges=int(r['num_edges']),
+                ms=float(r['step_ms']),
+                mb=number(r.get('peak_mb' if cuda else 'saved_mb')),
+                memory='peak MB' if cuda else 'saved for backward MB',
+            ))  # fmt: skip
+        elif (
+            'gate_ms' in r
+            and r.get('mode') == 'train'
+            and str(r.get('concat')).lower() == 'true'
+        ):
+            for k in LAYERS:
+                out.append(dict(
+                    panel=f'{r["device"]} H={r["heads"]}',
+                    line=f'{k} {r["variant"]}', edges=int(r['num_edges']),
+                    ms=float(r[f'{k.lower()}_ms']),
+                    mb=number(r.get(f'{k.lower()}_saved_mb')),
+                    memory='saved for backward MB',
+                ))  # fmt: skip
+    return out
+
+
+def plot(points: List[dict], path: str):
+    r"""Step time and memory against edges (log-log), one column per
+    :obj:`panel`, one line per :obj:`line`; each point a dict with
+    :obj:`panel`, :obj:`line`, :obj:`edges`, :obj:`ms`, :obj:`mb` (or
+    :obj:`None`) and :obj:`memory` (the memory axis' label). Raises
+    :class:`ValueError` when there is nothing to plot."""
+    if not points:
+        raise ValueError('no points to plot')
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    panels = sorted({p['panel'] for p in points})
+    fig, axes = plt.subplots(
+        2, len(panels), figsize=(4.5 * len(panels), 7), squeeze=False
+    )
+    for col, panel in enumerate(panels):
+        mine = [p for p in points if p['panel'] == panel]
+        label = ' / '.join(sorted({p['memory'] for p in mine}))
+        for row, (key, ylabel) in enumerate(
+            (('ms', 'step ms'), ('mb', label))
+        ):
+            ax = axes[row][col]
+            lines: Dict[str, list] = {}
+            for p in mine:
+                if p[key] is not None:
+                    lines.setdefault(p['line'], []).append(
+                        (p['edges'], p[key])
+                    )
+            if not lines:
+                ax.set_axis_off()
+                ax.set_title(f'{panel}: no {ylabel}')
+                continue
+            for i, (name, pts) in enumerate(sorted(lines.items())):
+                ax.plot(*zip(*sorted(pts)), marker='o', color=f'C{i}',
+                        label=name)  # fmt: skip
+            ax.set(xscale='log', yscale='log', xlabel='edges', ylabel=ylabel,
+                   title=panel)  # fmt: skip
+            ax.grid(True, which='both', alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def output_folder(parser, path: str, flag: str = '--out') -> str:
+    r"""Creates the folder :obj:`path` of :obj:`flag` if needed and returns
+    it; a usage error (:meth:`parser.error`) when it names a file or a
+    folder that cannot be created or written to."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        parser.error(
+            f'argument {flag}: expected a folder, got the file {path!r}'
+        )
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        parser.error(
+            f'argument {flag}: cannot create the folder {path!r} '
+            f'({err.strerror})'
+        )
+    if not os.access(path, os.W_OK | os.X_OK):
+        parser.error(f'argument {flag}: the folder {path!r} is not writable')
+    return path
+
+
+# One step in a fresh process #################################################
+
+
+def fresh_process_step(spec: dict) -> dict:
+    r"""Runs :func:`measure_step` on :obj:`spec` in a fresh process (spawned:
+    nothing of this process' memory is counted), and returns its result, or
+    :obj:`{'status': 'exceeds cap'}` when the process died (the out-of-memory
+    killer, a signal), or an error status when it raised."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context('spawn')) as ex:
+        try:
+            return ex.submit(measure_step, spec).result()
+        except cf.process.BrokenProcessPool as err:
+            return dict(status='exceeds cap', detail=str(err)[:200])
+        except Exception as err:  # noqa: BLE001 (recorded in the results)
+            return dict(status=status_of(err))
+
+
+def measure_step(spec: dict) -> dict:
+    r"""One training step, as :func:`fresh_process_step` runs it: the graph
+    :obj:`spec['graph']` (:func:`load_graph` with :obj:`channels`,
+    :obj:`scale`, :obj:`data_root`) on :obj:`device`; :obj:`layer` (GATE or
+    GATv2) under :obj:`kernel`, one layer of width :obj:`hidden` with
+    :obj:`heads` (:obj:`concat`), or with :obj:`depth` a :class:`DeepModel`
+    of that many layers and :obj:`classes` random labels (cross-entropy).
+    On CPU with :obj:`cap_gb > 0` the process may map at most that much
+    beyond its imports (:func:`cap_address_space`). Returns the step's
+    time, its peak memory (CPU: peak resident size, reset after the graph is
+    built; CUDA: peak allocated) and growth, the bytes saved for backward,
+    or the status :obj:`'exceeds cap'` / :obj:`'OOM'`."""
+    device = torch.device(spec['device'])
+    if device.type == 'cpu' and spec.get('cap_gb', 0) > 0:
+        cap_address_space(spec['cap_gb'])
+    torch.set_num_threads(spec.get('threads', 1))
+    res: dict = {}
+    model = None
+    try:
+        x, edge_index = load_graph(
+            spec['graph'], spec['channels'], device,
+            spec.get('data_root'), spec.get('scale', 1.0),
+        )  # fmt: skip
+        res.update(num_nodes=x.size(0), num_edges=edge_index.size(1))
+        labels = None
+        if spec.get('depth'):
+            gen = torch.Generator().manual_seed(1)
+            labels = torch.randint(
+                spec['classes'], (x.size(0),), generator=gen
+            ).to(device)
+            model = DeepModel(
+                spec['layer'],
+                x.size(1),
+                spec['hidden'],
+                spec['heads'],
+                spec['depth'],
+                spec['classes'],
+            )
+        else:  # fmt: skip
+            model = make_layer(
+                spec['layer'],
+                x.size(1),
+                spec['hidden'],
+                spec['heads'],
+                spec.get('concat', True),
+            )
+        model = model.to(device)  # fmt: skip
+        step = Step(model, x, edge_index, spec.get('kernel'), labels=labels)
+        if device.type == 'cuda':
+            torch.cuda.synchronize(device)
+            base = torch.cuda.memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            peak = lambda: torch.cuda.max_memory_allocated(device)  # noqa
+        else:
+            peak = reset_peak_rss()
+            base = peak()
+        sync(device)
+        t = time.perf_counter()
+        saved = saved_bytes(step)
+        sync(device)
+        res['step_ms'] = 1e3 * (time.perf_counter() - t)
+        res['peak_mb'] = peak() / 2**20
+        res['step_mb'] = res['peak_mb'] - base / 2**20
+        res['saved_mb'] = saved / 2**20
+        res['status'] = 'ok'
+    except (MemoryError, RuntimeError) as err:
+        if not is_oom(err):
+            raise
+        res['status'] = 'exceeds cap' if device.type == 'cpu' else 'OOM'
+        res['detail'] = str(err).splitlines()[0][:200]
+        if model is not None and spec.get('depth'):
+            done = model.layers_done
+            res['detail'] = (
+                f'in the forward pass of layer {done + 1}'
+                if done < spec['depth']
+                else 'in backward'
+            )
+    return res

@@ -1,0 +1,347 @@
+r"""GATE's attention kernels against GATv2Conv: training step and memory.
+
+GATE under each attention kernel (reference, chunked, Triton) and
+GATv2Conv (eager, and compiled with :func:`torch.compile`) run one training
+step (forward, :obj:`out.float().sum()`, backward) on each graph, heads and
+dtype: the median time of the repetitions (CUDA events on CUDA), the peak
+allocated on CUDA, the bytes saved for backward (eager), each as a ratio
+over GATv2Conv of the same graph, heads and dtype. With the Triton kernels
+on CUDA, the forward kernel alone (under :func:`torch.no_grad`, no
+attention weights) against the bytes it must move gives its bandwidth,
+next to the device's copy bandwidth. Written after every configuration;
+configurations past :obj:`--max-seconds` are recorded as skipped::
+
+    python benchmark/kernels.py --devices cuda --graphs products-size \
+        arxiv-size random-1e6 cora --heads 1 8 --dtypes float32 bfloat16
+"""
+
+import argparse
+import inspect
+import os
+import time
+
+import torch
+from common import (
+    DEFAULT_DATA,
+    DTYPES,
+    GATE_KERNELS,
+    Step,
+    command_line,
+    describe,
+    free,
+    graph_name,
+    load_graph,
+    machine_info,
+    make_layer,
+    output_folder,
+    plot,
+    plot_points,
+    saved_bytes,
+    status_of,
+    time_step,
+    write_results,
+)
+
+from torch_geometric_gate._cli import int_at_least, positive_float
+from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
+
+COLUMNS = [
+    'device', 'graph', 'num_nodes', 'num_edges', 'heads', 'hidden', 'dtype',
+    'layer', 'kernel', 'status', 'reps', 'step_ms', 'ns_per_edge', 'peak_mb',
+    'saved_mb', 'time_vs_gatv2_eager', 'time_vs_gatv2_compiled',
+    'peak_vs_gatv2_eager', 'peak_vs_gatv2_compiled', 'saved_vs_gatv2_eager',
+    'fwd_kernel_ms', 'fwd_bytes', 'fwd_gbs', 'copy_gbs',
+]  # fmt: skip
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    cuda = torch.cuda.is_available()
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument(
+        '--graphs',
+        nargs='+',
+        type=graph_name,
+        default=['arxiv-size', 'random-1e6', 'random-1e5'],
+    )
+    parser.add_argument(
+        '--heads', nargs='+', type=int_at_least(1), default=[1, 8]
+    )
+    parser.add_argument(
+        '--dtypes', nargs='+', default=['float32'], choices=list(DTYPES)
+    )
+    parser.add_argument(
+        '--kernels',
+        nargs='+',
+        default=list(GATE_KERNELS),
+        choices=GATE_KERNELS,
+        help="GATE's attention kernels",
+    )
+    parser.add_argument(
+        '--gatv2',
+        nargs='+',
+        default=['eager'],
+        choices=['eager', 'compiled', 'none'],
+        help='GATv2Conv eager and/or compiled (Inductor '
+        'compiles for 30-60 s per heads and dtype)',
+    )
+    parser.add_argument(
+        '--devices', nargs='+', default=['cuda' if cuda else 'cpu']
+    )
+    parser.add_argument(
+        '--hidden',
+        type=int_at_least(1),
+        default=64,
+        help='heads * out_channels (a multiple of --heads)',
+    )
+    parser.add_argument(
+        '--channels',
+        type=int_at_least(1),
+        default=64,
+        help='input features (real graphs: cut or padded)',
+    )
+    parser.add_argument('--warmup', type=int_at_least(0), default=1)
+    parser.add_argument('--reps', type=int_at_least(1), default=5)
+    parser.add_argument(
+        '--scale',
+        type=float,
+        default=1.0,
+        help='scales the sized graphs (tests)',
+    )
+    parser.add_argument(
+        '--max-seconds',
+        type=positive_float,
+        default=1e9,
+        help='skip the configurations left after this long',
+    )
+    parser.add_argument('--threads', type=int_at_least(1), default=None)
+    parser.add_argument('--data-root', default=DEFAULT_DATA)
+    parser.add_argument('--out', default='benchmark/results')
+    parser.add_argument('--name', default='kernels')
+    parser.add_argument('--plot', action='store_true')  # fmt: skip
+    args = parser.parse_args(argv)
+    for heads in args.heads:
+        if args.hidden % heads:
+            parser.error(
+                f'argument --hidden: expected a multiple of every --heads '
+                f'value, got {args.hidden} for --heads {heads}'
+            )
+    output_folder(parser, args.out)
+    return args
+
+
+def forward_bytes(num_edges, num_dst, heads, channels, itemsize, out_size):
+    r"""The bytes the fused forward must move at the least: per edge its
+    source index (4 bytes) and the rows :math:`\mathbf{U}\mathbf{x}_u`
+    (:obj:`q_src`) and :math:`\mathbf{W}\mathbf{x}_u` (:obj:`value`) of its
+    source; per target node its row pointer (4), :obj:`q_dst`'s row and
+    :obj:`out`'s written row: :math:`E (4 + 2HCb) + N (4 + HCb + HCb_{out})`.
+    """
+    row = heads * channels
+    return num_edges * (4 + 2 * row * itemsize) + num_dst * (
+        4 + row * itemsize + row * out_size
+    )
+
+
+def triton_forward(graph: AttentionGraph, params: AttentionParams, q_src,
+                   q_dst, value):  # fmt: skip
+    r"""The Triton attention, called with the bundled arguments of
+    :mod:`torch_geometric_gate.ops.types` (or, where
+    :func:`triton_attention` still takes them one by one, unbundled)."""
+    from torch_geometric_gate.ops.triton import triton_attention
+
+    if 'graph' in inspect.signature(triton_attention).parameters:
+        return triton_attention(graph, params, q_src, q_dst, value, None)
+    return triton_attention(
+        graph.src, graph.dst, q_src, q_dst, value, None, params.weight_edge,
+        graph.loop, graph.masked, params.att_neighbor, params.att_self,
+        params.negative_slope, params.dropout, params.training,
+        graph.num_dst,
+    )  # fmt: skip
+
+
+def forward_bandwidth(edge_index, num_nodes, heads, hidden, dtype, device,
+                      reps) -> dict:  # fmt: skip
+    r"""The Triton forward alone on inputs of the layer's shapes (self-loops
+    appended, no dropout, no attention weights): its time, the bytes of
+    :func:`forward_bytes` and their rate."""
+    n, channels = num_nodes, max(hidden // heads, 1)
+    loops = torch.arange(n, device=device)
+    is_loop = torch.cat(
+        [
+            torch.zeros_like(edge_index[0], dtype=torch.bool),
+            torch.ones(n, dtype=torch.bool, device=device),
+        ]
+    )
+    graph = AttentionGraph(
+        torch.cat([edge_index[0], loops]), torch.cat([edge_index[1], loops]),
+        is_loop, None, n, n, n,
+    )  # fmt: skip
+    gen = torch.Generator(device=device).manual_seed(0)
+    q_src, q_dst, value, a_s, a_t = (
+        torch.randn(size, heads, channels, generator=gen, device=device).to(
+            dtype
+        )
+        for size in (n, n, n, 1, 1)
+    )
+    params = AttentionParams(a_s, a_t, None, 0.0, 0.0, False, False)
+
+    def run():
+        with torch.no_grad():
+            triton_forward(graph, params, q_src, q_dst, value)
+
+    ms = time_step(run, device, 1, reps)
+    size = torch.finfo(dtype).bits // 8
+    nbytes = forward_bytes(graph.src.numel(), n, heads, channels, size, size)
+    return dict(fwd_kernel_ms=ms, fwd_bytes=nbytes,
+                fwd_gbs=nbytes / (ms * 1e-3) / 1e9)  # fmt: skip
+
+
+def copy_gbs(device, nbytes=2**30, reps=10) -> float:
+    r"""The device's copy rate (GB/s, read and write), the yardstick."""
+    a = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    b = torch.empty_like(a)
+    return (
+        2
+        * nbytes
+        / (time_step(lambda: b.copy_(a), device, 2, reps) * 1e-3)
+        / 1e9
+    )
+
+
+def fit_features(x, channels):
+    r"""A real graph's features cut or zero-padded to :obj:`channels`, so
+    that one compiled GATv2Conv per heads and dtype serves every graph."""
+    x = x[:, :channels]
+    return torch.nn.functional.pad(x, (0, channels - x.size(1)))
+
+
+def measure(layer, kernel, x, edge_index, heads, device, args, compiled):
+    model = make_layer(layer, x.size(1), args.hidden, heads)
+    model = model.to(device, x.dtype)
+    warmup = args.warmup
+    if kernel == 'compiled':
+        key = (heads, x.dtype, device.type)
+        if key not in compiled:
+            compiled[key] = torch.compile(model, dynamic=True)
+        else:  # Same weights' shapes: the compiled code is reused.
+            compiled[key]._orig_mod.load_state_dict(model.state_dict())
+        model, warmup = compiled[key], max(warmup, 2)
+    step = Step(model, x, edge_index, kernel if layer == 'GATE' else None)
+    res = dict(reps=args.reps)
+    if device.type == 'cuda':
+        step()
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        step()
+        res['peak_mb'] = torch.cuda.max_memory_allocated(device) / 2**20
+    res['step_ms'] = time_step(step, device, warmup, args.reps)
+    res['ns_per_edge'] = 1e6 * res['step_ms'] / edge_index.size(1)
+    if kernel != 'compiled':  # Compiled code saves inside its own graph.
+        step.mode = 'forward'
+        res['saved_mb'] = saved_bytes(step) / 2**20
+    return res
+
+
+def ratios(rows):
+    r"""Each row's time and peak over GATv2Conv's (eager and compiled) of the
+    same device, graph, heads and dtype; its saved bytes over eager's."""
+    ref = {
+        (r['device'], r['graph'], r['heads'], r['dtype'], r['kernel']): r
+        for r in rows
+        if r['layer'] == 'GATv2' and r.get('status') == 'ok'
+    }
+    for r in rows:
+        for variant in ('eager', 'compiled'):
+            other = ref.get(
+                (r['device'], r['graph'], r['heads'], r['dtype'], variant)
+            )
+            if other is None or r.get('status') != 'ok':
+                continue
+            for key, name in (('step_ms', 'time'), ('peak_mb', 'peak'),
+                              ('saved_mb', 'saved')):  # fmt: skip
+                if r.get(key) and other.get(key):
+                    r[f'{name}_vs_gatv2_{variant}'] = r[key] / other[key]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    stem = os.path.join(args.out, args.name)
+    notes = [f'Command: `{command_line("kernels.py", argv)}`', '',
+             *machine_info(), '', describe(__doc__)]  # fmt: skip
+    variants = [('GATE', k) for k in args.kernels]
+    variants += [('GATv2', v) for v in args.gatv2 if v != 'none']
+    interpret = os.environ.get('TRITON_INTERPRET') == '1'
+    rows, compiled = [], {}
+
+    def write():
+        ratios(rows)
+        write_results(rows, stem, COLUMNS, 'GATE kernels vs GATv2Conv', notes)
+
+    for device in map(torch.device, args.devices):
+        copy = copy_gbs(device) if device.type == 'cuda' else None
+        for graph in args.graphs:
+            try:
+                x0, edge_index = load_graph(
+                    graph, args.channels, device, args.data_root, args.scale
+                )
+                x0 = fit_features(x0, args.channels)  # fmt: skip
+            except Exception as err:  # noqa: BLE001 (recorded)
+                rows.append(
+                    dict(
+                        device=str(device),
+                        graph=graph,
+                        layer='-',
+                        kernel='-',
+                        heads='-',
+                        dtype='-',
+                        status=f'no graph: {err}'[:200],
+                    )
+                )
+                write()  # fmt: skip
+                continue
+            for heads in args.heads:
+                for dtype in args.dtypes:
+                    x = x0.to(DTYPES[dtype])
+                    base = dict(
+                        device=str(device), graph=graph, num_nodes=x.size(0),
+                        num_edges=edge_index.size(1), heads=heads,
+                        hidden=args.hidden, dtype=dtype,
+                    )  # fmt: skip
+                    for layer, kernel in variants:
+                        row = dict(base, layer=layer, kernel=kernel)
+                        rows.append(row)
+                        if time.perf_counter() - started > args.max_seconds:
+                            row['status'] = 'skipped (time budget)'
+                        elif (kernel == 'triton' and device.type != 'cuda'
+                              and not interpret):  # fmt: skip
+                            row['status'] = 'skipped (needs CUDA)'
+                        else:
+                            try:
+                                row.update(measure(layer, kernel, x,
+                                                   edge_index, heads, device,
+                                                   args, compiled),
+                                           status='ok')  # fmt: skip
+                                if kernel == 'triton':
+                                    row.update(forward_bandwidth(
+                                        edge_index, x.size(0), heads,
+                                        args.hidden, DTYPES[dtype], device,
+                                        args.reps,
+                                    ), copy_gbs=copy)  # fmt: skip
+                            except Exception as err:  # noqa: BLE001
+                                row['status'] = status_of(err)
+                            free(device)
+                        write()
+                        print({k: row.get(k) for k in COLUMNS if k in row},
+                              flush=True)  # fmt: skip
+            del x0, edge_index
+            free(device)
+    if args.plot:
+        plot(plot_points(rows), stem + '.png')
+    return rows
+
+
+if __name__ == '__main__':
+    main()

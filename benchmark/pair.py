@@ -1,0 +1,210 @@
+r"""GATEConv against PyG's GATv2Conv: step time and memory, eager and
+compiled, as ratios from one run.
+
+Both layers run at equal settings (:obj:`heads`, :obj:`concat`,
+:obj:`hidden = heads * out_channels`, bias, self-loops, no shared weights),
+each with its default negative slope; GATE has three weight matrices to
+GATv2Conv's two. For every device, graph, heads, concat, eager or
+:func:`torch.compile` and mode (:obj:`train`: forward and backward;
+:obj:`forward`; :obj:`inference` under :func:`torch.no_grad`) the two
+layers run alternately after a warm-up; *ratio* is the median of the
+GATE/GATv2 ratios of the pairs. Memory of an eager training step: the bytes
+saved for backward, on CUDA the peak allocated and the host syncs of a
+forward, with :obj:`--rss` the peak resident size of a fresh process that
+runs one step. Results are written after every configuration::
+
+    python benchmark/pair.py --graphs random-1e5 random-1e6 cora \
+        --heads 1 8 --out benchmark/results --name cpu-pair
+"""
+
+import argparse
+import os
+
+import torch
+from common import (
+    DEFAULT_DATA,
+    LAYERS,
+    Step,
+    command_line,
+    cuda_peak_bytes,
+    cuda_syncs,
+    describe,
+    fresh_process_step,
+    graph_name,
+    load_graph,
+    machine_info,
+    make_layer,
+    output_folder,
+    plot,
+    plot_points,
+    saved_bytes,
+    time_pair,
+    write_results,
+)
+
+from torch_geometric_gate._cli import int_at_least
+
+MODES = ('train', 'forward', 'inference')
+COLUMNS = [
+    'device', 'graph', 'num_nodes', 'num_edges', 'in_channels', 'heads',
+    'concat', 'variant', 'mode', 'reps', 'gate_ms', 'gatv2_ms', 'ratio',
+    'ratio_min', 'ratio_max', 'gate_first_s', 'gatv2_first_s',
+    'gate_saved_mb', 'gatv2_saved_mb', 'saved_ratio', 'gate_rss_step_mb',
+    'gatv2_rss_step_mb', 'gate_cuda_peak_mb', 'gatv2_cuda_peak_mb',
+    'peak_ratio', 'gate_syncs', 'gatv2_syncs',
+]  # fmt: skip
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument(
+        '--graphs',
+        nargs='+',
+        type=graph_name,
+        default=['random-1e4', 'random-1e5'],
+    )
+    parser.add_argument(
+        '--heads', nargs='+', type=int_at_least(1), default=[1, 8]
+    )
+    parser.add_argument(
+        '--concat', nargs='+', default=['true'], choices=['true', 'false']
+    )
+    parser.add_argument('--modes', nargs='+', default=['train'], choices=MODES)
+    parser.add_argument(
+        '--compile',
+        nargs='+',
+        default=['eager'],
+        choices=['eager', 'compiled'],
+    )
+    parser.add_argument(
+        '--devices',
+        nargs='+',
+        default=None,
+        help='default: cpu, and cuda when available',
+    )
+    parser.add_argument(
+        '--channels',
+        type=int_at_least(1),
+        default=64,
+        help='input features of the random graphs',
+    )
+    parser.add_argument(
+        '--hidden',
+        type=int_at_least(1),
+        default=64,
+        help='heads * out_channels (a multiple of --heads)',
+    )
+    parser.add_argument('--warmup', type=int_at_least(0), default=1)
+    parser.add_argument(
+        '--reps',
+        type=int_at_least(1),
+        default=10,
+        help='timed pairs per configuration',
+    )
+    parser.add_argument('--threads', type=int_at_least(1), default=None)
+    parser.add_argument(
+        '--rss',
+        action='store_true',
+        help='peak RSS of a fresh process per config (CPU)',
+    )
+    parser.add_argument('--data-root', default=DEFAULT_DATA)
+    parser.add_argument('--out', default='benchmark/results')
+    parser.add_argument(
+        '--name', default='pair', help='file name stem of the outputs'
+    )
+    parser.add_argument('--plot', action='store_true')  # fmt: skip
+    args = parser.parse_args(argv)
+    for heads in args.heads:
+        if args.hidden % heads:
+            parser.error(
+                f'argument --hidden: expected a multiple of every --heads '
+                f'value, got {args.hidden} for --heads {heads}'
+            )
+    output_folder(parser, args.out)
+    return args
+
+
+def memory(models, x, edge_index, device, args, spec) -> dict:
+    res = {}
+    for layer, model in models.items():
+        k = layer.lower()
+        step = Step(model, x, edge_index, mode='forward')
+        res[f'{k}_saved_mb'] = saved_bytes(step) / 2**20
+        if device.type == 'cuda':
+            train = Step(model, x, edge_index)
+            res[f'{k}_cuda_peak_mb'] = cuda_peak_bytes(train, device) / 2**20
+            res[f'{k}_syncs'] = cuda_syncs(step)
+        elif args.rss:
+            got = fresh_process_step(dict(spec, layer=layer))
+            res[f'{k}_rss_step_mb'] = got.get('step_mb')
+    res['saved_ratio'] = res['gate_saved_mb'] / res['gatv2_saved_mb']
+    if device.type == 'cuda':
+        res['peak_ratio'] = (
+            res['gate_cuda_peak_mb'] / res['gatv2_cuda_peak_mb']
+        )
+    return res
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    devices = args.devices or ['cpu'] + ['cuda'] * torch.cuda.is_available()
+    stem = os.path.join(args.out, args.name)
+    notes = [f'Command: `{command_line("pair.py", argv)}`', '',
+             *machine_info(), '', describe(__doc__)]  # fmt: skip
+    rows = []
+    for device in map(torch.device, devices):
+        for graph in args.graphs:
+            x, edge_index = load_graph(graph, args.channels, device,
+                                       args.data_root)  # fmt: skip
+            for heads in args.heads:
+                for concat in (c == 'true' for c in args.concat):
+                    base = dict(
+                        device=str(device), graph=graph, num_nodes=x.size(0),
+                        num_edges=edge_index.size(1), in_channels=x.size(1),
+                        heads=heads, concat=concat, reps=args.reps,
+                    )  # fmt: skip
+                    eager = {
+                        k: make_layer(k, x.size(1), args.hidden, heads,
+                                      concat).to(device)
+                        for k in LAYERS
+                    }  # fmt: skip
+                    spec = dict(device=str(device), graph=graph,
+                                channels=args.channels, hidden=args.hidden,
+                                heads=heads, concat=concat, threads=1,
+                                data_root=args.data_root)  # fmt: skip
+                    mem = memory(eager, x, edge_index, device, args, spec)
+                    for variant in args.compile:
+                        models = eager
+                        if variant == 'compiled':
+                            models = {
+                                k: torch.compile(m, fullgraph=k == 'GATE')
+                                for k, m in eager.items()
+                            }
+                        for mode in args.modes:
+                            steps = {
+                                k.lower(): Step(m, x, edge_index, mode=mode)
+                                for k, m in models.items()
+                            }
+                            row = dict(base, variant=variant, mode=mode)
+                            row.update(time_pair(steps, device, args.warmup,
+                                                 args.reps))  # fmt: skip
+                            if variant == 'eager' and mode == 'train':
+                                row.update(mem)
+                            rows.append(row)
+                            write_results(
+                                rows,
+                                stem,
+                                COLUMNS,
+                                'GATEConv vs GATv2Conv',
+                                notes,
+                            )
+                            print(row, flush=True)  # fmt: skip
+    if args.plot:
+        plot(plot_points(rows), stem + '.png')
+    return rows
+
+
+if __name__ == '__main__':
+    main()

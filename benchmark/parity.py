@@ -1,0 +1,224 @@
+r"""Do the Triton kernels compute what the chunked kernels compute, at
+scale? The first check of a GPU session.
+
+On a power-law graph (by default 20,000 nodes whose largest hubs have an
+in-degree near 20,000, isolated nodes, input self-loops that the layer
+masks), GATEConv with edge features runs one training step under the
+Triton and under the chunked kernels, in float32 and bfloat16: the output and
+the gradient of the input, the edge features and every parameter must
+agree with those of the chunked kernels in float32 on the same values
+(largest difference over the largest magnitude) within the dtype's
+tolerance, or within twice the chunked kernels' own error in that dtype.
+With dropout, the Triton step must repeat bit for bit under the
+same seed, drop about the given share of the weights and scale the kept
+ones by 1 / (1 - p). Recorded too: whether a step without dropout repeats
+bit for bit, and the host synchronizations of a step (CUDA). Written after
+every check; exit code 1 when a comparison fails::
+
+    python benchmark/parity.py --out gpu-out
+"""
+
+import argparse
+import copy
+import functools
+import os
+
+import torch
+from common import (
+    DTYPES,
+    command_line,
+    cuda_syncs,
+    describe,
+    machine_info,
+    output_folder,
+    random_graph,
+    write_results,
+)
+
+from torch_geometric_gate import GATEConv, attention_kernel
+from torch_geometric_gate._cli import int_at_least
+
+TOLERANCE = {'float32': 1e-4, 'bfloat16': 1e-2}
+COLUMNS = ['check', 'dtype', 'tensor', 'value', 'tolerance', 'status']
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument(
+        '--device', default='cuda' if torch.cuda.is_available() else 'cpu'
+    )
+    parser.add_argument('--nodes', type=int_at_least(10), default=20000)
+    parser.add_argument(
+        '--edges',
+        type=int_at_least(10),
+        default=300000,
+        help='edges drawn (duplicates removed)',
+    )
+    parser.add_argument(
+        '--power-law',
+        type=float,
+        default=1.2,
+        help='target i drawn with weight (i + 1)^-p',
+    )
+    parser.add_argument('--isolated', type=int_at_least(0), default=100)
+    parser.add_argument('--input-loops', type=int_at_least(0), default=500)
+    parser.add_argument('--heads', type=int_at_least(1), default=4)
+    parser.add_argument(
+        '--channels',
+        type=int_at_least(1),
+        default=16,
+        help='out_channels per head',
+    )
+    parser.add_argument('--edge-dim', type=int_at_least(1), default=8)
+    parser.add_argument('--dropout', type=float, default=0.3)
+    parser.add_argument(
+        '--dtypes', nargs='+', default=list(DTYPES), choices=list(DTYPES)
+    )
+    parser.add_argument('--out', default='.')
+    parser.add_argument('--name', default='parity')  # fmt: skip
+    args = parser.parse_args(argv)
+    output_folder(parser, args.out)
+    return args
+
+
+def step(conv, x, edge_index, edge_attr, kernel, grad_seed=0, seed=0):
+    r"""One training step under :obj:`kernel`: the output and every
+    gradient, by name."""
+    conv.zero_grad(set_to_none=True)
+    x = x.detach().requires_grad_()
+    edge_attr = edge_attr.detach().requires_grad_()
+    torch.manual_seed(seed)
+    with attention_kernel(kernel):
+        out = conv(x, edge_index, edge_attr)
+    gen = torch.Generator().manual_seed(grad_seed)
+    out.backward(torch.randn(out.shape, generator=gen).to(out))
+    got = {'out': out, 'grad x': x.grad, 'grad edge_attr': edge_attr.grad}
+    got.update({f'grad {n}': p.grad for n, p in conv.named_parameters()})
+    return {k: v.detach().clone() for k, v in got.items()}
+
+
+def relative_error(a, b) -> float:
+    a, b = a.double(), b.double()
+    if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())):
+        return float('inf')
+    scale = b.abs().max().clamp_min(1e-12)
+    return float((a - b).abs().max() / scale)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    stem = os.path.join(args.out, args.name)
+    x, edge_index = random_graph(
+        args.nodes, args.edges, 32, power_law=args.power_law,
+        isolated=args.isolated, input_loops=args.input_loops, device=device,
+    )  # fmt: skip
+    in_degree = torch.bincount(edge_index[1], minlength=args.nodes)
+    notes = [
+        f'Command: `{command_line("parity.py", argv)}`', '', *machine_info(),
+        f'- graph: {args.nodes} nodes, {edge_index.size(1)} edges, largest '
+        f'in-degrees {in_degree.topk(3).values.tolist()}, '
+        f'{int((in_degree == 0).sum())} nodes without in-edges, '
+        f'{args.input_loops} input self-loops', '', describe(__doc__),
+    ]  # fmt: skip
+    gen = torch.Generator().manual_seed(1)
+    edge_attr = torch.randn(edge_index.size(1), args.edge_dim, generator=gen)
+    rows = []
+
+    def record(check, dtype, tensor, value, tolerance, ok):
+        status = 'ok' if ok else ('fail' if tolerance is not None else 'warn')
+        rows.append(dict(check=check, dtype=dtype, tensor=tensor, value=value,
+                         tolerance=tolerance, status=status))  # fmt: skip
+        write_results(rows, stem, COLUMNS, 'Triton against chunked', notes)
+        print(rows[-1], flush=True)
+
+    for name in args.dtypes:
+        dtype = DTYPES[name]
+        torch.manual_seed(0)
+        conv = GATEConv(32, args.channels, heads=args.heads,
+                        edge_dim=args.edge_dim)  # fmt: skip
+        torch.nn.init.normal_(conv.att_neighbor)
+        torch.nn.init.normal_(conv.att_self)
+        conv = conv.to(device, dtype)
+        xs, attrs = x.to(dtype), edge_attr.to(device, dtype)
+        try:
+            want = step(conv, xs, edge_index, attrs, 'chunked')
+            got = step(conv, xs, edge_index, attrs, 'triton')
+            # The truth: the chunked kernels in float32 on the same values.
+            exact = copy.deepcopy(conv).float()
+            truth = step(exact, xs.float(), edge_index, attrs.float(),
+                         'chunked')  # fmt: skip
+            for k in want:
+                err = relative_error(got[k], truth[k])
+                tol = max(
+                    TOLERANCE[name], 2 * relative_error(want[k], truth[k])
+                )
+                record('triton vs float32', name, k, err, tol, err <= tol)
+            again = step(conv, xs, edge_index, attrs, 'triton')
+            same = [k for k in got if torch.equal(got[k], again[k])]
+            record(
+                'repeats bit for bit',
+                name,
+                f'{len(same)} of {len(got)}',
+                len(same) == len(got),
+                None,
+                len(same) == len(got),
+            )
+            # Dropout: the same seed repeats; the weights kept are scaled.
+            conv.dropout = args.dropout
+            first = step(conv, xs, edge_index, attrs, 'triton', seed=3)
+            second = step(conv, xs, edge_index, attrs, 'triton', seed=3)
+            same = all(torch.equal(first[k], second[k]) for k in first)
+            record('dropout: same seed, same step', name, 'all', same, 0,
+                   same)  # fmt: skip
+            with torch.no_grad(), attention_kernel('triton'):
+                torch.manual_seed(3)
+                _, (_, dropped) = conv(
+                    xs, edge_index, attrs, return_attention_weights=True
+                )
+                conv.eval()
+                _, (_, plain) = conv(
+                    xs, edge_index, attrs, return_attention_weights=True
+                )
+                conv.train()  # fmt: skip
+            conv.dropout = 0.0
+            live = plain > 0
+            kept = (dropped[live] != 0).float().mean().item()
+            p = args.dropout  # Four standard errors of the share:
+            tol = 4 * (p * (1 - p) / max(int(live.sum()), 1)) ** 0.5
+            record(
+                'dropout: share kept',
+                name,
+                'alpha',
+                kept,
+                tol,
+                abs(kept - (1 - p)) <= tol,
+            )
+            scaled = dropped[live & (dropped != 0)]
+            expect = plain[live & (dropped != 0)] / (1 - args.dropout)
+            err = relative_error(scaled, expect) if scaled.numel() else 0.0
+            record(
+                'dropout: kept weights / (1 - p)',
+                name,
+                'alpha',
+                err,
+                TOLERANCE[name],
+                err <= TOLERANCE[name],
+            )
+            if device.type == 'cuda':
+                syncs = cuda_syncs(
+                    functools.partial(step, conv, xs, edge_index, attrs,
+                                      'triton')
+                )  # fmt: skip
+                record('host syncs of a step', name, 'count', syncs, None,
+                       True)  # fmt: skip
+        except Exception as err:  # noqa: BLE001 (recorded, then exit 1)
+            record('runs', name, f'{type(err).__name__}: {err}'[:200], None,
+                   0, False)  # fmt: skip
+    failed = [r for r in rows if r['status'] == 'fail']
+    print(f'parity: {len(failed)} of {len(rows)} checks failed')
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

@@ -1,0 +1,147 @@
+r"""``benchmark/common.py``: graphs, probes, the result writer, the plot."""
+
+import argparse
+import csv
+import os
+
+import pytest
+import torch
+from benchmark_testing import load_benchmark
+
+common = load_benchmark('common')
+
+
+def test_random_graph_is_seeded_without_duplicates_or_stray_loops():
+    x, edge_index = common.random_graph(
+        50, 400, 3, isolated=5, input_loops=4, seed=1
+    )
+    assert x.shape == (50, 3)
+    loops = edge_index[0] == edge_index[1]
+    # Only the input self-loops asked for, appended last, on nodes 0-3:
+    assert loops.sum() == 4 and bool(loops[-4:].all())
+    assert edge_index[0, -4:].tolist() == [0, 1, 2, 3]
+    key = edge_index[0] * 50 + edge_index[1]
+    assert key.unique().numel() == key.numel()
+    # The last 5 nodes are isolated:
+    assert int(edge_index.max()) < 45
+    x2, edge_index2 = common.random_graph(
+        50, 400, 3, isolated=5, input_loops=4, seed=1
+    )
+    assert torch.equal(x, x2) and torch.equal(edge_index, edge_index2)
+    with pytest.raises(ValueError, match='isolated < num_nodes'):
+        common.random_graph(5, 10, 3, isolated=5)
+
+
+def test_power_law_graph_has_hubs():
+    _, uniform = common.random_graph(2000, 20000, 1)
+    _, skewed = common.random_graph(2000, 20000, 1, power_law=1.2)
+    top = torch.bincount(skewed[1]).max()
+    assert top > 10 * torch.bincount(uniform[1]).max()
+    assert int(torch.bincount(skewed[1]).argmax()) == 0  # Node 0 leads.
+
+
+def test_graph_names():
+    for name in ('random-1e3', 'powerlaw-250', 'cora', 'arxiv-size'):
+        assert common.graph_name(name) == name
+    for bad in ('random-0', 'random-inf', 'random-150.5', 'citeseer'):
+        with pytest.raises(argparse.ArgumentTypeError, match='random-N'):
+            common.graph_name(bad)
+    x, edge_index = common.load_graph('products-size', 7, scale=1e-6)
+    assert x.shape == (2, 7)
+    x, edge_index = common.load_graph('powerlaw-1e3', 4)
+    assert x.shape == (100, 4) and edge_index.size(1) <= 1000
+
+
+def test_missing_dataset_names_the_flag(tmp_path):
+    with pytest.raises(FileNotFoundError, match='--data-root'):
+        common.load_graph('cora', 8, data_root=str(tmp_path))
+    with pytest.raises(ValueError, match='Unknown layer'):
+        common.make_layer('GCN', 8, 8, 1)
+
+
+def test_saved_bytes_counts_each_storage_once():
+    lin = torch.nn.Linear(4, 4, bias=False)
+    x = torch.randn(10, 4)
+
+    def forward():
+        h = lin(x)  # Saves x (the weight's gradient needs it).
+        return h * h  # Saves h twice: one storage.
+
+    assert common.saved_bytes(forward) == 2 * x.numel() * x.element_size()
+
+
+def test_time_pair_alternates_and_gives_ratios():
+    calls = []
+    fns = {'a': lambda: calls.append('a'), 'b': lambda: calls.append('b')}
+    res = common.time_pair(fns, 'cpu', warmup=1, reps=3)
+    assert calls == ['a', 'b'] * 5
+    assert res['ratio_min'] <= res['ratio'] <= res['ratio_max']
+    assert res['a_ms'] > 0 and res['b_ms'] > 0
+
+
+def test_out_of_memory_errors_are_told_apart():
+    assert common.is_oom(MemoryError())
+    assert common.is_oom(RuntimeError('CUDA out of memory. Tried to ...'))
+    assert common.is_oom(RuntimeError("DefaultCPUAllocator: can't allocate"))
+    assert not common.is_oom(RuntimeError('index 6 is out of bounds'))
+    assert common.status_of(MemoryError()) == 'OOM'
+    assert (
+        common.status_of(ValueError('bad\nmore')) == 'error: ValueError: bad'
+    )
+
+
+def test_write_results_replaces_both_files_whole(tmp_path):
+    stem = str(tmp_path / 'sub' / 'res')
+    rows = [dict(a=1, b=0.5)]
+    common.write_results(rows, stem, ['a', 'b', 'c'], 'T', ['note'])
+    rows.append(dict(a=2, b=None, c='x'))
+    common.write_results(rows, stem, ['a', 'b', 'c'], 'T', ['note'])
+    with open(stem + '.csv') as f:
+        assert list(csv.DictReader(f)) == [
+            dict(a='1', b='0.5', c=''),
+            dict(a='2', b='', c='x'),
+        ]
+    text = open(stem + '.md').read()
+    assert text.startswith('# T\n\nnote\n') and '| 2 | - | x |' in text
+    assert sorted(os.listdir(tmp_path / 'sub')) == ['res.csv', 'res.md']
+
+
+@pytest.mark.slow
+def test_plot_refuses_nothing_and_draws_points(tmp_path):
+    pytest.importorskip('matplotlib')
+    with pytest.raises(ValueError, match='no points'):
+        common.plot([], str(tmp_path / 'empty.png'))
+    points = [
+        dict(panel='cpu', line='GATE', edges=e, ms=e / 1e3, mb=None,
+             memory='saved MB')
+        for e in (100, 1000)
+    ]  # fmt: skip
+    common.plot(points, str(tmp_path / 'p.png'))
+    assert (tmp_path / 'p.png').stat().st_size > 0
+
+
+def test_output_folder_is_a_usage_error_for_a_file(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    (tmp_path / 'file').write_text('')
+    for bad, expected in (
+        (tmp_path / 'file', 'expected a folder'),
+        (tmp_path / 'file' / 'sub', 'cannot create the folder'),
+    ):
+        with pytest.raises(SystemExit) as e:
+            common.output_folder(parser, str(bad))
+        assert e.value.code == 2
+        assert expected in capsys.readouterr().err
+    assert common.output_folder(parser, str(tmp_path / 'new')) == str(
+        tmp_path / 'new'
+    )
+
+
+@pytest.mark.slow
+def test_a_step_in_a_fresh_process_reports_memory():
+    res = common.fresh_process_step(
+        dict(device='cpu', layer='GATE', graph='random-1e3', channels=8,
+             hidden=8, heads=2)
+    )  # fmt: skip
+    assert res['status'] == 'ok', res
+    assert 0 < res['saved_mb'] and 0 <= res['step_mb'] <= res['peak_mb']
+    assert res['num_edges'] > 900

@@ -1,0 +1,100 @@
+r"""``benchmark/kernels.py`` on a CPU at tiny sizes: the Triton kernels
+under the interpreter (or recorded as needing CUDA), the CUDA-only numbers
+absent."""
+
+import csv
+import os
+
+import pytest
+import torch
+from benchmark_testing import load_benchmark
+
+kernels = load_benchmark('kernels')
+INTERPRET = os.environ.get('TRITON_INTERPRET') == '1'
+
+
+@pytest.mark.slow
+def test_kernel_suite_rows_ratios_and_files(tmp_path):
+    argv = ['--devices', 'cpu', '--graphs', 'products-size', 'random-300',
+            '--scale', '2e-6', '--heads', '2', '--hidden', '4',
+            '--channels', '8', '--dtypes', 'float32', 'bfloat16',
+            '--reps', '1', '--warmup', '0', '--threads', '1',
+            '--out', str(tmp_path), '--plot']  # fmt: skip
+    rows = kernels.main(argv)
+    # graphs x dtypes x (3 GATE kernels + GATv2 eager):
+    assert len(rows) == 2 * 2 * 4
+    for r in rows:
+        if r['kernel'] == 'triton' and not INTERPRET:
+            assert r['status'] == 'skipped (needs CUDA)'
+            continue
+        assert r['status'] == 'ok', r
+        assert r['step_ms'] > 0 and 'peak_mb' not in r  # CPU: no peak.
+        gatv2 = next(
+            g for g in rows
+            if (g['layer'], g['graph'], g['heads'], g['dtype'])
+            == ('GATv2', r['graph'], r['heads'], r['dtype'])
+        )  # fmt: skip
+        assert r['time_vs_gatv2_eager'] == pytest.approx(
+            r['step_ms'] / gatv2['step_ms']
+        )
+        assert r['saved_vs_gatv2_eager'] == pytest.approx(
+            r['saved_mb'] / gatv2['saved_mb']
+        )
+        if r['kernel'] == 'triton':  # The forward alone, against its bytes:
+            assert r['fwd_gbs'] == pytest.approx(
+                r['fwd_bytes'] / (r['fwd_kernel_ms'] * 1e-3) / 1e9
+            )
+    # The chunked kernels save less than the reference (no [E, H, C]):
+    saved = {(r['graph'], r['heads'], r['dtype'], r['kernel']): r['saved_mb']
+             for r in rows}  # fmt: skip
+    for dtype in ('float32', 'bfloat16'):
+        key = ('random-300', 2, dtype)
+        assert saved[key + ('chunked',)] < saved[key + ('reference',)]
+    with open(tmp_path / 'kernels.csv') as f:
+        assert len(list(csv.DictReader(f))) == len(rows)
+    assert (
+        'Command: `python benchmark/kernels.py'
+        in (tmp_path / 'kernels.md').read_text()
+    )
+    assert (tmp_path / 'kernels.png').stat().st_size > 0
+
+
+def test_a_missing_graph_and_the_time_budget_are_recorded(tmp_path):
+    argv = [
+        '--devices',
+        'cpu',
+        '--graphs',
+        'cora',
+        'random-1e3',
+        '--data-root',
+        str(tmp_path / 'none'),
+        '--max-seconds',
+        '1e-9',
+        '--kernels',
+        'chunked',
+        '--heads',
+        '1',
+        '--out',
+        str(tmp_path),
+    ]
+    rows = kernels.main(argv)  # fmt: skip
+    assert rows[0]['status'].startswith('no graph: ')
+    assert [r['status'] for r in rows[1:]] == ['skipped (time budget)'] * 2
+    assert 'no graph' in (tmp_path / 'kernels.md').read_text()
+
+
+def test_forward_bytes_counts_the_rows_the_kernel_must_move():
+    # 10 edges, 4 targets, 2 heads x 3 channels, bfloat16 in and out:
+    # per edge an index and two gathered rows, per target a row pointer,
+    # q_dst's row and the output row.
+    row = 2 * 3 * 2
+    assert kernels.forward_bytes(10, 4, 2, 3, 2, 2) == (
+        10 * (4 + 2 * row) + 4 * (4 + row + row)
+    )
+
+
+def test_real_graph_features_fit_the_channels():
+    x = torch.randn(5, 3)
+    assert torch.equal(kernels.fit_features(x, 2), x[:, :2])
+    padded = kernels.fit_features(x, 6)
+    assert padded.shape == (5, 6) and bool((padded[:, 3:] == 0).all())
