@@ -33,9 +33,13 @@ if not ON_GPU and not INTERPRET:
             allow_module_level=True,
         )
 
-from torch_geometric_gate.ops import attend  # noqa: E402
+from torch_geometric_gate.ops import _triton_kernels as kernels  # noqa: E402
 from torch_geometric_gate.ops import triton as tops  # noqa: E402
 from torch_geometric_gate.ops.chunked import chunked_attention  # noqa: E402
+from torch_geometric_gate.ops.types import (  # noqa: E402
+    AttentionGraph,
+    AttentionParams,
+)
 
 DEVICE = torch.device('cuda' if ON_GPU else 'cpu')
 
@@ -88,7 +92,29 @@ NAMES = ('q_src', 'q_dst', 'value', 'edge_attr', 'weight_edge',
          'att_neighbor', 'att_self')  # fmt: skip
 
 
+def triton_run(graph, inputs, slope=0.0, dropout=0.0, training=False,
+               need_weights=True, edge_index=None, num_loops=0):  # fmt: skip
+    r""":func:`triton_attention` on the graph tuple :obj:`(src, dst, loop,
+    masked, num_dst)` of these tests."""
+    src, dst, loop, masked, num_dst = graph
+    i = inputs
+    attention_graph = AttentionGraph(
+        src, dst, loop, masked, i['q_src'].size(0), num_dst, num_loops,
+        edge_index,
+    )  # fmt: skip
+    params = AttentionParams(
+        i['att_neighbor'], i['att_self'], i['weight_edge'], slope, dropout,
+        training, need_weights,
+    )  # fmt: skip
+    return tops.triton_attention(
+        attention_graph, params, i['q_src'], i['q_dst'], i['value'],
+        i['edge_attr'],
+    )  # fmt: skip
+
+
 def run(fn, graph, inputs, slope=0.0, dropout=0.0, training=False):
+    if fn is tops.triton_attention:
+        return triton_run(graph, inputs, slope, dropout, training)
     src, dst, loop, masked, num_dst = graph
     i = inputs
     return fn(
@@ -317,95 +343,6 @@ def test_triton_double_backward_keeps_the_dropout_mask():
         )
     for a, b in zip(*firsts):
         assert_close(a, b, what='first-order gradients')
-
-
-def test_triton_csr_cache_reused_and_rebuilt():
-    tops.clear_cache()
-    graph = make_graph()
-    src, dst, loop, masked, num = graph
-    inputs = make_inputs(num, num, src.numel(), 1, 4, None)
-    first = tops.csr(src, dst, num, num)
-    run(tops.triton_attention, graph, inputs)
-    assert tops.csr(src, dst, num, num) is first  # Reused.
-    # Another graph gets its own CSR; the first one stays cached:
-    star = _star(6)
-    other = tops.csr(star[0], star[1], 6, 6)
-    assert other is not first
-    assert tops.csr(src, dst, num, num) is first
-    # Rewriting the edge index in place rebuilds it (version counter):
-    dst[0] = 1
-    rebuilt = tops.csr(src, dst, num, num)
-    assert rebuilt is not first
-    check_against(None, (src, dst, loop, masked, num), inputs, 0.0)
-    # Views of one edge index tensor hit the cache on every call:
-    edge_index = torch.stack([src, dst])
-    a = tops.csr(edge_index[0], edge_index[1], num, num)
-    assert tops.csr(*edge_index, num, num) is a
-    tops.clear_cache()
-    assert tops.csr(src, dst, num, num) is not rebuilt
-
-
-def test_triton_csr_cached_on_the_layer_input():
-    # The layer builds its edges with self-loops afresh at every call; the
-    # CSR is cached on its input edge_index (and add_self_loops) instead:
-    from torch_geometric_gate import GATEConv, attention_kernel
-
-    tops.clear_cache()
-    torch.manual_seed(0)
-    src, dst, _, _, num = make_graph()
-    edge_index = torch.stack([src, dst])
-    x = torch.randn(num, 5, device=DEVICE)
-    convs = [
-        GATEConv(5, 4, heads=2, add_self_loops=loops).to(DEVICE)
-        for loops in (True, False)
-    ]
-    for conv in convs:
-        torch.nn.init.normal_(conv.att_self)
-        torch.nn.init.normal_(conv.att_neighbor)
-
-    def reference(conv):
-        with attention_kernel('reference'):
-            return conv(x, edge_index)
-
-    wanted = [reference(conv) for conv in convs]
-    with attention_kernel('triton'):
-        for _ in range(2):
-            for conv, want in zip(convs, wanted, strict=True):
-                assert_close(conv(x, edge_index), want, what='out')
-        assert len(tops._cache) == 2  # one CSR per (input, add_self_loops)
-        edge_index[1, 0] = (edge_index[1, 0] + 1) % num  # in place: rebuilt
-        assert_close(convs[0](x, edge_index), reference(convs[0]))
-        assert len(tops._cache) == 3
-    tops.clear_cache()
-
-
-def test_triton_through_attend():
-    graph = make_graph()
-    src, dst, loop, masked, num = graph
-    inputs = make_inputs(num, num, src.numel(), 2, 3, None)
-    a1, o1 = run(tops.triton_attention, graph, inputs)
-    a2, o2 = run(lambda *args: attend('triton', *args), graph, inputs)
-    assert torch.equal(a1, a2) and torch.equal(o1, o2)
-
-
-def test_triton_forward_runner_and_bytes():
-    graph = make_graph()
-    src, dst, loop, masked, num = graph
-    inputs = make_inputs(num, num, src.numel(), 2, 3, None)
-    _, out = run(tops.triton_attention, graph, (inputs | {'edge_attr': None}))
-    runner = tops.forward_runner(
-        src, dst, inputs['q_src'], inputs['q_dst'], inputs['value'], loop,
-        inputs['att_neighbor'], inputs['att_self'], 0.0, num,
-    )  # fmt: skip
-    # Without the mask (the runner has none), node 0 differs; the rest not:
-    only, _ = runner()
-    keep = torch.ones(num, dtype=torch.bool, device=DEVICE)
-    keep[dst[masked]] = False
-    assert_close(only[keep], out[keep])
-    e, n = src.numel(), num
-    assert tops.forward_bytes(e, n, 2, 3, 4) == e * (5 + 2 * 24) + n * (
-        4 + 24 + 24 + 8
-    )
 
 
 @pytest.mark.skipif(

@@ -63,24 +63,37 @@ def _keep(seed, p, h, p_drop, H: tl.constexpr):
     return r >= p_drop
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['num_dst', 'seed'])
 def gate_fwd_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
-    src_ptr, kind_ptr, rowptr_ptr, out_ptr, lse_ptr,
+    src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
+    out_ptr, lse_ptr, part_acc_ptr, part_ml_ptr, num_dst,
     seed, p_drop, scale, slope,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
-    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
 ):  # fmt: skip
-    r"""One program per target node: online softmax over its incoming edges
-    in blocks of :obj:`BLOCK_E`, :math:`\sum_u \alpha_{uv} W x_u` summed in
-    float32; writes :obj:`out[v]` and the log-sum-exp :obj:`lse[v]`."""
+    r"""One program per segment of at most :obj:`SEG` incoming edges of a
+    target node (program :obj:`j` of node :obj:`seg_node[j]`; past the
+    last segment, :obj:`num_dst`: nothing to do): online softmax over the
+    segment in blocks of :obj:`BLOCK_E`, :math:`\sum_u \alpha_{uv} W x_u`
+    summed in float32. A node of one segment gets :obj:`out[v]` and the
+    log-sum-exp :obj:`lse[v]`; the segments of a split node write their
+    running max, sum and accumulator to the partial slots
+    :obj:`partptr[v] + k`, merged by :func:`gate_combine_kernel`."""
     HC: tl.constexpr = H * C
-    v = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(0)
+    v = tl.load(seg_node_ptr + j)
+    if v >= num_dst:
+        return
+    v = v.to(tl.int64)
+    first = tl.load(segptr_ptr + v)
+    count = tl.load(segptr_ptr + v + 1) - first
+    k = j - first
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
     h_mask = h < H
-    start = tl.load(rowptr_ptr + v)
-    end = tl.load(rowptr_ptr + v + 1)
+    start = tl.load(rowptr_ptr + v) + k * SEG
+    end = tl.minimum(start + SEG, tl.load(rowptr_ptr + v + 1))
     qd = tl.load(qd_ptr + v * HC + hc, mask=hc_mask, other=0.0).to(tl.float32)
     a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
@@ -113,15 +126,67 @@ def gate_fwd_kernel(
         ).to(tl.float32)
         acc = acc * correction[:, None] + tl.sum(weight[:, :, None] * val, 0)
         m_i = m_new
-    m_safe = tl.where(m_i == float('-inf'), 0.0, m_i)
-    has = l_i > 0
-    denom = tl.where(has, l_i, 1.0)
-    out = acc / denom[:, None] * scale  # 0 for nodes without edges
-    tl.store(out_ptr + v * HC + hc, out, mask=hc_mask)
-    tl.store(lse_ptr + v * H + h, m_safe + tl.log(denom), mask=h_mask)
+    if count == 1:
+        m_safe = tl.where(m_i == float('-inf'), 0.0, m_i)
+        has = l_i > 0
+        denom = tl.where(has, l_i, 1.0)
+        out = acc / denom[:, None] * scale  # 0 for nodes without edges
+        tl.store(out_ptr + v * HC + hc, out, mask=hc_mask)
+        tl.store(lse_ptr + v * H + h, m_safe + tl.log(denom), mask=h_mask)
+    else:
+        slot = (tl.load(partptr_ptr + v) + k).to(tl.int64)
+        tl.store(part_acc_ptr + slot * HC + hc, acc, mask=hc_mask)
+        tl.store(part_ml_ptr + slot * 2 * H + h, m_i, mask=h_mask)
+        tl.store(part_ml_ptr + slot * 2 * H + H + h, l_i, mask=h_mask)
 
 
 @triton.jit
+def gate_combine_kernel(
+    segptr_ptr, partptr_ptr, part_acc_ptr, part_ml_ptr, out_ptr, lse_ptr,
+    scale,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr,
+):  # fmt: skip
+    r"""One program per target node: merges the partial softmax results of
+    a node split into several segments, in segment order (a node of one
+    segment was written by :func:`gate_fwd_kernel` itself)."""
+    HC: tl.constexpr = H * C
+    v = tl.program_id(0).to(tl.int64)
+    count = tl.load(segptr_ptr + v + 1) - tl.load(segptr_ptr + v)
+    if count <= 1:
+        return
+    h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    h_mask = h < H
+    base = tl.load(partptr_ptr + v).to(tl.int64)
+    m = tl.full((H_PAD,), float('-inf'), tl.float32)
+    for k in range(0, count):
+        m_k = tl.load(
+            part_ml_ptr + (base + k) * 2 * H + h, mask=h_mask,
+            other=float('-inf'),
+        )  # fmt: skip
+        m = tl.maximum(m, m_k)
+    m_safe = tl.where(m == float('-inf'), 0.0, m)
+    l_i = tl.zeros((H_PAD,), tl.float32)
+    acc = tl.zeros((H_PAD, C_PAD), tl.float32)
+    for k in range(0, count):
+        slot = base + k
+        m_k = tl.load(
+            part_ml_ptr + slot * 2 * H + h, mask=h_mask, other=float('-inf')
+        )
+        l_k = tl.load(part_ml_ptr + slot * 2 * H + H + h, mask=h_mask,
+                      other=0.0)  # fmt: skip
+        f = tl.exp(m_k - m_safe)
+        l_i += l_k * f
+        a_k = tl.load(part_acc_ptr + slot * HC + hc, mask=hc_mask, other=0.0)
+        acc += a_k * f[:, None]
+    has = l_i > 0
+    denom = tl.where(has, l_i, 1.0)
+    tl.store(out_ptr + v * HC + hc, acc / denom[:, None] * scale,
+             mask=hc_mask)  # fmt: skip
+    tl.store(lse_ptr + v * H + h, m_safe + tl.log(denom), mask=h_mask)
+
+
+@triton.jit(do_not_specialize=['num_edges', 'seed'])
 def gate_alpha_kernel(
     qs_ptr, qd_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, dst_ptr, kind_ptr, perm_ptr, lse_ptr, alpha_ptr,
@@ -161,23 +226,22 @@ def gate_alpha_kernel(
     tl.store(alpha_ptr + e[:, None] * H + h[None, :], alpha, mask=mh)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['num_edges', 'seed'])
 def gate_keep_kernel(
-    perm_ptr, keep_ptr, num_edges, seed, p_drop,
+    keep_ptr, num_edges, seed, p_drop,
     H: tl.constexpr, H_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
 ):  # fmt: skip
-    r"""The dropout mask, at the caller's edge order (for the double-backward
+    r"""The dropout mask in CSR order (for the double-backward
     fallback)."""
     h = tl.arange(0, H_PAD)
     p = tl.program_id(0).to(tl.int64) * BLOCK_E + tl.arange(0, BLOCK_E)
     edge_mask = p < num_edges
     keep = _keep(seed, p, h, p_drop, H)
-    e = tl.load(perm_ptr + p, mask=edge_mask, other=0)
     mh = edge_mask[:, None] & (h < H)[None, :]
-    tl.store(keep_ptr + e[:, None] * H + h[None, :], keep.to(tl.int8), mask=mh)
+    tl.store(keep_ptr + p[:, None] * H + h[None, :], keep.to(tl.int8), mask=mh)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['num_dst', 'seed'])
 def gate_bwd_dst_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, kind_ptr, rowptr_ptr, lse_ptr, gout_ptr, galpha_ptr,
@@ -273,7 +337,7 @@ def gate_bwd_dst_kernel(
     tl.store(base + HC + hc, g_at, mask=hc_mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['seed'])
 def gate_bwd_src_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     dst_ptr, kind_ptr, rev_rowptr_ptr, rev_pos_ptr, lse_ptr, gout_ptr,
