@@ -349,15 +349,17 @@ def _edge_index_graph(edge_index, num_nodes):
     r"""The graph tuple of an input :obj:`[2, E0]` edge index with the
     self-loops :obj:`(i, i)` of every node appended, as the layer builds
     it; the input's own self-loops are masked."""
-    ei = edge_index.as_tensor() if hasattr(edge_index, 'as_tensor') else (
-        edge_index
+    ei = (
+        edge_index.as_tensor()
+        if hasattr(edge_index, 'as_tensor')
+        else (edge_index)
     )
     nodes = torch.arange(num_nodes, device=DEVICE)
     src = torch.cat([ei[0], nodes])
     dst = torch.cat([ei[1], nodes])
     loop = src == dst
     masked = loop.clone()
-    masked[ei.size(1):] = False
+    masked[ei.size(1) :] = False
     return src, dst, loop, masked, num_nodes
 
 
@@ -423,9 +425,7 @@ def test_triton_edge_index_csr_built_once_across_calls_and_layers(
     monkeypatch.setattr(
         pyg_utils, 'index_sort', counting('index_sort', pyg_utils.index_sort)
     )
-    monkeypatch.setattr(
-        torch, 'argsort', counting('argsort', torch.argsort)
-    )
+    monkeypatch.setattr(torch, 'argsort', counting('argsort', torch.argsort))
     layers = [make_inputs(num, num, graph[0].numel(), h, 3, None, seed=h)
               for h in (1, 2)]  # fmt: skip
     for _ in range(2):

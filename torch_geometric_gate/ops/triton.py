@@ -558,7 +558,7 @@ def _check_dtypes(params: AttentionParams, q_src, q_dst, value, edge_attr):
     for name, t in named.items():
         if t is not None and t.dtype not in _DTYPES:
             raise TypeError(
-                f"The Triton kernels compute in float32 and take float32, "
+                f'The Triton kernels compute in float32 and take float32, '
                 f"bfloat16 or float16 tensors, got '{name}' of dtype "
                 f"{t.dtype}; run float64 with attention_kernel('chunked') "
                 f"or 'reference'"
