@@ -5,7 +5,9 @@ the compiler decides, not a timing). The launches come from the kernels
 themselves: :func:`record_launches` runs
 :func:`~torch_geometric_gate.ops.triton.triton_attention` forward and
 backward on a tiny graph under the Triton interpreter and records every
-kernel launch (its signature and ``tl.constexpr`` values), so the
+kernel launch as Triton's launcher specialises it (its signature, the
+``tl.constexpr`` values, and the 16-byte alignment and divisibility hints,
+except where an argument is declared ``do_not_specialize``), so the
 compiled variants are the ones a run launches::
 
     python benchmark/triton_compile.py --heads 1 8 8 --channels 64 8 64 \
