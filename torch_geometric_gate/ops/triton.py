@@ -92,6 +92,9 @@ BLOCK_EDGES: Optional[int] = None
 #: ``triton_tune.py`` times other values on a GPU.
 FORWARD_TILE = 4096
 BACKWARD_TILE = 2048
+#: The edge-parallel attention-weights kernel's tile (at least 16 edges):
+#: at 4096, 8 heads of 64 channels spill for sm_90.
+ALPHA_TILE = 2048
 MIN_BLOCK_EDGES = 4
 
 #: The forward splits a target node's incoming edges into segments of at
@@ -374,7 +377,9 @@ class TritonAttention(torch.autograd.Function):
             )
             if num_edges > 0:
                 dst_s = ptr2index(rowptr, output_size=num_edges)
-                block_a = 64 if BLOCK_EDGES is None else BLOCK_EDGES
+                block_a = BLOCK_EDGES or max(
+                    16, min(64, ALPHA_TILE // (h_pad * c_pad))
+                )
                 flags = (ep is not None, settings.p_drop > 0)
                 with _on_device(device):
                     k.gate_alpha_kernel[(_cdiv(num_edges, block_a),)](
