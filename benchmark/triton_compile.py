@@ -34,7 +34,7 @@ from io import StringIO
 
 KERNELS = ('gate_fwd_kernel', 'gate_combine_kernel', 'gate_alpha_kernel',
            'gate_keep_kernel', 'gate_bwd_dst_kernel',
-           'gate_bwd_src_kernel')  # fmt: skip
+           'gate_bwd_combine_kernel', 'gate_bwd_src_kernel')  # fmt: skip
 
 
 def _do_not_specialize(kernel):

@@ -44,14 +44,14 @@ def test_register_report_lists_every_launched_kernel(tmp_path):
         for line in out.read_text().splitlines()
         if line.startswith('| 90 ')
     ]
-    # Forward (a hub split: the combine kernel), alpha and the two backward
-    # kernels, per configuration:
+    # Forward and backward (a hub split: their combine kernels) and alpha,
+    # per configuration:
     assert sorted((r[1], r[2], r[4]) for r in rows) == sorted(
         (h, c, k)
         for h, c in (('1', '4'), ('2', '8'))
         for k in ('gate_fwd_kernel', 'gate_combine_kernel',
                   'gate_alpha_kernel', 'gate_bwd_dst_kernel',
-                  'gate_bwd_src_kernel')
+                  'gate_bwd_combine_kernel', 'gate_bwd_src_kernel')
     )  # fmt: skip
     for r in rows:
         assert 0 < int(r[7]) <= 255  # registers per thread
@@ -147,7 +147,8 @@ def test_launch_records_specialise_as_the_launcher_does():
         'gate_fwd_kernel': {'num_dst', 'seed'},
         'gate_alpha_kernel': {'num_edges', 'seed'},
         'gate_keep_kernel': {'num_edges', 'seed'},
-        'gate_bwd_dst_kernel': {'num_dst', 'seed'},
+        'gate_bwd_dst_kernel': {'num_dst', 'num_segments', 'seed'},
+        'gate_bwd_combine_kernel': {'num_dst'},
         'gate_bwd_src_kernel': {'seed'},
     }
     for name, names in fixed.items():

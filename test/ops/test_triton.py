@@ -498,7 +498,8 @@ def test_triton_concurrent_threads():
 
     lock = threading.Lock()
     names = ('gate_fwd_kernel', 'gate_combine_kernel', 'gate_alpha_kernel',
-             'gate_bwd_dst_kernel', 'gate_bwd_src_kernel')  # fmt: skip
+             'gate_bwd_dst_kernel', 'gate_bwd_combine_kernel',
+             'gate_bwd_src_kernel')  # fmt: skip
     saved = {n: getattr(kernels, n).run for n in names}
 
     def serial(run_kernel):
@@ -593,7 +594,8 @@ def test_triton_tile_follows_the_average_degree(monkeypatch):
 
 def test_triton_hub_split_across_programs(monkeypatch):
     # A hub of 300 incoming edges, blocks of 2 and segments of 8 edges: 38
-    # programs share it and the combine kernel merges them.
+    # programs share it, in the forward and in the backward's first pass,
+    # and the combine kernels merge them.
     monkeypatch.setattr(tops, 'BLOCK_EDGES', 2)
     monkeypatch.setattr(tops, 'SEGMENT_EDGES', 8)
     grids = []
@@ -604,6 +606,14 @@ def test_triton_hub_split_across_programs(monkeypatch):
         return run_fwd(*args, grid=grid, **kwargs)
 
     monkeypatch.setattr(kernels.gate_fwd_kernel, 'run', spy)
+    combined = []
+    run_combine = kernels.gate_bwd_combine_kernel.run
+
+    def spy_combine(*args, **kwargs):
+        combined.append(1)
+        return run_combine(*args, **kwargs)
+
+    monkeypatch.setattr(kernels.gate_bwd_combine_kernel, 'run', spy_combine)
     graph = _star(300)
     src, dst, loop, masked, n = graph
     masked = torch.zeros_like(loop)
@@ -612,6 +622,7 @@ def test_triton_hub_split_across_programs(monkeypatch):
     inputs = make_inputs(n, n, src.numel(), 2, 3, 2)
     check_against(chunked_attention, graph, inputs, 0.1, dense=False)
     assert grids and grids[0] >= n + 300 // 8 - 1
+    assert combined  # the backward split the hub too
     torch.manual_seed(0)
     alpha, out = triton_run(graph, inputs, 0.0, 0.3, True)
     keep = alpha != 0

@@ -241,18 +241,20 @@ def gate_keep_kernel(
     tl.store(keep_ptr + p[:, None] * H + h[None, :], keep.to(tl.int8), mask=mh)
 
 
-@triton.jit(do_not_specialize=['num_dst', 'seed'])
+@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed'])
 def gate_bwd_dst_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
-    src_ptr, kind_ptr, rowptr_ptr, lse_ptr, gout_ptr, galpha_ptr,
-    dqd_ptr, delta_ptr, gatt_ptr,
-    num_dst, seed, p_drop, scale, slope,
+    src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
+    lse_ptr, gout_ptr, galpha_ptr,
+    dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
+    num_dst, num_segments, seed, p_drop, scale, slope,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
-    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     HAS_GALPHA: tl.constexpr,
 ):  # fmt: skip
-    r"""Backward, pass 1: programs stride over the target nodes. With
+    r"""Backward, pass 1: programs stride over the segments of the target
+    nodes (as :func:`gate_fwd_kernel` splits them). With
     :math:`d\alpha_e` the gradient of the (pre-dropout) attention weight,
     :math:`\delta_v = \sum_e \alpha_e d\alpha_e` and :math:`g_e =
     \mathbf{a}_e \odot \phi'(z_e)`, the score gradient is
@@ -264,7 +266,9 @@ def gate_bwd_dst_kernel(
       of kind :math:`k`, summed over this program's nodes into
       :obj:`gatt[pid]` (reduced in PyTorch: deterministic, no atomics).
 
-    Writes :obj:`dqd[v]` and :obj:`delta[v]` for pass 2."""
+    A node of one segment gets :obj:`dqd[v]` and :obj:`delta[v]` for pass
+    2; the segments of a split node write their sums to the partial slots
+    :obj:`partptr[v] + k`, finished by :func:`gate_bwd_combine_kernel`."""
     HC: tl.constexpr = H * C
     pid = tl.program_id(0)
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
@@ -273,65 +277,135 @@ def gate_bwd_dst_kernel(
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     g_as = tl.zeros((H_PAD, C_PAD), tl.float32)
     g_at = tl.zeros((H_PAD, C_PAD), tl.float32)
+    for j in range(pid, num_segments, tl.num_programs(0)):
+        node = tl.load(seg_node_ptr + j)
+        if node < num_dst:
+            v = tl.cast(node, tl.int64)
+            first = tl.load(segptr_ptr + v)
+            count = tl.load(segptr_ptr + v + 1) - first
+            k = j - first
+            start = tl.load(rowptr_ptr + v) + k * SEG
+            end = tl.minimum(start + SEG, tl.load(rowptr_ptr + v + 1))
+            qd = tl.load(qd_ptr + v * HC + hc, mask=hc_mask, other=0.0)
+            qd = qd.to(tl.float32)
+            go = tl.load(gout_ptr + v * HC + hc, mask=hc_mask, other=0.0)
+            go = go.to(tl.float32)
+            lse = tl.load(lse_ptr + v * H + h, mask=h_mask, other=0.0)
+            sum_a = tl.zeros((H_PAD, C_PAD), tl.float32)
+            sum_b = tl.zeros((H_PAD, C_PAD), tl.float32)
+            delta = tl.zeros((H_PAD,), tl.float32)
+            x_s = tl.zeros((H_PAD, C_PAD), tl.float32)
+            y_s = tl.zeros((H_PAD, C_PAD), tl.float32)
+            x_t = tl.zeros((H_PAD, C_PAD), tl.float32)
+            y_t = tl.zeros((H_PAD, C_PAD), tl.float32)
+            for block in range(start, end, BLOCK_E):
+                p = block + tl.arange(0, BLOCK_E)
+                edge_mask = p < end
+                u = tl.load(src_ptr + p, mask=edge_mask, other=0)
+                kind = tl.load(kind_ptr + p, mask=edge_mask, other=2)
+                kind = kind.to(tl.int32)
+                z, act, att, score, valid = _edge_scores(
+                    qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :, :],
+                    a_s, a_t, hc, hc_mask, slope, HC, HAS_EDGE,
+                )  # fmt: skip
+                alpha = tl.where(
+                    valid[:, None], tl.exp(score - lse[None, :]), 0.0
+                )
+                m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
+                rows = u.to(tl.int64)[:, None, None] * HC + hc[None, :, :]
+                val = tl.load(val_ptr + rows, mask=m3, other=0.0)
+                val = val.to(tl.float32)
+                d_alpha = tl.sum(go[None, :, :] * val, axis=2)
+                mh = edge_mask[:, None] & h_mask[None, :]
+                if HAS_GALPHA:
+                    d_alpha += tl.load(
+                        galpha_ptr + p.to(tl.int64)[:, None] * H + h[None, :],
+                        mask=mh,
+                        other=0.0,
+                    ).to(tl.float32)
+                if HAS_DROPOUT:
+                    keep = _keep(seed, p, h, p_drop, H)
+                    d_alpha = tl.where(keep, d_alpha * scale, 0.0)
+                w1 = alpha * d_alpha
+                g = att * tl.where(z > 0, 1.0, slope)
+                sum_a += tl.sum(w1[:, :, None] * g, axis=0)
+                sum_b += tl.sum(alpha[:, :, None] * g, axis=0)
+                delta += tl.sum(w1, axis=0)
+                is_self = ((kind & 1) == 1)[:, None]
+                w_t = tl.where(is_self, w1, 0.0)
+                a_t_e = tl.where(is_self, alpha, 0.0)
+                x_t += tl.sum(w_t[:, :, None] * act, 0)
+                y_t += tl.sum(a_t_e[:, :, None] * act, 0)
+                x_s += tl.sum((w1 - w_t)[:, :, None] * act, 0)
+                y_s += tl.sum((alpha - a_t_e)[:, :, None] * act, 0)
+            if count == 1:
+                dqd = sum_a - delta[:, None] * sum_b
+                tl.store(dqd_ptr + v * HC + hc, dqd, mask=hc_mask)
+                tl.store(delta_ptr + v * H + h, delta, mask=h_mask)
+                g_as += x_s - delta[:, None] * y_s
+                g_at += x_t - delta[:, None] * y_t
+            else:
+                slot = (tl.load(partptr_ptr + v) + k).to(tl.int64)
+                base = part_ptr + slot * 6 * HC + hc
+                tl.store(base, sum_a, mask=hc_mask)
+                tl.store(base + HC, sum_b, mask=hc_mask)
+                tl.store(base + 2 * HC, x_s, mask=hc_mask)
+                tl.store(base + 3 * HC, y_s, mask=hc_mask)
+                tl.store(base + 4 * HC, x_t, mask=hc_mask)
+                tl.store(base + 5 * HC, y_t, mask=hc_mask)
+                tl.store(part_delta_ptr + slot * H + h, delta, mask=h_mask)
+    base = gatt_ptr + pid.to(tl.int64) * 2 * HC
+    tl.store(base + hc, g_as, mask=hc_mask)
+    tl.store(base + HC + hc, g_at, mask=hc_mask)
+
+
+@triton.jit(do_not_specialize=['num_dst'])
+def gate_bwd_combine_kernel(
+    segptr_ptr, partptr_ptr, part_ptr, part_delta_ptr,
+    dqd_ptr, delta_ptr, gatt_ptr, num_dst,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr,
+):  # fmt: skip
+    r"""Backward, pass 1 for the split nodes: programs stride over the
+    target nodes, sum the partial slots of a node of several segments in
+    segment order, and finish it as :func:`gate_bwd_dst_kernel` finishes a
+    node of one segment (its attention-vector gradients into
+    :obj:`gatt[pid]`)."""
+    HC: tl.constexpr = H * C
+    pid = tl.program_id(0)
+    h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    h_mask = h < H
+    g_as = tl.zeros((H_PAD, C_PAD), tl.float32)
+    g_at = tl.zeros((H_PAD, C_PAD), tl.float32)
     for node in range(pid, num_dst, tl.num_programs(0)):
         v = tl.cast(node, tl.int64)
-        start = tl.load(rowptr_ptr + v)
-        end = tl.load(rowptr_ptr + v + 1)
-        qd = tl.load(qd_ptr + v * HC + hc, mask=hc_mask, other=0.0)
-        qd = qd.to(tl.float32)
-        go = tl.load(gout_ptr + v * HC + hc, mask=hc_mask, other=0.0)
-        go = go.to(tl.float32)
-        lse = tl.load(lse_ptr + v * H + h, mask=h_mask, other=0.0)
-        sum_a = tl.zeros((H_PAD, C_PAD), tl.float32)
-        sum_b = tl.zeros((H_PAD, C_PAD), tl.float32)
-        delta = tl.zeros((H_PAD,), tl.float32)
-        x_s = tl.zeros((H_PAD, C_PAD), tl.float32)
-        y_s = tl.zeros((H_PAD, C_PAD), tl.float32)
-        x_t = tl.zeros((H_PAD, C_PAD), tl.float32)
-        y_t = tl.zeros((H_PAD, C_PAD), tl.float32)
-        for block in range(start, end, BLOCK_E):
-            p = block + tl.arange(0, BLOCK_E)
-            edge_mask = p < end
-            u = tl.load(src_ptr + p, mask=edge_mask, other=0)
-            kind = tl.load(kind_ptr + p, mask=edge_mask, other=2)
-            kind = kind.to(tl.int32)
-            z, act, att, score, valid = _edge_scores(
-                qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :, :], a_s,
-                a_t, hc, hc_mask, slope, HC, HAS_EDGE,
-            )  # fmt: skip
-            alpha = tl.where(valid[:, None], tl.exp(score - lse[None, :]), 0.0)
-            m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
-            val = tl.load(
-                val_ptr + u.to(tl.int64)[:, None, None] * HC + hc[None, :, :],
-                mask=m3,
-                other=0.0,
-            ).to(tl.float32)
-            d_alpha = tl.sum(go[None, :, :] * val, axis=2)
-            mh = edge_mask[:, None] & h_mask[None, :]
-            if HAS_GALPHA:
-                d_alpha += tl.load(
-                    galpha_ptr + p.to(tl.int64)[:, None] * H + h[None, :],
-                    mask=mh,
+        count = tl.load(segptr_ptr + v + 1) - tl.load(segptr_ptr + v)
+        if count > 1:
+            first = tl.load(partptr_ptr + v).to(tl.int64)
+            sum_a = tl.zeros((H_PAD, C_PAD), tl.float32)
+            sum_b = tl.zeros((H_PAD, C_PAD), tl.float32)
+            x_s = tl.zeros((H_PAD, C_PAD), tl.float32)
+            y_s = tl.zeros((H_PAD, C_PAD), tl.float32)
+            x_t = tl.zeros((H_PAD, C_PAD), tl.float32)
+            y_t = tl.zeros((H_PAD, C_PAD), tl.float32)
+            delta = tl.zeros((H_PAD,), tl.float32)
+            for k in range(0, count):
+                base = part_ptr + (first + k) * 6 * HC + hc
+                sum_a += tl.load(base, mask=hc_mask, other=0.0)
+                sum_b += tl.load(base + HC, mask=hc_mask, other=0.0)
+                x_s += tl.load(base + 2 * HC, mask=hc_mask, other=0.0)
+                y_s += tl.load(base + 3 * HC, mask=hc_mask, other=0.0)
+                x_t += tl.load(base + 4 * HC, mask=hc_mask, other=0.0)
+                y_t += tl.load(base + 5 * HC, mask=hc_mask, other=0.0)
+                delta += tl.load(
+                    part_delta_ptr + (first + k) * H + h, mask=h_mask,
                     other=0.0,
-                ).to(tl.float32)
-            if HAS_DROPOUT:
-                keep = _keep(seed, p, h, p_drop, H)
-                d_alpha = tl.where(keep, d_alpha * scale, 0.0)
-            w1 = alpha * d_alpha
-            g = att * tl.where(z > 0, 1.0, slope)
-            sum_a += tl.sum(w1[:, :, None] * g, axis=0)
-            sum_b += tl.sum(alpha[:, :, None] * g, axis=0)
-            delta += tl.sum(w1, axis=0)
-            is_self = ((kind & 1) == 1)[:, None]
-            x_t += tl.sum(tl.where(is_self, w1, 0.0)[:, :, None] * act, 0)
-            y_t += tl.sum(tl.where(is_self, alpha, 0.0)[:, :, None] * act, 0)
-            x_s += tl.sum(tl.where(is_self, 0.0, w1)[:, :, None] * act, 0)
-            y_s += tl.sum(tl.where(is_self, 0.0, alpha)[:, :, None] * act, 0)
-        dqd = sum_a - delta[:, None] * sum_b
-        tl.store(dqd_ptr + v * HC + hc, dqd, mask=hc_mask)
-        tl.store(delta_ptr + v * H + h, delta, mask=h_mask)
-        g_as += x_s - delta[:, None] * y_s
-        g_at += x_t - delta[:, None] * y_t
+                )  # fmt: skip
+            dqd = sum_a - delta[:, None] * sum_b
+            tl.store(dqd_ptr + v * HC + hc, dqd, mask=hc_mask)
+            tl.store(delta_ptr + v * H + h, delta, mask=h_mask)
+            g_as += x_s - delta[:, None] * y_s
+            g_at += x_t - delta[:, None] * y_t
     base = gatt_ptr + pid.to(tl.int64) * 2 * HC
     tl.store(base + hc, g_as, mask=hc_mask)
     tl.store(base + HC + hc, g_at, mask=hc_mask)

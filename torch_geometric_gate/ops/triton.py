@@ -26,8 +26,10 @@ CSR of incoming edges), with GATE's score:
   for the attention weights (:obj:`AttentionParams.need_weights`) does a
   second, edge-parallel kernel write :math:`\exp(e_{uv} - \mathrm{lse}_v)`
   straight into the caller's edge order.
-* **Backward** in two deterministic passes (no atomics): per target node
-  (gradients of :math:`\mathbf{V} \mathbf{x}_v`, of the attention vectors,
+* **Backward** in two deterministic passes (no atomics): per segment of
+  a target node's edges, as the forward splits them, the split nodes
+  finished by :func:`gate_bwd_combine_kernel` (gradients of
+  :math:`\mathbf{V} \mathbf{x}_v`, of the attention vectors,
   and :math:`\delta_v = \sum_u \alpha_{uv} \, d\alpha_{uv}`), then per
   source node over a reverse CSR (gradients of :math:`\mathbf{U}
   \mathbf{x}_u`, :math:`\mathbf{W} \mathbf{x}_u` and of the edge
@@ -444,8 +446,16 @@ class TritonAttention(torch.autograd.Function):
         f32 = dict(device=device, dtype=torch.float32)
         d_q_dst = torch.zeros(num_dst, heads, channels, **f32)
         delta = torch.zeros(num_dst, heads, **f32)
-        programs = _num_programs(device, num_dst)
+        seg = max(1, SEGMENT_EDGES // block_d) * block_d
+        segptr, seg_node, partptr, num_segments, slots = _segments(
+            rowptr, num_dst, num_edges, seg
+        )
+        programs = _num_programs(device, num_segments)
         g_att = torch.zeros(programs, 2, heads, channels, **f32)
+        part = torch.empty(max(slots, 1), 6, heads, channels, **f32)
+        part_delta = torch.empty(max(slots, 1), heads, **f32)
+        programs_c = _num_programs(device, num_dst) if slots > 0 else 0
+        g_att_c = torch.zeros(programs_c, 2, heads, channels, **f32)
         ep_arg = ep if flags[0] else q_src_c
         ga_arg = grad_alpha if flags[2] else lse
         d_q_src = torch.zeros(num_src, heads, channels, **f32)
@@ -459,11 +469,17 @@ class TritonAttention(torch.autograd.Function):
             if num_dst > 0:
                 k.gate_bwd_dst_kernel[(programs,)](
                     q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
-                    src_s, kind, rowptr, lse, grad_out,
-                    ga_arg, d_q_dst, delta, g_att,
-                    num_dst, *common, settings.slope,
-                    heads, channels, h_pad, c_pad, block_d, *flags,
+                    src_s, kind, rowptr, segptr, seg_node, partptr,
+                    lse, grad_out, ga_arg,
+                    d_q_dst, delta, g_att, part, part_delta,
+                    num_dst, num_segments, *common, settings.slope,
+                    heads, channels, h_pad, c_pad, block_d, seg, *flags,
                 )  # fmt: skip
+                if slots > 0:
+                    k.gate_bwd_combine_kernel[(programs_c,)](
+                        segptr, partptr, part, part_delta, d_q_dst, delta,
+                        g_att_c, num_dst, heads, channels, h_pad, c_pad,
+                    )  # fmt: skip
             if num_src > 0:
                 k.gate_bwd_src_kernel[(num_src,)](
                     q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
@@ -474,7 +490,7 @@ class TritonAttention(torch.autograd.Function):
                     heads, channels, h_pad, c_pad, block_s, *flags,
                 )  # fmt: skip
         need = ctx.needs_input_grad
-        g_att = g_att.sum(0)
+        g_att = g_att.sum(0) + g_att_c.sum(0)
         d_attr = d_weight = None
         if d_ep is not None:
             if need[3]:
