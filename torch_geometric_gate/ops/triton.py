@@ -56,7 +56,8 @@ CSR of incoming edges), with GATE's score:
   appended self-loops merged in without a sort (a few :obj:`[E]`
   gathers and scatters); from plain tensors, a stable :func:`torch.argsort`
   of the targets and :func:`~torch_geometric.index.index2ptr` per call
-  (and one of the sources at backward). Neither syncs with the device.
+  (and one of the sources at backward). Neither syncs with the device
+  (but an :obj:`EdgeIndex` without a sparse size infers it once).
 * **Double backward** (:obj:`create_graph=True`): the backward recomputes
   the attention with the chunked kernels
   (:mod:`torch_geometric_gate.ops.chunked`) under autograd, in CSR order,
