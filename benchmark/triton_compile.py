@@ -34,7 +34,8 @@ from io import StringIO
 
 KERNELS = ('gate_fwd_kernel', 'gate_combine_kernel', 'gate_alpha_kernel',
            'gate_keep_kernel', 'gate_bwd_dst_kernel',
-           'gate_bwd_combine_kernel', 'gate_bwd_src_kernel')  # fmt: skip
+           'gate_bwd_combine_kernel', 'gate_bwd_src_kernel',
+           'gate_bwd_src_combine_kernel')  # fmt: skip
 
 
 def _do_not_specialize(kernel):
@@ -218,7 +219,7 @@ def record_launches(configs, double_backward=False):
     from torch_geometric_gate.ops import triton as tops
     from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
-    num = 6  # node 5: no edges but its self-loop; node 0: a hub
+    num = 6  # node 5: no edges but its self-loop; 4 -> 0: a hub both ways
     hub = tops.SEGMENT_EDGES + 1
     src = torch.tensor([1, 2, 3, 0, 2, 0, 1, 2, 3] + [4] * hub + [0, 1, 2])
     dst = torch.tensor([0, 0, 0, 1, 1, 2, 3, 2, 3] + [0] * hub + [0, 1, 2])

@@ -51,7 +51,8 @@ def test_register_report_lists_every_launched_kernel(tmp_path):
         for h, c in (('1', '4'), ('2', '8'))
         for k in ('gate_fwd_kernel', 'gate_combine_kernel',
                   'gate_alpha_kernel', 'gate_bwd_dst_kernel',
-                  'gate_bwd_combine_kernel', 'gate_bwd_src_kernel')
+                  'gate_bwd_combine_kernel', 'gate_bwd_src_kernel',
+                  'gate_bwd_src_combine_kernel')
     )  # fmt: skip
     for r in rows:
         assert 0 < int(r[7]) <= 255  # registers per thread
@@ -149,7 +150,7 @@ def test_launch_records_specialise_as_the_launcher_does():
         'gate_keep_kernel': {'num_edges', 'seed'},
         'gate_bwd_dst_kernel': {'num_dst', 'num_segments', 'seed'},
         'gate_bwd_combine_kernel': {'num_dst'},
-        'gate_bwd_src_kernel': {'seed'},
+        'gate_bwd_src_kernel': {'num_src', 'seed'},
     }
     for name, names in fixed.items():
         assert tc._do_not_specialize(getattr(kernels, name)) == names

@@ -499,7 +499,7 @@ def test_triton_concurrent_threads():
     lock = threading.Lock()
     names = ('gate_fwd_kernel', 'gate_combine_kernel', 'gate_alpha_kernel',
              'gate_bwd_dst_kernel', 'gate_bwd_combine_kernel',
-             'gate_bwd_src_kernel')  # fmt: skip
+             'gate_bwd_src_kernel', 'gate_bwd_src_combine_kernel')  # fmt: skip
     saved = {n: getattr(kernels, n).run for n in names}
 
     def serial(run_kernel):
@@ -595,7 +595,8 @@ def test_triton_tile_follows_the_average_degree(monkeypatch):
 def test_triton_hub_split_across_programs(monkeypatch):
     # A hub of 300 incoming edges, blocks of 2 and segments of 8 edges: 38
     # programs share it, in the forward and in the backward's first pass,
-    # and the combine kernels merge them.
+    # and the combine kernels merge them; likewise a source hub in the
+    # backward's second pass.
     monkeypatch.setattr(tops, 'BLOCK_EDGES', 2)
     monkeypatch.setattr(tops, 'SEGMENT_EDGES', 8)
     grids = []
@@ -607,13 +608,14 @@ def test_triton_hub_split_across_programs(monkeypatch):
 
     monkeypatch.setattr(kernels.gate_fwd_kernel, 'run', spy)
     combined = []
-    run_combine = kernels.gate_bwd_combine_kernel.run
+    for name in ('gate_bwd_combine_kernel', 'gate_bwd_src_combine_kernel'):
+        kernel = getattr(kernels, name)
 
-    def spy_combine(*args, **kwargs):
-        combined.append(1)
-        return run_combine(*args, **kwargs)
+        def spy_combine(*args, _run=kernel.run, _name=name, **kwargs):
+            combined.append(_name)
+            return _run(*args, **kwargs)
 
-    monkeypatch.setattr(kernels.gate_bwd_combine_kernel, 'run', spy_combine)
+        monkeypatch.setattr(kernel, 'run', spy_combine)
     graph = _star(300)
     src, dst, loop, masked, n = graph
     masked = torch.zeros_like(loop)
@@ -622,7 +624,16 @@ def test_triton_hub_split_across_programs(monkeypatch):
     inputs = make_inputs(n, n, src.numel(), 2, 3, 2)
     check_against(chunked_attention, graph, inputs, 0.1, dense=False)
     assert grids and grids[0] >= n + 300 // 8 - 1
-    assert combined  # the backward split the hub too
+    # Both backward passes split nodes (launched when the shapes allow a
+    # split: more edges than a segment):
+    assert sorted(combined) == [
+        'gate_bwd_combine_kernel',
+        'gate_bwd_src_combine_kernel',
+    ]
+    # A source of out-degree 300 (the edges reversed), split in the
+    # backward's second pass:
+    reverse = (dst, src, loop, None, n)  # masking 0 -> 7 would empty 7
+    check_against(chunked_attention, reverse, inputs, 0.1, dense=False)
     torch.manual_seed(0)
     alpha, out = triton_run(graph, inputs, 0.0, 0.3, True)
     keep = alpha != 0

@@ -411,35 +411,46 @@ def gate_bwd_combine_kernel(
     tl.store(base + HC + hc, g_at, mask=hc_mask)
 
 
-@triton.jit(do_not_specialize=['seed'])
+@triton.jit(do_not_specialize=['num_src', 'seed'])
 def gate_bwd_src_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
-    dst_ptr, kind_ptr, rev_rowptr_ptr, rev_pos_ptr, lse_ptr, gout_ptr,
-    galpha_ptr, delta_ptr, dqs_ptr, dval_ptr, dep_ptr,
-    seed, p_drop, scale, slope,
+    dst_ptr, kind_ptr, rev_rowptr_ptr, segptr_ptr, seg_node_ptr,
+    partptr_ptr, rev_pos_ptr, lse_ptr, gout_ptr,
+    galpha_ptr, delta_ptr, dqs_ptr, dval_ptr, dep_ptr, part_ptr,
+    num_src, seed, p_drop, scale, slope,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
-    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     HAS_GALPHA: tl.constexpr,
 ):  # fmt: skip
-    r"""Backward, pass 2: one program per source node over its outgoing
-    edges (the reverse CSR holds their CSR positions): recomputes
-    :math:`\alpha_e` and :math:`ds_e = \alpha_e (d\alpha_e - \delta_v)`,
-    sums :math:`dU x_u = \sum_e ds_e g_e` and :math:`dW x_u = \sum_e
-    \alpha'_e \, d\mathrm{out}_v`, and writes the per-edge :math:`dz_e =
-    ds_e g_e` (the gradient of the edge projection) at CSR position
-    :obj:`p`; every edge is visited by exactly one program, so no
-    atomics."""
+    r"""Backward, pass 2: one program per segment of at most :obj:`SEG`
+    outgoing edges of a source node (the reverse CSR holds their CSR
+    positions; split as :func:`gate_fwd_kernel` splits the incoming ones):
+    recomputes :math:`\alpha_e` and :math:`ds_e = \alpha_e (d\alpha_e -
+    \delta_v)`, sums :math:`dU x_u = \sum_e ds_e g_e` and :math:`dW x_u =
+    \sum_e \alpha'_e \, d\mathrm{out}_v`, and writes the per-edge
+    :math:`dz_e = ds_e g_e` (the gradient of the edge projection) at CSR
+    position :obj:`p`; every edge is visited by exactly one program, so no
+    atomics. The segments of a split node write their sums to the partial
+    slots :obj:`partptr[u] + k`, added up by
+    :func:`gate_bwd_src_combine_kernel`."""
     HC: tl.constexpr = H * C
-    u = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(0)
+    node = tl.load(seg_node_ptr + j)
+    if node >= num_src:
+        return
+    u = node.to(tl.int64)
+    first = tl.load(segptr_ptr + u)
+    count = tl.load(segptr_ptr + u + 1) - first
+    k = j - first
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
     h_mask = h < H
     a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     val = tl.load(val_ptr + u * HC + hc, mask=hc_mask, other=0.0)
     val = val.to(tl.float32)
-    start = tl.load(rev_rowptr_ptr + u)
-    end = tl.load(rev_rowptr_ptr + u + 1)
+    start = tl.load(rev_rowptr_ptr + u) + k * SEG
+    end = tl.minimum(start + SEG, tl.load(rev_rowptr_ptr + u + 1))
     dqs = tl.zeros((H_PAD, C_PAD), tl.float32)
     dval = tl.zeros((H_PAD, C_PAD), tl.float32)
     for block in range(start, end, BLOCK_E):
@@ -478,5 +489,35 @@ def gate_bwd_src_kernel(
         dval += tl.sum(kept[:, :, None] * go, axis=0)
         if HAS_EDGE:
             tl.store(dep_ptr + p[:, None, None] * HC + hc[None, :, :], dz, m3)
+    if count == 1:
+        tl.store(dqs_ptr + u * HC + hc, dqs, mask=hc_mask)
+        tl.store(dval_ptr + u * HC + hc, dval, mask=hc_mask)
+    else:
+        slot = (tl.load(partptr_ptr + u) + k).to(tl.int64)
+        tl.store(part_ptr + slot * 2 * HC + hc, dqs, mask=hc_mask)
+        tl.store(part_ptr + slot * 2 * HC + HC + hc, dval, mask=hc_mask)
+
+
+@triton.jit
+def gate_bwd_src_combine_kernel(
+    segptr_ptr, partptr_ptr, part_ptr, dqs_ptr, dval_ptr,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr,
+):  # fmt: skip
+    r"""One program per source node: adds up the partial sums of a node
+    split into several segments, in segment order."""
+    HC: tl.constexpr = H * C
+    u = tl.program_id(0).to(tl.int64)
+    count = tl.load(segptr_ptr + u + 1) - tl.load(segptr_ptr + u)
+    if count <= 1:
+        return
+    h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    first = tl.load(partptr_ptr + u).to(tl.int64)
+    dqs = tl.zeros((H_PAD, C_PAD), tl.float32)
+    dval = tl.zeros((H_PAD, C_PAD), tl.float32)
+    for k in range(0, count):
+        base = part_ptr + (first + k) * 2 * HC + hc
+        dqs += tl.load(base, mask=hc_mask, other=0.0)
+        dval += tl.load(base + HC, mask=hc_mask, other=0.0)
     tl.store(dqs_ptr + u * HC + hc, dqs, mask=hc_mask)
     tl.store(dval_ptr + u * HC + hc, dval, mask=hc_mask)

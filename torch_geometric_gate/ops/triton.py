@@ -34,7 +34,8 @@ CSR of incoming edges), with GATE's score:
   source node over a reverse CSR (gradients of :math:`\mathbf{U}
   \mathbf{x}_u`, :math:`\mathbf{W} \mathbf{x}_u` and of the edge
   projection). Scores and weights are recomputed from the saved
-  log-sum-exp.
+  log-sum-exp. Pass 2 splits a source node's outgoing edges into
+  segments likewise (:func:`gate_bwd_src_combine_kernel`).
 * **Edge features**: the projection :math:`\mathbf{W}_e \mathbf{e}_{uv}`
   is one :obj:`[E, H * C]` GEMM in PyTorch, computed in CSR order, read by
   the kernels, freed after the forward and recomputed in backward; its
@@ -482,14 +483,24 @@ class TritonAttention(torch.autograd.Function):
                         g_att_c, num_dst, heads, channels, h_pad, c_pad,
                     )  # fmt: skip
             if num_src > 0:
-                k.gate_bwd_src_kernel[(num_src,)](
+                seg = max(1, SEGMENT_EDGES // block_s) * block_s
+                segptr, seg_node, partptr, grid, slots = _segments(
+                    rev_rowptr, num_src, num_edges, seg
+                )
+                part = torch.empty(max(slots, 1), 2, heads, channels, **f32)
+                k.gate_bwd_src_kernel[(grid,)](
                     q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
-                    dst_s, kind, rev_rowptr, rev_pos, lse,
-                    grad_out, ga_arg, delta, d_q_src, d_value,
-                    d_ep if flags[0] else d_q_src,
-                    *common, settings.slope,
-                    heads, channels, h_pad, c_pad, block_s, *flags,
+                    dst_s, kind, rev_rowptr, segptr, seg_node, partptr,
+                    rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
+                    d_ep if flags[0] else d_q_src, part,
+                    num_src, *common, settings.slope,
+                    heads, channels, h_pad, c_pad, block_s, seg, *flags,
                 )  # fmt: skip
+                if slots > 0:
+                    k.gate_bwd_src_combine_kernel[(num_src,)](
+                        segptr, partptr, part, d_q_src, d_value,
+                        heads, channels, h_pad, c_pad,
+                    )  # fmt: skip
         need = ctx.needs_input_grad
         g_att = g_att.sum(0) + g_att_c.sum(0)
         d_attr = d_weight = None
