@@ -7,6 +7,7 @@ here before Triton is imported; tiny graphs only); with CUDA available and
 """
 
 import importlib.util
+import inspect
 import os
 import sys
 
@@ -92,10 +93,10 @@ NAMES = ('q_src', 'q_dst', 'value', 'edge_attr', 'weight_edge',
          'att_neighbor', 'att_self')  # fmt: skip
 
 
-def triton_run(graph, inputs, slope=0.0, dropout=0.0, training=False,
-               need_weights=True, edge_index=None, num_loops=0):  # fmt: skip
-    r""":func:`triton_attention` on the graph tuple :obj:`(src, dst, loop,
-    masked, num_dst)` of these tests."""
+def bundle(graph, inputs, slope=0.0, dropout=0.0, training=False,
+           need_weights=True, edge_index=None, num_loops=0):  # fmt: skip
+    r"""The :class:`AttentionGraph` and :class:`AttentionParams` of the
+    graph tuple :obj:`(src, dst, loop, masked, num_dst)` of these tests."""
     src, dst, loop, masked, num_dst = graph
     i = inputs
     attention_graph = AttentionGraph(
@@ -106,15 +107,30 @@ def triton_run(graph, inputs, slope=0.0, dropout=0.0, training=False,
         i['att_neighbor'], i['att_self'], i['weight_edge'], slope, dropout,
         training, need_weights,
     )  # fmt: skip
+    return attention_graph, params
+
+
+def triton_run(graph, inputs, *args, **kwargs):
+    r""":func:`triton_attention` on the graph tuple of these tests (the
+    other arguments: :func:`bundle`'s)."""
+    i = inputs
     return tops.triton_attention(
-        attention_graph, params, i['q_src'], i['q_dst'], i['value'],
-        i['edge_attr'],
+        *bundle(graph, inputs, *args, **kwargs), i['q_src'], i['q_dst'],
+        i['value'], i['edge_attr'],
     )  # fmt: skip
 
 
 def run(fn, graph, inputs, slope=0.0, dropout=0.0, training=False):
     if fn is tops.triton_attention:
         return triton_run(graph, inputs, slope, dropout, training)
+    if 'graph' in inspect.signature(fn).parameters:  # the bundled form
+        i = inputs
+        return fn(
+            *bundle(graph, inputs, slope, dropout, training), i['q_src'],
+            i['q_dst'], i['value'], i['edge_attr'],
+        )  # fmt: skip
+    # The positional form of the chunked kernels before they took the
+    # bundled arguments (this branch's base):
     src, dst, loop, masked, num_dst = graph
     i = inputs
     return fn(
