@@ -5,7 +5,9 @@ the compiler decides, not a timing). The launches come from the kernels
 themselves: :func:`record_launches` runs
 :func:`~torch_geometric_gate.ops.triton.triton_attention` forward and
 backward on a tiny graph under the Triton interpreter and records every
-kernel launch (its signature and ``tl.constexpr`` values), so the
+kernel launch as Triton's launcher specialises it (its signature, the
+``tl.constexpr`` values, and the 16-byte alignment and divisibility hints,
+except where an argument is declared ``do_not_specialize``), so the
 compiled variants are the ones a run launches::
 
     python benchmark/triton_compile.py --heads 1 8 8 --channels 64 8 64 \
@@ -30,38 +32,55 @@ import tempfile
 from contextlib import contextmanager, redirect_stdout
 from io import StringIO
 
-KERNELS = ('gate_fwd_kernel', 'gate_alpha_kernel', 'gate_keep_kernel',
-           'gate_bwd_dst_kernel', 'gate_bwd_src_kernel')  # fmt: skip
-POINTEE = {'float32': 'fp32', 'bfloat16': 'bf16', 'float16': 'fp16',
-           'int64': 'i64', 'int32': 'i32', 'int8': 'i8', 'uint8': 'u8',
-           'bool': 'i1'}  # fmt: skip
+KERNELS = ('gate_fwd_kernel', 'gate_combine_kernel', 'gate_alpha_kernel',
+           'gate_keep_kernel', 'gate_bwd_dst_kernel',
+           'gate_bwd_combine_kernel', 'gate_bwd_src_kernel',
+           'gate_bwd_src_combine_kernel')  # fmt: skip
+
+
+def _do_not_specialize(kernel):
+    r"""The names of ``kernel``'s arguments declared ``do_not_specialize``
+    (compiled :class:`~triton.runtime.jit.JITFunction` or interpreted)."""
+    names = getattr(kernel, 'do_not_specialize', None)
+    if names is None:  # the interpreter keeps the decorator's arguments
+        names = getattr(kernel, 'kwargs', {}).get('do_not_specialize')
+    arg_names = list(inspect.signature(kernel.fn).parameters)
+    return {arg_names[n] if isinstance(n, int) else n for n in names or ()}
 
 
 def launch_record(name, kernel, args, **extra):
-    r"""Triton's signature and constants of one launch of ``kernel``
-    (positional arguments, as :mod:`torch_geometric_gate.ops.triton`
-    launches them)."""
-    import torch
+    r"""Triton's signature, constants and attributes of one launch of
+    ``kernel`` (positional arguments, as
+    :mod:`torch_geometric_gate.ops.triton` launches them), specialised as
+    Triton's launcher does: an integer argument equal to 1 becomes a
+    constant, and a pointer aligned to 16 bytes or an integer divisible by
+    16 gets the ``tt.divisibility`` hint (``attrs``: ``'D'``), except for
+    the arguments declared ``do_not_specialize``."""
     from triton import language as tl
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
 
     params = inspect.signature(kernel.fn).parameters
     if len(args) != len(params):
         raise ValueError(f'{name}: expected every argument positional')
-    signature, constants = {}, {}
+    fixed = _do_not_specialize(kernel)
+    signature, constants, attrs = {}, {}, {}
     for (arg, param), value in zip(params.items(), args):
         if param.annotation in (tl.constexpr, 'tl.constexpr'):
             signature[arg], constants[arg] = 'constexpr', value
-        elif isinstance(value, torch.Tensor):
-            signature[arg] = '*' + POINTEE[str(value.dtype)[len('torch.') :]]
-        elif isinstance(value, bool):
-            signature[arg] = 'i1'
-        elif isinstance(value, int):
-            signature[arg] = 'i32' if -(2**31) <= value < 2**31 else 'i64'
-        elif isinstance(value, float):
-            signature[arg] = 'fp32'
-        else:
-            raise TypeError(f'{name}: argument {arg} of type {type(value)}')
-    return dict(kernel=name, signature=signature, constants=constants, **extra)
+            continue
+        kind, attr = native_specialize_impl(
+            BaseBackend, value, False, arg not in fixed, True
+        )
+        signature[arg] = kind
+        if kind == 'constexpr':
+            constants[arg] = value
+        elif attr:
+            attrs[arg] = attr
+    return dict(
+        kernel=name, signature=signature, constants=constants, attrs=attrs,
+        **extra,
+    )  # fmt: skip
 
 
 @contextmanager
@@ -97,7 +116,7 @@ def compile_launches(launches, arch, ptxas_report=False, kernels=None):
     are those of the cubin Triton builds; compiled afresh, not from
     Triton's cache)."""
     import triton
-    from triton.backends.compiler import GPUTarget
+    from triton.backends.compiler import BaseBackend, GPUTarget
     from triton.compiler import ASTSource
 
     if kernels is None:
@@ -105,10 +124,14 @@ def compile_launches(launches, arch, ptxas_report=False, kernels=None):
 
     rows = []
     for launch in launches:
+        kernel = getattr(kernels, launch['kernel'])
+        names = list(inspect.signature(kernel.fn).parameters)
+        attrs = {
+            (names.index(arg),): BaseBackend.parse_attr(attr)
+            for arg, attr in launch.get('attrs', {}).items()
+        }
         source = ASTSource(
-            getattr(kernels, launch['kernel']),
-            launch['signature'],
-            launch['constants'],
+            kernel, launch['signature'], launch['constants'], attrs
         )
         log = StringIO()
         try:
@@ -186,17 +209,21 @@ def has_ptxas():
 def record_launches(configs, double_backward=False):
     r"""The launches of forward and backward (alpha and the output both
     with a gradient) for each ``(heads, channels, dtype, edge_dim,
-    dropout)`` of ``configs`` on a tiny graph, under the interpreter
-    (``TRITON_INTERPRET=1`` must be set before Triton is imported); with
-    ``double_backward``, a second-order backward too where there is
-    dropout (it redraws the mask with the keep kernel)."""
+    dropout)`` of ``configs`` on a tiny graph with a hub split across
+    programs, under the interpreter (``TRITON_INTERPRET=1`` must be set
+    before Triton is imported); with ``double_backward``, a second-order
+    backward too where there is dropout (it redraws the mask with the keep
+    kernel)."""
     import torch
 
-    from torch_geometric_gate.ops.triton import triton_attention
+    from torch_geometric_gate.ops import triton as tops
+    from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
-    src = torch.tensor([1, 2, 3, 0, 2, 0, 1, 2, 3, 4])
-    dst = torch.tensor([0, 0, 0, 1, 1, 2, 3, 2, 3, 4])
-    loop, num = src == dst, 6  # node 5: no edges
+    num = 6  # node 5: no edges but its self-loop; 4 -> 0: a hub both ways
+    hub = tops.SEGMENT_EDGES + 1
+    src = torch.tensor([1, 2, 3, 0, 2, 0, 1, 2, 3] + [4] * hub + [0, 1, 2])
+    dst = torch.tensor([0, 0, 0, 1, 1, 2, 3, 2, 3] + [0] * hub + [0, 1, 2])
+    loop = src == dst
     masked = torch.zeros_like(loop)
     masked[4] = True
     launches = {}
@@ -207,14 +234,14 @@ def record_launches(configs, double_backward=False):
         def rand(*shape, dt=dtype, gen=gen):
             return torch.randn(*shape, generator=gen).to(dt).requires_grad_()
 
-        inputs = [
-            rand(num, heads, channels),
-            rand(num, heads, channels),
-            rand(num, heads, channels),
-            rand(src.numel(), edge_dim) if edge_dim else None,
-            rand(heads * channels, edge_dim) if edge_dim else None,
-        ]
+        q_src, q_dst, value = (rand(num, heads, channels) for _ in range(3))
+        edge_attr = rand(src.numel(), edge_dim) if edge_dim else None
+        weight = rand(heads * channels, edge_dim) if edge_dim else None
         att = [rand(1, heads, channels, dt=torch.float32) for _ in range(2)]
+        graph = AttentionGraph(src, dst, loop, masked, num, num, 0)
+        params = AttentionParams(
+            att[0], att[1], weight, 0.2, dropout, dropout > 0
+        )
         shape = dict(
             heads=heads, channels=channels, dtype=dtype_name,
             edge_dim=edge_dim or 0, dropout=dropout,
@@ -222,15 +249,18 @@ def record_launches(configs, double_backward=False):
         with recording(launches, **shape):
             for order in (1, 2) if double_backward and dropout else (1,):
                 torch.manual_seed(0)
-                alpha, out = triton_attention(
-                    src, dst, *inputs[:3], *inputs[3:], loop, masked,
-                    *att, 0.2, dropout, dropout > 0, num,
-                )  # fmt: skip
+                alpha, out = tops.triton_attention(
+                    graph, params, q_src, q_dst, value, edge_attr
+                )
                 loss = out.float().square().sum() + alpha.float().sum()
                 if order == 1:
                     loss.backward()
                     continue
-                wanted = [t for t in inputs + att if t is not None]
+                wanted = [
+                    t
+                    for t in (q_src, q_dst, value, edge_attr, weight, *att)
+                    if t is not None
+                ]
                 first = torch.autograd.grad(loss, wanted, create_graph=True)
                 sum(g.float().square().sum() for g in first).backward()
     return list(launches.values())

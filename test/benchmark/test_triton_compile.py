@@ -44,12 +44,15 @@ def test_register_report_lists_every_launched_kernel(tmp_path):
         for line in out.read_text().splitlines()
         if line.startswith('| 90 ')
     ]
-    # Forward, alpha and the two backward kernels, per configuration:
+    # Forward and backward (a hub split: their combine kernels) and alpha,
+    # per configuration:
     assert sorted((r[1], r[2], r[4]) for r in rows) == sorted(
         (h, c, k)
         for h, c in (('1', '4'), ('2', '8'))
-        for k in ('gate_fwd_kernel', 'gate_alpha_kernel',
-                  'gate_bwd_dst_kernel', 'gate_bwd_src_kernel')
+        for k in ('gate_fwd_kernel', 'gate_combine_kernel',
+                  'gate_alpha_kernel', 'gate_bwd_dst_kernel',
+                  'gate_bwd_combine_kernel', 'gate_bwd_src_kernel',
+                  'gate_bwd_src_combine_kernel')
     )  # fmt: skip
     for r in rows:
         assert 0 < int(r[7]) <= 255  # registers per thread
@@ -109,6 +112,48 @@ def test_a_construct_only_the_interpreter_runs_fails_to_compile(tmp_path):
         'sm_90' in done.stderr
     ), done.stderr[-2000:]
     assert 'plain' in done.stderr
+
+
+def test_launch_records_specialise_as_the_launcher_does():
+    # Triton's launcher marks 16-byte aligned pointers and integers
+    # divisible by 16 (`tt.divisibility`) and makes an integer equal to 1 a
+    # constant, except for the arguments declared do_not_specialize (the
+    # seed and the sizes: a new value must not compile a new variant).
+    if os.environ.get('TRITON_INTERPRET') != '1':
+        pytest.skip('records launches under the interpreter')
+    import torch
+
+    from torch_geometric_gate.ops import _triton_kernels as kernels
+
+    tc = load_benchmark('triton_compile')
+    keep = torch.ones(64, 2, dtype=torch.int8)
+
+    def record(buffer, num_edges, seed):
+        args = (buffer, num_edges, seed, 0.5, 2, 2, 16)
+        return tc.launch_record(
+            'gate_keep_kernel', kernels.gate_keep_kernel, args
+        )
+
+    aligned = record(keep, 32, 16)
+    assert aligned['attrs'] == {'keep_ptr': 'D'}
+    assert aligned['signature']['num_edges'] == 'i32'
+    assert aligned['signature']['seed'] == 'i32'
+    # Sizes and seeds of 1, 17 or 32 give the one variant:
+    for num_edges, seed in ((1, 1), (17, 33), (32, 1)):
+        assert record(keep, num_edges, seed) == aligned
+    # A pointer off the 16-byte alignment loses the hint:
+    assert record(keep.view(-1)[1:], 32, 16)['attrs'] == {}
+    # The integer arguments of every kernel that vary per call or graph:
+    fixed = {
+        'gate_fwd_kernel': {'num_dst', 'seed'},
+        'gate_alpha_kernel': {'num_edges', 'seed'},
+        'gate_keep_kernel': {'num_edges', 'seed'},
+        'gate_bwd_dst_kernel': {'num_dst', 'num_segments', 'seed'},
+        'gate_bwd_combine_kernel': {'num_dst'},
+        'gate_bwd_src_kernel': {'num_src', 'seed'},
+    }
+    for name, names in fixed.items():
+        assert tc._do_not_specialize(getattr(kernels, name)) == names
 
 
 def test_heads_and_channels_pair_up():

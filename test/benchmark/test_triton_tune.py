@@ -19,9 +19,9 @@ def test_tiles_reach_the_kernels_and_defaults_come_back(tmp_path, monkeypatch):
     tiles = []
     block_edges = tops._block_edges
 
-    def spy(h_pad, c_pad, tile):
+    def spy(h_pad, c_pad, tile, degree):
         tiles.append(tile)
-        return block_edges(h_pad, c_pad, tile)
+        return block_edges(h_pad, c_pad, tile, degree)
 
     monkeypatch.setattr(tops, '_block_edges', spy)
     rows = tune.main(

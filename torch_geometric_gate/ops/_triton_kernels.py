@@ -63,24 +63,37 @@ def _keep(seed, p, h, p_drop, H: tl.constexpr):
     return r >= p_drop
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['num_dst', 'seed'])
 def gate_fwd_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
-    src_ptr, kind_ptr, rowptr_ptr, out_ptr, lse_ptr,
+    src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
+    out_ptr, lse_ptr, part_acc_ptr, part_ml_ptr, num_dst,
     seed, p_drop, scale, slope,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
-    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
 ):  # fmt: skip
-    r"""One program per target node: online softmax over its incoming edges
-    in blocks of :obj:`BLOCK_E`, :math:`\sum_u \alpha_{uv} W x_u` summed in
-    float32; writes :obj:`out[v]` and the log-sum-exp :obj:`lse[v]`."""
+    r"""One program per segment of at most :obj:`SEG` incoming edges of a
+    target node (program :obj:`j` of node :obj:`seg_node[j]`; past the
+    last segment, :obj:`num_dst`: nothing to do): online softmax over the
+    segment in blocks of :obj:`BLOCK_E`, :math:`\sum_u \alpha_{uv} W x_u`
+    summed in float32. A node of one segment gets :obj:`out[v]` and the
+    log-sum-exp :obj:`lse[v]`; the segments of a split node write their
+    running max, sum and accumulator to the partial slots
+    :obj:`partptr[v] + k`, merged by :func:`gate_combine_kernel`."""
     HC: tl.constexpr = H * C
-    v = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(0)
+    v = tl.load(seg_node_ptr + j)
+    if v >= num_dst:
+        return
+    v = v.to(tl.int64)
+    first = tl.load(segptr_ptr + v)
+    count = tl.load(segptr_ptr + v + 1) - first
+    k = j - first
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
     h_mask = h < H
-    start = tl.load(rowptr_ptr + v)
-    end = tl.load(rowptr_ptr + v + 1)
+    start = tl.load(rowptr_ptr + v) + k * SEG
+    end = tl.minimum(start + SEG, tl.load(rowptr_ptr + v + 1))
     qd = tl.load(qd_ptr + v * HC + hc, mask=hc_mask, other=0.0).to(tl.float32)
     a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
@@ -113,15 +126,67 @@ def gate_fwd_kernel(
         ).to(tl.float32)
         acc = acc * correction[:, None] + tl.sum(weight[:, :, None] * val, 0)
         m_i = m_new
-    m_safe = tl.where(m_i == float('-inf'), 0.0, m_i)
-    has = l_i > 0
-    denom = tl.where(has, l_i, 1.0)
-    out = acc / denom[:, None] * scale  # 0 for nodes without edges
-    tl.store(out_ptr + v * HC + hc, out, mask=hc_mask)
-    tl.store(lse_ptr + v * H + h, m_safe + tl.log(denom), mask=h_mask)
+    if count == 1:
+        m_safe = tl.where(m_i == float('-inf'), 0.0, m_i)
+        has = l_i > 0
+        denom = tl.where(has, l_i, 1.0)
+        out = acc / denom[:, None] * scale  # 0 for nodes without edges
+        tl.store(out_ptr + v * HC + hc, out, mask=hc_mask)
+        tl.store(lse_ptr + v * H + h, m_safe + tl.log(denom), mask=h_mask)
+    else:
+        slot = (tl.load(partptr_ptr + v) + k).to(tl.int64)
+        tl.store(part_acc_ptr + slot * HC + hc, acc, mask=hc_mask)
+        tl.store(part_ml_ptr + slot * 2 * H + h, m_i, mask=h_mask)
+        tl.store(part_ml_ptr + slot * 2 * H + H + h, l_i, mask=h_mask)
 
 
 @triton.jit
+def gate_combine_kernel(
+    segptr_ptr, partptr_ptr, part_acc_ptr, part_ml_ptr, out_ptr, lse_ptr,
+    scale,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr,
+):  # fmt: skip
+    r"""One program per target node: merges the partial softmax results of
+    a node split into several segments, in segment order (a node of one
+    segment was written by :func:`gate_fwd_kernel` itself)."""
+    HC: tl.constexpr = H * C
+    v = tl.program_id(0).to(tl.int64)
+    count = tl.load(segptr_ptr + v + 1) - tl.load(segptr_ptr + v)
+    if count <= 1:
+        return
+    h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    h_mask = h < H
+    base = tl.load(partptr_ptr + v).to(tl.int64)
+    m = tl.full((H_PAD,), float('-inf'), tl.float32)
+    for k in range(0, count):
+        m_k = tl.load(
+            part_ml_ptr + (base + k) * 2 * H + h, mask=h_mask,
+            other=float('-inf'),
+        )  # fmt: skip
+        m = tl.maximum(m, m_k)
+    m_safe = tl.where(m == float('-inf'), 0.0, m)
+    l_i = tl.zeros((H_PAD,), tl.float32)
+    acc = tl.zeros((H_PAD, C_PAD), tl.float32)
+    for k in range(0, count):
+        slot = base + k
+        m_k = tl.load(
+            part_ml_ptr + slot * 2 * H + h, mask=h_mask, other=float('-inf')
+        )
+        l_k = tl.load(part_ml_ptr + slot * 2 * H + H + h, mask=h_mask,
+                      other=0.0)  # fmt: skip
+        f = tl.exp(m_k - m_safe)
+        l_i += l_k * f
+        a_k = tl.load(part_acc_ptr + slot * HC + hc, mask=hc_mask, other=0.0)
+        acc += a_k * f[:, None]
+    has = l_i > 0
+    denom = tl.where(has, l_i, 1.0)
+    tl.store(out_ptr + v * HC + hc, acc / denom[:, None] * scale,
+             mask=hc_mask)  # fmt: skip
+    tl.store(lse_ptr + v * H + h, m_safe + tl.log(denom), mask=h_mask)
+
+
+@triton.jit(do_not_specialize=['num_edges', 'seed'])
 def gate_alpha_kernel(
     qs_ptr, qd_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, dst_ptr, kind_ptr, perm_ptr, lse_ptr, alpha_ptr,
@@ -161,34 +226,35 @@ def gate_alpha_kernel(
     tl.store(alpha_ptr + e[:, None] * H + h[None, :], alpha, mask=mh)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['num_edges', 'seed'])
 def gate_keep_kernel(
-    perm_ptr, keep_ptr, num_edges, seed, p_drop,
+    keep_ptr, num_edges, seed, p_drop,
     H: tl.constexpr, H_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
 ):  # fmt: skip
-    r"""The dropout mask, at the caller's edge order (for the double-backward
+    r"""The dropout mask in CSR order (for the double-backward
     fallback)."""
     h = tl.arange(0, H_PAD)
     p = tl.program_id(0).to(tl.int64) * BLOCK_E + tl.arange(0, BLOCK_E)
     edge_mask = p < num_edges
     keep = _keep(seed, p, h, p_drop, H)
-    e = tl.load(perm_ptr + p, mask=edge_mask, other=0)
     mh = edge_mask[:, None] & (h < H)[None, :]
-    tl.store(keep_ptr + e[:, None] * H + h[None, :], keep.to(tl.int8), mask=mh)
+    tl.store(keep_ptr + p[:, None] * H + h[None, :], keep.to(tl.int8), mask=mh)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed'])
 def gate_bwd_dst_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
-    src_ptr, kind_ptr, rowptr_ptr, lse_ptr, gout_ptr, galpha_ptr,
-    dqd_ptr, delta_ptr, gatt_ptr,
-    num_dst, seed, p_drop, scale, slope,
+    src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
+    lse_ptr, gout_ptr, galpha_ptr,
+    dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
+    num_dst, num_segments, seed, p_drop, scale, slope,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
-    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     HAS_GALPHA: tl.constexpr,
 ):  # fmt: skip
-    r"""Backward, pass 1: programs stride over the target nodes. With
+    r"""Backward, pass 1: programs stride over the segments of the target
+    nodes (as :func:`gate_fwd_kernel` splits them). With
     :math:`d\alpha_e` the gradient of the (pre-dropout) attention weight,
     :math:`\delta_v = \sum_e \alpha_e d\alpha_e` and :math:`g_e =
     \mathbf{a}_e \odot \phi'(z_e)`, the score gradient is
@@ -200,7 +266,9 @@ def gate_bwd_dst_kernel(
       of kind :math:`k`, summed over this program's nodes into
       :obj:`gatt[pid]` (reduced in PyTorch: deterministic, no atomics).
 
-    Writes :obj:`dqd[v]` and :obj:`delta[v]` for pass 2."""
+    A node of one segment gets :obj:`dqd[v]` and :obj:`delta[v]` for pass
+    2; the segments of a split node write their sums to the partial slots
+    :obj:`partptr[v] + k`, finished by :func:`gate_bwd_combine_kernel`."""
     HC: tl.constexpr = H * C
     pid = tl.program_id(0)
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
@@ -209,99 +277,180 @@ def gate_bwd_dst_kernel(
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     g_as = tl.zeros((H_PAD, C_PAD), tl.float32)
     g_at = tl.zeros((H_PAD, C_PAD), tl.float32)
-    for node in range(pid, num_dst, tl.num_programs(0)):
-        v = tl.cast(node, tl.int64)
-        start = tl.load(rowptr_ptr + v)
-        end = tl.load(rowptr_ptr + v + 1)
-        qd = tl.load(qd_ptr + v * HC + hc, mask=hc_mask, other=0.0)
-        qd = qd.to(tl.float32)
-        go = tl.load(gout_ptr + v * HC + hc, mask=hc_mask, other=0.0)
-        go = go.to(tl.float32)
-        lse = tl.load(lse_ptr + v * H + h, mask=h_mask, other=0.0)
-        sum_a = tl.zeros((H_PAD, C_PAD), tl.float32)
-        sum_b = tl.zeros((H_PAD, C_PAD), tl.float32)
-        delta = tl.zeros((H_PAD,), tl.float32)
-        x_s = tl.zeros((H_PAD, C_PAD), tl.float32)
-        y_s = tl.zeros((H_PAD, C_PAD), tl.float32)
-        x_t = tl.zeros((H_PAD, C_PAD), tl.float32)
-        y_t = tl.zeros((H_PAD, C_PAD), tl.float32)
-        for block in range(start, end, BLOCK_E):
-            p = block + tl.arange(0, BLOCK_E)
-            edge_mask = p < end
-            u = tl.load(src_ptr + p, mask=edge_mask, other=0)
-            kind = tl.load(kind_ptr + p, mask=edge_mask, other=2)
-            kind = kind.to(tl.int32)
-            z, act, att, score, valid = _edge_scores(
-                qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :, :], a_s,
-                a_t, hc, hc_mask, slope, HC, HAS_EDGE,
-            )  # fmt: skip
-            alpha = tl.where(valid[:, None], tl.exp(score - lse[None, :]), 0.0)
-            m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
-            val = tl.load(
-                val_ptr + u.to(tl.int64)[:, None, None] * HC + hc[None, :, :],
-                mask=m3,
-                other=0.0,
-            ).to(tl.float32)
-            d_alpha = tl.sum(go[None, :, :] * val, axis=2)
-            mh = edge_mask[:, None] & h_mask[None, :]
-            if HAS_GALPHA:
-                d_alpha += tl.load(
-                    galpha_ptr + p.to(tl.int64)[:, None] * H + h[None, :],
-                    mask=mh,
-                    other=0.0,
-                ).to(tl.float32)
-            if HAS_DROPOUT:
-                keep = _keep(seed, p, h, p_drop, H)
-                d_alpha = tl.where(keep, d_alpha * scale, 0.0)
-            w1 = alpha * d_alpha
-            g = att * tl.where(z > 0, 1.0, slope)
-            sum_a += tl.sum(w1[:, :, None] * g, axis=0)
-            sum_b += tl.sum(alpha[:, :, None] * g, axis=0)
-            delta += tl.sum(w1, axis=0)
-            is_self = ((kind & 1) == 1)[:, None]
-            x_t += tl.sum(tl.where(is_self, w1, 0.0)[:, :, None] * act, 0)
-            y_t += tl.sum(tl.where(is_self, alpha, 0.0)[:, :, None] * act, 0)
-            x_s += tl.sum(tl.where(is_self, 0.0, w1)[:, :, None] * act, 0)
-            y_s += tl.sum(tl.where(is_self, 0.0, alpha)[:, :, None] * act, 0)
-        dqd = sum_a - delta[:, None] * sum_b
-        tl.store(dqd_ptr + v * HC + hc, dqd, mask=hc_mask)
-        tl.store(delta_ptr + v * H + h, delta, mask=h_mask)
-        g_as += x_s - delta[:, None] * y_s
-        g_at += x_t - delta[:, None] * y_t
+    for j in range(pid, num_segments, tl.num_programs(0)):
+        node = tl.load(seg_node_ptr + j)
+        if node < num_dst:
+            v = tl.cast(node, tl.int64)
+            first = tl.load(segptr_ptr + v)
+            count = tl.load(segptr_ptr + v + 1) - first
+            k = j - first
+            start = tl.load(rowptr_ptr + v) + k * SEG
+            end = tl.minimum(start + SEG, tl.load(rowptr_ptr + v + 1))
+            qd = tl.load(qd_ptr + v * HC + hc, mask=hc_mask, other=0.0)
+            qd = qd.to(tl.float32)
+            go = tl.load(gout_ptr + v * HC + hc, mask=hc_mask, other=0.0)
+            go = go.to(tl.float32)
+            lse = tl.load(lse_ptr + v * H + h, mask=h_mask, other=0.0)
+            sum_a = tl.zeros((H_PAD, C_PAD), tl.float32)
+            sum_b = tl.zeros((H_PAD, C_PAD), tl.float32)
+            delta = tl.zeros((H_PAD,), tl.float32)
+            x_s = tl.zeros((H_PAD, C_PAD), tl.float32)
+            y_s = tl.zeros((H_PAD, C_PAD), tl.float32)
+            x_t = tl.zeros((H_PAD, C_PAD), tl.float32)
+            y_t = tl.zeros((H_PAD, C_PAD), tl.float32)
+            for block in range(start, end, BLOCK_E):
+                p = block + tl.arange(0, BLOCK_E)
+                edge_mask = p < end
+                u = tl.load(src_ptr + p, mask=edge_mask, other=0)
+                kind = tl.load(kind_ptr + p, mask=edge_mask, other=2)
+                kind = kind.to(tl.int32)
+                z, act, att, score, valid = _edge_scores(
+                    qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :, :],
+                    a_s, a_t, hc, hc_mask, slope, HC, HAS_EDGE,
+                )  # fmt: skip
+                alpha = tl.where(
+                    valid[:, None], tl.exp(score - lse[None, :]), 0.0
+                )
+                m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
+                rows = u.to(tl.int64)[:, None, None] * HC + hc[None, :, :]
+                val = tl.load(val_ptr + rows, mask=m3, other=0.0)
+                val = val.to(tl.float32)
+                d_alpha = tl.sum(go[None, :, :] * val, axis=2)
+                mh = edge_mask[:, None] & h_mask[None, :]
+                if HAS_GALPHA:
+                    d_alpha += tl.load(
+                        galpha_ptr + p.to(tl.int64)[:, None] * H + h[None, :],
+                        mask=mh,
+                        other=0.0,
+                    ).to(tl.float32)
+                if HAS_DROPOUT:
+                    keep = _keep(seed, p, h, p_drop, H)
+                    d_alpha = tl.where(keep, d_alpha * scale, 0.0)
+                w1 = alpha * d_alpha
+                g = att * tl.where(z > 0, 1.0, slope)
+                sum_a += tl.sum(w1[:, :, None] * g, axis=0)
+                sum_b += tl.sum(alpha[:, :, None] * g, axis=0)
+                delta += tl.sum(w1, axis=0)
+                is_self = ((kind & 1) == 1)[:, None]
+                w_t = tl.where(is_self, w1, 0.0)
+                a_t_e = tl.where(is_self, alpha, 0.0)
+                x_t += tl.sum(w_t[:, :, None] * act, 0)
+                y_t += tl.sum(a_t_e[:, :, None] * act, 0)
+                x_s += tl.sum((w1 - w_t)[:, :, None] * act, 0)
+                y_s += tl.sum((alpha - a_t_e)[:, :, None] * act, 0)
+            if count == 1:
+                dqd = sum_a - delta[:, None] * sum_b
+                tl.store(dqd_ptr + v * HC + hc, dqd, mask=hc_mask)
+                tl.store(delta_ptr + v * H + h, delta, mask=h_mask)
+                g_as += x_s - delta[:, None] * y_s
+                g_at += x_t - delta[:, None] * y_t
+            else:
+                slot = (tl.load(partptr_ptr + v) + k).to(tl.int64)
+                base = part_ptr + slot * 6 * HC + hc
+                tl.store(base, sum_a, mask=hc_mask)
+                tl.store(base + HC, sum_b, mask=hc_mask)
+                tl.store(base + 2 * HC, x_s, mask=hc_mask)
+                tl.store(base + 3 * HC, y_s, mask=hc_mask)
+                tl.store(base + 4 * HC, x_t, mask=hc_mask)
+                tl.store(base + 5 * HC, y_t, mask=hc_mask)
+                tl.store(part_delta_ptr + slot * H + h, delta, mask=h_mask)
     base = gatt_ptr + pid.to(tl.int64) * 2 * HC
     tl.store(base + hc, g_as, mask=hc_mask)
     tl.store(base + HC + hc, g_at, mask=hc_mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['num_dst'])
+def gate_bwd_combine_kernel(
+    segptr_ptr, partptr_ptr, part_ptr, part_delta_ptr,
+    dqd_ptr, delta_ptr, gatt_ptr, num_dst,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr,
+):  # fmt: skip
+    r"""Backward, pass 1 for the split nodes: programs stride over the
+    target nodes, sum the partial slots of a node of several segments in
+    segment order, and finish it as :func:`gate_bwd_dst_kernel` finishes a
+    node of one segment (its attention-vector gradients into
+    :obj:`gatt[pid]`)."""
+    HC: tl.constexpr = H * C
+    pid = tl.program_id(0)
+    h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    h_mask = h < H
+    g_as = tl.zeros((H_PAD, C_PAD), tl.float32)
+    g_at = tl.zeros((H_PAD, C_PAD), tl.float32)
+    for node in range(pid, num_dst, tl.num_programs(0)):
+        v = tl.cast(node, tl.int64)
+        count = tl.load(segptr_ptr + v + 1) - tl.load(segptr_ptr + v)
+        if count > 1:
+            first = tl.load(partptr_ptr + v).to(tl.int64)
+            sum_a = tl.zeros((H_PAD, C_PAD), tl.float32)
+            sum_b = tl.zeros((H_PAD, C_PAD), tl.float32)
+            x_s = tl.zeros((H_PAD, C_PAD), tl.float32)
+            y_s = tl.zeros((H_PAD, C_PAD), tl.float32)
+            x_t = tl.zeros((H_PAD, C_PAD), tl.float32)
+            y_t = tl.zeros((H_PAD, C_PAD), tl.float32)
+            delta = tl.zeros((H_PAD,), tl.float32)
+            for k in range(0, count):
+                base = part_ptr + (first + k) * 6 * HC + hc
+                sum_a += tl.load(base, mask=hc_mask, other=0.0)
+                sum_b += tl.load(base + HC, mask=hc_mask, other=0.0)
+                x_s += tl.load(base + 2 * HC, mask=hc_mask, other=0.0)
+                y_s += tl.load(base + 3 * HC, mask=hc_mask, other=0.0)
+                x_t += tl.load(base + 4 * HC, mask=hc_mask, other=0.0)
+                y_t += tl.load(base + 5 * HC, mask=hc_mask, other=0.0)
+                delta += tl.load(
+                    part_delta_ptr + (first + k) * H + h, mask=h_mask,
+                    other=0.0,
+                )  # fmt: skip
+            dqd = sum_a - delta[:, None] * sum_b
+            tl.store(dqd_ptr + v * HC + hc, dqd, mask=hc_mask)
+            tl.store(delta_ptr + v * H + h, delta, mask=h_mask)
+            g_as += x_s - delta[:, None] * y_s
+            g_at += x_t - delta[:, None] * y_t
+    base = gatt_ptr + pid.to(tl.int64) * 2 * HC
+    tl.store(base + hc, g_as, mask=hc_mask)
+    tl.store(base + HC + hc, g_at, mask=hc_mask)
+
+
+@triton.jit(do_not_specialize=['num_src', 'seed'])
 def gate_bwd_src_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
-    dst_ptr, kind_ptr, rev_rowptr_ptr, rev_pos_ptr, lse_ptr, gout_ptr,
-    galpha_ptr, delta_ptr, dqs_ptr, dval_ptr, dep_ptr,
-    seed, p_drop, scale, slope,
+    dst_ptr, kind_ptr, rev_rowptr_ptr, segptr_ptr, seg_node_ptr,
+    partptr_ptr, rev_pos_ptr, lse_ptr, gout_ptr,
+    galpha_ptr, delta_ptr, dqs_ptr, dval_ptr, dep_ptr, part_ptr,
+    num_src, seed, p_drop, scale, slope,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
-    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     HAS_GALPHA: tl.constexpr,
 ):  # fmt: skip
-    r"""Backward, pass 2: one program per source node over its outgoing
-    edges (the reverse CSR holds their CSR positions): recomputes
-    :math:`\alpha_e` and :math:`ds_e = \alpha_e (d\alpha_e - \delta_v)`,
-    sums :math:`dU x_u = \sum_e ds_e g_e` and :math:`dW x_u = \sum_e
-    \alpha'_e \, d\mathrm{out}_v`, and writes the per-edge :math:`dz_e =
-    ds_e g_e` (the gradient of the edge projection) at CSR position
-    :obj:`p`; every edge is visited by exactly one program, so no
-    atomics."""
+    r"""Backward, pass 2: one program per segment of at most :obj:`SEG`
+    outgoing edges of a source node (the reverse CSR holds their CSR
+    positions; split as :func:`gate_fwd_kernel` splits the incoming ones):
+    recomputes :math:`\alpha_e` and :math:`ds_e = \alpha_e (d\alpha_e -
+    \delta_v)`, sums :math:`dU x_u = \sum_e ds_e g_e` and :math:`dW x_u =
+    \sum_e \alpha'_e \, d\mathrm{out}_v`, and writes the per-edge
+    :math:`dz_e = ds_e g_e` (the gradient of the edge projection) at CSR
+    position :obj:`p`; every edge is visited by exactly one program, so no
+    atomics. The segments of a split node write their sums to the partial
+    slots :obj:`partptr[u] + k`, added up by
+    :func:`gate_bwd_src_combine_kernel`."""
     HC: tl.constexpr = H * C
-    u = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(0)
+    node = tl.load(seg_node_ptr + j)
+    if node >= num_src:
+        return
+    u = node.to(tl.int64)
+    first = tl.load(segptr_ptr + u)
+    count = tl.load(segptr_ptr + u + 1) - first
+    k = j - first
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
     h_mask = h < H
     a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     val = tl.load(val_ptr + u * HC + hc, mask=hc_mask, other=0.0)
     val = val.to(tl.float32)
-    start = tl.load(rev_rowptr_ptr + u)
-    end = tl.load(rev_rowptr_ptr + u + 1)
+    start = tl.load(rev_rowptr_ptr + u) + k * SEG
+    end = tl.minimum(start + SEG, tl.load(rev_rowptr_ptr + u + 1))
     dqs = tl.zeros((H_PAD, C_PAD), tl.float32)
     dval = tl.zeros((H_PAD, C_PAD), tl.float32)
     for block in range(start, end, BLOCK_E):
@@ -340,5 +489,35 @@ def gate_bwd_src_kernel(
         dval += tl.sum(kept[:, :, None] * go, axis=0)
         if HAS_EDGE:
             tl.store(dep_ptr + p[:, None, None] * HC + hc[None, :, :], dz, m3)
+    if count == 1:
+        tl.store(dqs_ptr + u * HC + hc, dqs, mask=hc_mask)
+        tl.store(dval_ptr + u * HC + hc, dval, mask=hc_mask)
+    else:
+        slot = (tl.load(partptr_ptr + u) + k).to(tl.int64)
+        tl.store(part_ptr + slot * 2 * HC + hc, dqs, mask=hc_mask)
+        tl.store(part_ptr + slot * 2 * HC + HC + hc, dval, mask=hc_mask)
+
+
+@triton.jit
+def gate_bwd_src_combine_kernel(
+    segptr_ptr, partptr_ptr, part_ptr, dqs_ptr, dval_ptr,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr,
+):  # fmt: skip
+    r"""One program per source node: adds up the partial sums of a node
+    split into several segments, in segment order."""
+    HC: tl.constexpr = H * C
+    u = tl.program_id(0).to(tl.int64)
+    count = tl.load(segptr_ptr + u + 1) - tl.load(segptr_ptr + u)
+    if count <= 1:
+        return
+    h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    first = tl.load(partptr_ptr + u).to(tl.int64)
+    dqs = tl.zeros((H_PAD, C_PAD), tl.float32)
+    dval = tl.zeros((H_PAD, C_PAD), tl.float32)
+    for k in range(0, count):
+        base = part_ptr + (first + k) * 2 * HC + hc
+        dqs += tl.load(base, mask=hc_mask, other=0.0)
+        dval += tl.load(base + HC, mask=hc_mask, other=0.0)
     tl.store(dqs_ptr + u * HC + hc, dqs, mask=hc_mask)
     tl.store(dval_ptr + u * HC + hc, dval, mask=hc_mask)

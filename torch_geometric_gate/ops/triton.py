@@ -10,29 +10,36 @@ The design follows the Triton graph-transformer kernel of
 `anemoi-core <https://github.com/ecmwf/anemoi-core>`_ (FlashAttention over a
 CSR of incoming edges), with GATE's score:
 
-* **Forward** (:func:`gate_fwd_kernel`): one program per target node
-  :math:`v` walks its incoming edges in blocks of :obj:`BLOCK_E` (any
-  degree), scores them (:math:`\mathbf{a}_t` on self-loops,
-  :math:`\mathbf{a}_s` elsewhere, masked edges excluded), keeps an online
-  softmax (running max and sum) and accumulates :math:`\sum_u \alpha_{uv}
-  \mathbf{W} \mathbf{x}_u` in float32. It saves only the :obj:`[N, H]`
-  log-sum-exp: no :obj:`[E, H, C]` or :obj:`[E, H]` tensor is kept for
-  backward. A second, edge-parallel kernel writes the attention weights
-  :math:`\exp(e_{uv} - \mathrm{lse}_v)` straight into the caller's edge
-  order, so the returned :obj:`alpha` is exact.
-* **Backward** in two deterministic passes (no atomics): per target node
-  (gradients of :math:`\mathbf{V} \mathbf{x}_v`, of the attention vectors,
+* **Forward** (:func:`gate_fwd_kernel`): one program per segment of at most
+  :data:`SEGMENT_EDGES` incoming edges of a target node :math:`v` (a node
+  of low in-degree is one segment; a hub is split across programs), walked
+  in blocks of :obj:`BLOCK_E` edges: it scores them (:math:`\mathbf{a}_t`
+  on self-loops, :math:`\mathbf{a}_s` elsewhere, masked edges excluded),
+  keeps an online softmax (running max and sum) and accumulates
+  :math:`\sum_u \alpha_{uv} \mathbf{W} \mathbf{x}_u` in float32; the
+  segments of a hub are merged by :func:`gate_combine_kernel` in a fixed
+  order (deterministic, no atomics). It saves only the :obj:`[N, H]`
+  float32 log-sum-exp: no :obj:`[E, H, C]` or :obj:`[E, H]` tensor is kept
+  for backward, and no output in a low precision (the backward's
+  :math:`\delta_v` is recomputed from the scores in float32, so a sharp
+  softmax under bfloat16 keeps exact gradients). Only when the caller asks
+  for the attention weights (:obj:`AttentionParams.need_weights`) does a
+  second, edge-parallel kernel write :math:`\exp(e_{uv} - \mathrm{lse}_v)`
+  straight into the caller's edge order.
+* **Backward** in two deterministic passes (no atomics): per segment of
+  a target node's edges, as the forward splits them, the split nodes
+  finished by :func:`gate_bwd_combine_kernel` (gradients of
+  :math:`\mathbf{V} \mathbf{x}_v`, of the attention vectors,
   and :math:`\delta_v = \sum_u \alpha_{uv} \, d\alpha_{uv}`), then per
   source node over a reverse CSR (gradients of :math:`\mathbf{U}
   \mathbf{x}_u`, :math:`\mathbf{W} \mathbf{x}_u` and of the edge
   projection). Scores and weights are recomputed from the saved
-  log-sum-exp.
+  log-sum-exp. Pass 2 splits a source node's outgoing edges into
+  segments likewise (:func:`gate_bwd_src_combine_kernel`).
 * **Edge features**: the projection :math:`\mathbf{W}_e \mathbf{e}_{uv}`
-  is one :obj:`[E, H * C]` GEMM in PyTorch (cuBLAS runs it at full speed;
-  a per-edge :obj:`D`-loop inside the kernel would not), computed in CSR
-  order, read by the kernels, freed after the forward and recomputed in
-  backward; its gradient, written per edge by pass 2, goes back through two
-  GEMMs.
+  is one :obj:`[E, H * C]` GEMM in PyTorch, computed in CSR order, read by
+  the kernels, freed after the forward and recomputed in backward; its
+  gradient, written per edge by pass 2, goes back through two GEMMs.
 * **Dropout** on the attention weights: a Philox seed drawn from PyTorch's
   (CPU) generator per call, so :func:`torch.manual_seed` reproduces it;
   the mask of edge :obj:`p` (CSR position), head :obj:`h` is
@@ -40,138 +47,194 @@ CSR of incoming edges), with GATE's score:
   The kept weights are scaled by :math:`1 / (1 - p)` as
   :func:`torch.nn.functional.dropout` does.
 * **Dtypes**: float32, bfloat16 and float16 inputs; every sum in float32.
-  The outputs take the dtypes of :func:`chunked_attention`'s.
-* **The CSR** (and, at the first backward, the reverse CSR) is built once
-  per graph and cached, keyed on the :obj:`src` and :obj:`dst` tensors'
-  address, shape, strides and version counter, or on those of the tensor
-  they are derived from (:obj:`graph_anchor`: the layer passes its input
-  :obj:`edge_index`, from which it builds :obj:`src` and :obj:`dst` with
-  the self-loops afresh at every call); the cache holds a reference to the
-  keyed tensors, so their address cannot be reused by another tensor while
-  the entry lives (:func:`clear_cache` empties it). Building it syncs with
-  the device (its sizes depend on the data); the cached path does not.
-  Inference tensors (:func:`torch.inference_mode`) have no version counter
-  and are never cached.
+  The outputs take the dtypes of the chunked kernels'. float64 is refused
+  (the kernels compute in float32; the chunked kernels and the reference
+  compute in float64).
+* **The CSR** is built at every call, never cached: from a sorted
+  :class:`torch_geometric.EdgeIndex` (:obj:`AttentionGraph.edge_index`),
+  its own cached CSC (and, for the backward, CSR), computed once per
+  :obj:`EdgeIndex` by PyG and shared by every layer and call, plus the
+  appended self-loops merged in without a sort (a few :obj:`[E]`
+  gathers and scatters); from plain tensors, a stable :func:`torch.argsort`
+  of the targets and :func:`~torch_geometric.index.index2ptr` per call
+  (and one of the sources at backward). Neither syncs with the device
+  (but an :obj:`EdgeIndex` without a sparse size infers it once).
 * **Double backward** (:obj:`create_graph=True`): the backward recomputes
   the attention with the chunked kernels
-  (:mod:`torch_geometric_gate.ops.chunked`) under autograd, with the same
-  dropout mask, and differentiates that, so gradient penalties work (at
-  the chunked kernels' speed).
+  (:mod:`torch_geometric_gate.ops.chunked`) under autograd, in CSR order,
+  with the same dropout mask, and differentiates that, so gradient
+  penalties work (at the chunked kernels' speed); it needs no tensor
+  beyond those the first-order backward saves.
+* Launches run under the tensors' CUDA device
+  (:class:`torch.cuda.device`), not the current one.
 
 A target node without unmasked incoming edges gets :obj:`out = 0` (the
 reference's softmax would give NaN for a node whose edges are all masked).
 """
 
-import collections
-from typing import Optional, Tuple
+import contextlib
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch_geometric.index import index2ptr, ptr2index
+
+from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
 #: Edges per block in the kernels' loops; :obj:`None` picks it from the
-#: heads and channels (tests set a small one to cover degrees above it).
+#: heads, channels and average degree (tests set a small one to cover
+#: degrees above it).
 BLOCK_EDGES: Optional[int] = None
 
-#: Without :obj:`BLOCK_EDGES`, the block holds about this many float32
-#: per :obj:`[BLOCK_E, H, C]` tile (registers of 4 warps), in the forward
-#: and in the backward kernels, which hold more tiles at once: at 4096
-#: ``ptxas`` gives the backward up to 255 registers and spills for sm_90,
-#: at 2048 none (``benchmark/triton_compile.py``). ``triton_tune.py``
-#: times other values on a GPU.
+#: Without :obj:`BLOCK_EDGES`, the block holds at most about this many
+#: float32 per :obj:`[BLOCK_E, H, C]` tile (registers of 4 warps), in the
+#: forward and in the backward kernels, which hold more tiles at once: at
+#: 4096 ``ptxas`` gives the backward up to 255 registers and spills for
+#: sm_90, at 2048 none (``benchmark/triton_compile.py``). Within that, the
+#: block is the average in-degree rounded up to a power of two (at least
+#: :data:`MIN_BLOCK_EDGES`), so that low-degree graphs run small tiles.
+#: ``triton_tune.py`` times other values on a GPU.
 FORWARD_TILE = 4096
 BACKWARD_TILE = 2048
+#: The edge-parallel attention-weights kernel's tile (at least 16 edges):
+#: at 4096, 8 heads of 64 channels spill for sm_90.
+ALPHA_TILE = 2048
+MIN_BLOCK_EDGES = 4
 
-#: The number of graphs whose CSR is cached.
-CACHE_SIZE = 4
-
-_cache: 'collections.OrderedDict[tuple, _Graph]' = collections.OrderedDict()
-
-
-class _Graph:
-    r"""The CSR of the incoming edges (sorted by target, stable) and, built
-    lazily, the reverse CSR (sorted by source) over the CSR positions."""
-
-    def __init__(self, src: Tensor, dst: Tensor, num_src: int, num_dst: int):
-        if src.numel() >= 2**31 or max(num_src, num_dst) >= 2**31:
-            raise RuntimeError('The Triton kernels index with int32')
-        self.refs = (src, dst)  # Keeps the keyed addresses alive.
-        self.num_src, self.num_dst = num_src, num_dst
-        self.perm = torch.argsort(dst, stable=True)
-        self.src_s = src.index_select(0, self.perm).int()
-        self.dst_s = dst.index_select(0, self.perm).int()
-        self.rowptr = _rowptr(dst, num_dst)
-        self.builds = 1
-        self._reverse: Optional[Tuple[Tensor, Tensor]] = None
-
-    def reverse(self) -> Tuple[Tensor, Tensor]:
-        if self._reverse is None:
-            pos = torch.argsort(self.src_s, stable=True).int()
-            self._reverse = (_rowptr(self.src_s, self.num_src), pos)
-        return self._reverse
+#: The forward splits a target node's incoming edges into segments of at
+#: most this many edges (rounded down to whole blocks), one program each.
+SEGMENT_EDGES = 1024
 
 
-def _rowptr(index: Tensor, num: int) -> Tensor:
-    count = torch.bincount(index, minlength=num)[:num]
-    rowptr = torch.zeros(num + 1, dtype=torch.int32, device=index.device)
-    torch.cumsum(count, 0, out=rowptr[1:])
-    return rowptr
+class _CSR(NamedTuple):
+    r"""The incoming edges sorted by target: the edge (index into
+    :obj:`AttentionGraph.src`) at every CSR position, its source (int32),
+    and the row pointer (int32)."""
 
-
-def _key(t: Tensor) -> Optional[tuple]:
-    if t.is_inference():
-        return None
-    return (t.data_ptr(), tuple(t.shape), t.stride(), t._version)
-
-
-def clear_cache() -> None:
-    r"""Empties the cache of CSRs (and the references it holds)."""
-    _cache.clear()
-
-
-def csr(
-    src: Tensor,
-    dst: Tensor,
-    num_src: int,
-    num_dst: int,
-    graph_anchor: Optional[Tuple[Tensor, object]] = None,
-) -> '_Graph':
-    r"""The cached CSR of the graph :obj:`(src, dst)`, built if missing.
-    With :obj:`graph_anchor=(tensor, tag)`, :obj:`src` and :obj:`dst` must
-    be a function of that tensor and tag alone (as the layer's edges with
-    self-loops are of its input :obj:`edge_index` and
-    :obj:`add_self_loops`), and the cache keys on them instead.
-    """
-    if graph_anchor is None:
-        ks, kd = _key(src), _key(dst)
-        refs = (src, dst)
-        key = None if ks is None or kd is None else (ks, kd)
-    else:
-        ka = _key(graph_anchor[0])
-        refs = (graph_anchor[0],)
-        key = None if ka is None else ('anchor', ka, graph_anchor[1])
-    if key is None:
-        return _Graph(src, dst, num_src, num_dst)
-    key = key + (src.numel(), num_src, num_dst, src.device)
-    graph = _cache.get(key)
-    if graph is None:
-        graph = _Graph(src, dst, num_src, num_dst)
-        graph.refs = refs  # Keeps the keyed addresses alive.
-        _cache[key] = graph
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    else:
-        _cache.move_to_end(key)
-    return graph
+    perm: Tensor
+    src: Tensor
+    rowptr: Tensor
 
 
 def _pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def _block_edges(h_pad: int, c_pad: int, tile: int) -> int:
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _check_int32(num_edges: int, *nums: int) -> None:
+    if num_edges >= 2**31 or max(nums, default=0) >= 2**31:
+        raise RuntimeError('The Triton kernels index with int32')
+
+
+def _pad_ptr(ptr: Tensor, num: int) -> Optional[Tensor]:
+    r"""A compressed pointer over :obj:`num` nodes (an :obj:`EdgeIndex` of
+    a smaller sparse size gets empty trailing rows), or :obj:`None` if it
+    spans more."""
+    if ptr.numel() - 1 > num:
+        return None
+    if ptr.numel() - 1 < num:
+        ptr = torch.cat([ptr, ptr[-1:].expand(num + 1 - ptr.numel())])
+    return ptr
+
+
+def _merge_loops(ptr, node, values, loop_values, num_loops):
+    r"""Appends the self-loop of node :obj:`i < num_loops` (value
+    :obj:`loop_values[i]`) at the end of node :obj:`i`'s segment of a
+    compressed array (:obj:`ptr`, the node of every position, the value at
+    every position), without a sort: returns the new pointer and values."""
+    num = ptr.numel() - 1
+    loops = num_loops
+    ahead = torch.arange(num + 1, device=ptr.device).clamp_(max=loops)
+    new_ptr = ptr + ahead
+    total = values.numel() + loops
+    out = values.new_empty(total)
+    pos = torch.arange(values.numel(), device=ptr.device)
+    out[pos + node.clamp(max=loops)] = values
+    if loops > 0:
+        at = ptr[1 : loops + 1] + torch.arange(loops, device=ptr.device)
+        out[at] = loop_values
+    return new_ptr, out
+
+
+def _edge_index_of(graph: AttentionGraph):
+    r"""The caller's sorted :class:`torch_geometric.EdgeIndex` when it can
+    give the CSR (its edges are the first ones of :obj:`graph`), else
+    :obj:`None`."""
+    from torch_geometric import EdgeIndex
+
+    ei = graph.edge_index
+    if not isinstance(ei, EdgeIndex) or not ei.is_sorted:
+        return None
+    if ei.size(1) != graph.src.numel() - graph.num_loops:
+        return None
+    if ei.device != graph.src.device:
+        return None
+    return ei
+
+
+def _forward_csr(graph: AttentionGraph) -> _CSR:
+    num_edges = graph.src.numel()
+    _check_int32(num_edges, graph.num_src, graph.num_dst)
+    device = graph.src.device
+    ei = _edge_index_of(graph)
+    if ei is not None:
+        # PyG caches the CSC on the EdgeIndex (colptr; for an EdgeIndex
+        # sorted by row also the permutation): computed once per graph.
+        (colptr, _), perm0 = ei.get_csc()
+        colptr = _pad_ptr(colptr, graph.num_dst)
+        if colptr is not None:
+            num_input = num_edges - graph.num_loops
+            if perm0 is None:
+                perm0 = torch.arange(num_input, device=device)
+            node = ptr2index(colptr, output_size=num_input)
+            loops = torch.arange(num_input, num_edges, device=device)
+            rowptr, perm = _merge_loops(
+                colptr, node, perm0.long(), loops, graph.num_loops
+            )
+            src = graph.src.index_select(0, perm).int()
+            return _CSR(perm.int(), src, rowptr.int())
+    # A stable argsort and index2ptr per call:
+    perm = torch.argsort(graph.dst, stable=True)
+    rowptr = index2ptr(graph.dst.index_select(0, perm).int(), graph.num_dst)
+    src = graph.src.index_select(0, perm).int()
+    return _CSR(perm.int(), src, rowptr)
+
+
+def _reverse_csr(graph_ei, csr: _CSR, num_src: int, num_loops: int):
+    r"""The reverse CSR over the CSR positions, sorted by source: the row
+    pointer and the CSR position of every outgoing edge (int32)."""
+    num_edges = csr.src.numel()
+    device = csr.src.device
+    if graph_ei is not None:
+        (rowptr0, _), perm_t = graph_ei.get_csr()  # cached by PyG
+        rowptr0 = _pad_ptr(rowptr0, num_src)
+        if rowptr0 is not None:
+            num_input = num_edges - num_loops
+            pos_of = torch.empty(num_edges, dtype=torch.int32, device=device)
+            pos_of[csr.perm.long()] = torch.arange(
+                num_edges, dtype=torch.int32, device=device
+            )
+            values = pos_of[:num_input]
+            if perm_t is not None:
+                values = values.index_select(0, perm_t)
+            node = ptr2index(rowptr0, output_size=num_input)
+            rev_rowptr, rev_pos = _merge_loops(
+                rowptr0, node, values, pos_of[num_input:], num_loops
+            )
+            return rev_rowptr.int(), rev_pos
+    rev_pos = torch.argsort(csr.src, stable=True)
+    rev_rowptr = index2ptr(csr.src.index_select(0, rev_pos), num_src)
+    return rev_rowptr, rev_pos.int()
+
+
+def _block_edges(h_pad: int, c_pad: int, tile: int, degree: float) -> int:
     if BLOCK_EDGES is not None:
         return BLOCK_EDGES
-    return max(1, min(64, tile // (h_pad * c_pad)))
+    cap = max(1, min(64, tile // (h_pad * c_pad)))
+    return min(cap, max(MIN_BLOCK_EDGES, _pow2(int(-(-degree // 1)))))
 
 
 def _num_programs(device: torch.device, n: int) -> int:
@@ -181,79 +244,158 @@ def _num_programs(device: torch.device, n: int) -> int:
     return max(1, min(n, 4))
 
 
+def _on_device(device: torch.device):
+    r"""Launches go to the tensors' CUDA device, not the current one."""
+    if device.type == 'cuda':
+        return torch.cuda.device(device)
+    return contextlib.nullcontext()
+
+
 def _edge_projection(edge_attr, weight_edge, perm) -> Optional[Tensor]:
     if edge_attr is None or weight_edge is None:
         return None
     attr = edge_attr.index_select(0, perm)
-    return (attr @ weight_edge.t().to(attr.dtype)).contiguous()
+    return (attr @ weight_edge.t()).contiguous()
 
 
 class _Settings:
-    def __init__(self, graph, kind, slope, p_drop, seed, num_dst, dtypes):
-        self.graph, self.kind, self.slope = graph, kind, slope
-        self.p_drop, self.seed, self.num_dst = p_drop, seed, num_dst
-        self.scale = 0.0 if p_drop >= 1.0 else 1.0 / (1.0 - p_drop)
+    def __init__(self, graph, params, kind, seed, dtypes):
+        self.num_src, self.num_dst = graph.num_src, graph.num_dst
+        self.num_loops = graph.num_loops
+        self.edge_index = _edge_index_of(graph)
+        self.slope = float(params.negative_slope)
+        self.p_drop = float(params.dropout) if params.training else 0.0
+        self.seed, self.need_weights = seed, params.need_weights
+        self.scale = 0.0 if self.p_drop >= 1.0 else 1.0 / (1.0 - self.p_drop)
         self.score_dtype, self.out_dtype = dtypes
+        self.kind = kind
 
 
 def _keep_mask(settings: _Settings, num_edges: int, heads: int, device):
+    r"""The dropout mask :obj:`[E, H]` in CSR order."""
     from torch_geometric_gate.ops import _triton_kernels as k
 
     keep = torch.ones(num_edges, heads, dtype=torch.int8, device=device)
     if settings.p_drop > 0 and num_edges > 0:
         block = 128
-        k.gate_keep_kernel[(_cdiv(num_edges, block),)](
-            settings.graph.perm, keep, num_edges, settings.seed,
-            settings.p_drop, heads, _pow2(heads), block,
-        )  # fmt: skip
+        with _on_device(device):
+            k.gate_keep_kernel[(_cdiv(num_edges, block),)](
+                keep, num_edges, settings.seed, settings.p_drop,
+                heads, _pow2(heads), block,
+            )  # fmt: skip
     return keep.bool()
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+def _segments(rowptr: Tensor, num_dst: int, num_edges: int, seg: int):
+    r"""The forward's work list: node :obj:`v` gets :obj:`max(1,
+    ceil(deg / seg))` segments, :obj:`segptr[v]` the first; the program
+    :obj:`j` finds its node in :obj:`seg_node[j]` (:obj:`num_dst` past the
+    last segment). The grid, :obj:`num_dst + E // seg`, bounds the number
+    of segments from the shapes alone (no sync); so does :obj:`2 * (E //
+    seg)` the partial results of split nodes, at :obj:`partptr[v]`."""
+    deg = rowptr[1:] - rowptr[:-1]
+    count = torch.div(deg + (seg - 1), seg, rounding_mode='floor')
+    count = count.clamp_(min=1).int()
+    segptr = torch.zeros(num_dst + 1, dtype=torch.int32, device=rowptr.device)
+    torch.cumsum(count, 0, out=segptr[1:])
+    grid = num_dst + num_edges // seg
+    programs = torch.arange(grid, dtype=torch.int32, device=rowptr.device)
+    seg_node = torch.searchsorted(segptr, programs, right=True, out_int32=True)
+    seg_node -= 1
+    split = torch.where(count > 1, count, 0)
+    partptr = (torch.cumsum(split, 0) - split).int()
+    return segptr, seg_node, partptr, grid, 2 * (num_edges // seg)
+
+
+def _launch_forward(csr, settings, q_src, q_dst, value, ep, a_s, a_t):
+    r"""Runs :func:`gate_fwd_kernel` (and :func:`gate_combine_kernel` when
+    a node may be split) on contiguous inputs: returns :obj:`out` and the
+    log-sum-exp."""
+    from torch_geometric_gate.ops import _triton_kernels as k
+
+    heads, channels = value.shape[1], value.shape[2]
+    h_pad, c_pad = _pow2(heads), _pow2(channels)
+    num_dst, num_edges = settings.num_dst, csr.src.numel()
+    device = value.device
+    block = _block_edges(
+        h_pad, c_pad, FORWARD_TILE, num_edges / max(num_dst, 1)
+    )
+    seg = max(1, SEGMENT_EDGES // block) * block
+    out = torch.empty(
+        num_dst, heads, channels, device=device, dtype=settings.out_dtype
+    )
+    lse = torch.empty(num_dst, heads, device=device, dtype=torch.float32)
+    if num_dst == 0:
+        return out, lse
+    segptr, seg_node, partptr, grid, slots = _segments(
+        csr.rowptr, num_dst, num_edges, seg
+    )
+    f32 = dict(device=device, dtype=torch.float32)
+    part_acc = torch.empty(max(slots, 1), heads, channels, **f32)
+    part_ml = torch.empty(max(slots, 1), 2, heads, **f32)
+    with _on_device(device):
+        k.gate_fwd_kernel[(grid,)](
+            q_src, q_dst, value, ep if ep is not None else q_src, a_s, a_t,
+            csr.src, settings.kind, csr.rowptr, segptr, seg_node, partptr,
+            out, lse, part_acc, part_ml, num_dst,
+            settings.seed, settings.p_drop, settings.scale, settings.slope,
+            heads, channels, h_pad, c_pad, block, seg,
+            ep is not None, settings.p_drop > 0,
+        )  # fmt: skip
+        if slots > 0:
+            k.gate_combine_kernel[(num_dst,)](
+                segptr, partptr, part_acc, part_ml, out, lse,
+                settings.scale, heads, channels, h_pad, c_pad,
+            )  # fmt: skip
+    return out, lse
 
 
 class TritonAttention(torch.autograd.Function):
     r"""The autograd function of :func:`triton_attention`; returns
-    :obj:`(alpha [E, H], out [N_dst, H, C])`."""
+    :obj:`(alpha [E, H] or None, out [N_dst, H, C])`."""
 
     @staticmethod
     def forward(
         ctx, q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
-        att_self, src, dst, loop, masked, settings,
+        att_self, perm, src_s, rowptr, settings,
     ):  # fmt: skip
         from torch_geometric_gate.ops import _triton_kernels as k
 
-        graph = settings.graph
+        csr = _CSR(perm, src_s, rowptr)
         heads, channels = value.shape[1], value.shape[2]
         h_pad, c_pad = _pow2(heads), _pow2(channels)
-        block = _block_edges(h_pad, c_pad, FORWARD_TILE)
-        num_edges = graph.perm.numel()
+        num_edges = perm.numel()
         device = value.device
         q_src_c, q_dst_c, value_c = (
             t.contiguous() for t in (q_src, q_dst, value)
         )
         a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
-        ep = _edge_projection(edge_attr, weight_edge, graph.perm)
+        ep = _edge_projection(edge_attr, weight_edge, perm)
         out, lse = _launch_forward(
-            graph, settings, q_src_c, q_dst_c, value_c, ep, a_s, a_t
+            csr, settings, q_src_c, q_dst_c, value_c, ep, a_s, a_t
         )
-        alpha = torch.empty(
-            num_edges, heads, device=device, dtype=settings.score_dtype
-        )
-        flags = (ep is not None, settings.p_drop > 0)
-        common = (settings.seed, settings.p_drop, settings.scale)
-        if num_edges > 0:
-            block_a = max(block, 16)
-            k.gate_alpha_kernel[(_cdiv(num_edges, block_a),)](
-                q_src_c, q_dst_c, ep if flags[0] else q_src_c, a_s, a_t,
-                graph.src_s, graph.dst_s, settings.kind, graph.perm, lse,
-                alpha, num_edges, *common, settings.slope,
-                heads, channels, h_pad, c_pad, block_a, *flags,
-            )  # fmt: skip
+        alpha = None
+        if settings.need_weights:
+            alpha = torch.empty(
+                num_edges, heads, device=device, dtype=settings.score_dtype
+            )
+            if num_edges > 0:
+                dst_s = ptr2index(rowptr, output_size=num_edges)
+                block_a = BLOCK_EDGES or max(
+                    16, min(64, ALPHA_TILE // (h_pad * c_pad))
+                )
+                flags = (ep is not None, settings.p_drop > 0)
+                with _on_device(device):
+                    k.gate_alpha_kernel[(_cdiv(num_edges, block_a),)](
+                        q_src_c, q_dst_c, ep if flags[0] else q_src_c, a_s,
+                        a_t, src_s, dst_s, settings.kind, perm, lse, alpha,
+                        num_edges, settings.seed, settings.p_drop,
+                        settings.scale, settings.slope,
+                        heads, channels, h_pad, c_pad, block_a, *flags,
+                    )  # fmt: skip
         ctx.save_for_backward(
             q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
-            att_self, src, dst, loop, masked, lse,
+            att_self, perm, src_s, rowptr, settings.kind, lse,
         )  # fmt: skip
         ctx.settings = settings
         ctx.set_materialize_grads(False)
@@ -269,28 +411,36 @@ class TritonAttention(torch.autograd.Function):
 
         (
             q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
-            att_self, _, _, _, _, lse,
+            att_self, perm, src_s, rowptr, kind, lse,
         ) = saved  # fmt: skip
-        graph = settings.graph
-        rev_rowptr, rev_pos = graph.reverse()
+        csr = _CSR(perm, src_s, rowptr)
+        num_edges, num_dst = perm.numel(), settings.num_dst
+        num_src = value.shape[0]
+        rev_rowptr, rev_pos = _reverse_csr(
+            settings.edge_index, csr, num_src, settings.num_loops
+        )
+        dst_s = ptr2index(rowptr, output_size=num_edges)
         heads, channels = value.shape[1], value.shape[2]
         h_pad, c_pad = _pow2(heads), _pow2(channels)
-        block = _block_edges(h_pad, c_pad, BACKWARD_TILE)
-        num_edges, num_dst = graph.perm.numel(), settings.num_dst
-        num_src = value.shape[0]
+        block_d = _block_edges(
+            h_pad, c_pad, BACKWARD_TILE, num_edges / max(num_dst, 1)
+        )
+        block_s = _block_edges(
+            h_pad, c_pad, BACKWARD_TILE, num_edges / max(num_src, 1)
+        )
         device = value.device
         q_src_c, q_dst_c, value_c = (
             t.contiguous() for t in (q_src, q_dst, value)
         )
         a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
-        ep = _edge_projection(edge_attr, weight_edge, graph.perm)
+        ep = _edge_projection(edge_attr, weight_edge, perm)
         if grad_out is None:
             grad_out = torch.zeros(
                 num_dst, heads, channels, device=device, dtype=torch.float32
             )
         grad_out = grad_out.contiguous()
         if grad_alpha is not None:
-            grad_alpha = grad_alpha.index_select(0, graph.perm).contiguous()
+            grad_alpha = grad_alpha.index_select(0, perm).contiguous()
         flags = (
             ep is not None, settings.p_drop > 0, grad_alpha is not None
         )  # fmt: skip
@@ -298,18 +448,18 @@ class TritonAttention(torch.autograd.Function):
         f32 = dict(device=device, dtype=torch.float32)
         d_q_dst = torch.zeros(num_dst, heads, channels, **f32)
         delta = torch.zeros(num_dst, heads, **f32)
-        programs = _num_programs(device, num_dst)
+        seg = max(1, SEGMENT_EDGES // block_d) * block_d
+        segptr, seg_node, partptr, num_segments, slots = _segments(
+            rowptr, num_dst, num_edges, seg
+        )
+        programs = _num_programs(device, num_segments)
         g_att = torch.zeros(programs, 2, heads, channels, **f32)
+        part = torch.empty(max(slots, 1), 6, heads, channels, **f32)
+        part_delta = torch.empty(max(slots, 1), heads, **f32)
+        programs_c = _num_programs(device, num_dst) if slots > 0 else 0
+        g_att_c = torch.zeros(programs_c, 2, heads, channels, **f32)
         ep_arg = ep if flags[0] else q_src_c
         ga_arg = grad_alpha if flags[2] else lse
-        if num_dst > 0:
-            k.gate_bwd_dst_kernel[(programs,)](
-                q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
-                graph.src_s, settings.kind, graph.rowptr, lse, grad_out,
-                ga_arg, d_q_dst, delta, g_att,
-                num_dst, *common, settings.slope,
-                heads, channels, h_pad, c_pad, block, *flags,
-            )  # fmt: skip
         d_q_src = torch.zeros(num_src, heads, channels, **f32)
         d_value = torch.zeros(num_src, heads, channels, **f32)
         d_ep = (
@@ -317,26 +467,51 @@ class TritonAttention(torch.autograd.Function):
             if flags[0]
             else None
         )
-        if num_src > 0:
-            k.gate_bwd_src_kernel[(num_src,)](
-                q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
-                graph.dst_s, settings.kind, rev_rowptr, rev_pos, lse,
-                grad_out, ga_arg, delta, d_q_src, d_value,
-                d_ep if flags[0] else d_q_src,
-                *common, settings.slope,
-                heads, channels, h_pad, c_pad, block, *flags,
-            )  # fmt: skip
+        with _on_device(device):
+            if num_dst > 0:
+                k.gate_bwd_dst_kernel[(programs,)](
+                    q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
+                    src_s, kind, rowptr, segptr, seg_node, partptr,
+                    lse, grad_out, ga_arg,
+                    d_q_dst, delta, g_att, part, part_delta,
+                    num_dst, num_segments, *common, settings.slope,
+                    heads, channels, h_pad, c_pad, block_d, seg, *flags,
+                )  # fmt: skip
+                if slots > 0:
+                    k.gate_bwd_combine_kernel[(programs_c,)](
+                        segptr, partptr, part, part_delta, d_q_dst, delta,
+                        g_att_c, num_dst, heads, channels, h_pad, c_pad,
+                    )  # fmt: skip
+            if num_src > 0:
+                seg = max(1, SEGMENT_EDGES // block_s) * block_s
+                segptr, seg_node, partptr, grid, slots = _segments(
+                    rev_rowptr, num_src, num_edges, seg
+                )
+                part = torch.empty(max(slots, 1), 2, heads, channels, **f32)
+                k.gate_bwd_src_kernel[(grid,)](
+                    q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
+                    dst_s, kind, rev_rowptr, segptr, seg_node, partptr,
+                    rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
+                    d_ep if flags[0] else d_q_src, part,
+                    num_src, *common, settings.slope,
+                    heads, channels, h_pad, c_pad, block_s, seg, *flags,
+                )  # fmt: skip
+                if slots > 0:
+                    k.gate_bwd_src_combine_kernel[(num_src,)](
+                        segptr, partptr, part, d_q_src, d_value,
+                        heads, channels, h_pad, c_pad,
+                    )  # fmt: skip
         need = ctx.needs_input_grad
-        g_att = g_att.sum(0)
+        g_att = g_att.sum(0) + g_att_c.sum(0)
         d_attr = d_weight = None
         if d_ep is not None:
             if need[3]:
                 d_attr = torch.empty_like(edge_attr)
-                d_attr[graph.perm] = (d_ep @ weight_edge.to(torch.float32)).to(
-                    edge_attr.dtype
-                )
+                d_attr[perm.long()] = (
+                    d_ep @ weight_edge.to(torch.float32)
+                ).to(edge_attr.dtype)
             if need[4]:
-                attr = edge_attr.index_select(0, graph.perm)
+                attr = edge_attr.index_select(0, perm)
                 d_weight = (d_ep.t() @ attr.to(torch.float32)).to(
                     weight_edge.dtype
                 )
@@ -348,101 +523,47 @@ class TritonAttention(torch.autograd.Function):
             d_weight,
             g_att[:1].to(att_neighbor.dtype) if need[5] else None,
             g_att[1:].to(att_self.dtype) if need[6] else None,
-            None, None, None, None, None,
+            None, None, None, None,
         )  # fmt: skip
-
-
-def _launch_forward(graph, settings, q_src, q_dst, value, ep, a_s, a_t):
-    r"""Runs :func:`gate_fwd_kernel` alone (contiguous inputs): returns
-    :obj:`out` and the log-sum-exp."""
-    from torch_geometric_gate.ops import _triton_kernels as k
-
-    heads, channels = value.shape[1], value.shape[2]
-    h_pad, c_pad = _pow2(heads), _pow2(channels)
-    num_dst = settings.num_dst
-    out = torch.empty(
-        num_dst, heads, channels, device=value.device,
-        dtype=settings.out_dtype,
-    )  # fmt: skip
-    lse = torch.empty(num_dst, heads, device=value.device, dtype=torch.float32)
-    if num_dst > 0:
-        k.gate_fwd_kernel[(num_dst,)](
-            q_src, q_dst, value, ep if ep is not None else q_src, a_s, a_t,
-            graph.src_s, settings.kind, graph.rowptr, out, lse,
-            settings.seed, settings.p_drop, settings.scale, settings.slope,
-            heads, channels, h_pad, c_pad,
-            _block_edges(h_pad, c_pad, FORWARD_TILE),
-            ep is not None, settings.p_drop > 0,
-        )  # fmt: skip
-    return out, lse
-
-
-def forward_bytes(
-    num_edges: int,
-    num_dst: int,
-    heads: int,
-    channels: int,
-    itemsize: int,
-    out_itemsize: int = 4,
-    edge_features: bool = False,
-) -> int:
-    r"""The bytes that :func:`gate_fwd_kernel` must move: per edge its
-    source index (4) and kind (1), the gathered rows of
-    :math:`\mathbf{U} \mathbf{x}_u` and :math:`\mathbf{W} \mathbf{x}_u`
-    (and of the edge projection), :obj:`H * C * itemsize` each; per target
-    node its row pointer (4) and :math:`\mathbf{V} \mathbf{x}_v`, and the
-    writes of :obj:`out` and the float32 log-sum-exp:
-
-    .. math::
-        E \, (5 + (2 + [\text{edge}]) \, HCb) + N_{dst} \, (4 + HCb +
-        HCb_{out} + 4H)
-
-    Rows gathered by several edges count once per edge (the traffic the
-    kernel issues; the L2 cache may serve repeats).
-    """
-    hcb = heads * channels * itemsize
-    per_edge = 5 + (3 if edge_features else 2) * hcb
-    per_node = 4 + hcb + heads * channels * out_itemsize + 4 * heads
-    return num_edges * per_edge + num_dst * per_node
 
 
 def _double_backward(saved, settings, grad_alpha, grad_out):
-    r"""Recomputes the attention with the chunked kernels under autograd
-    (the same dropout mask) and differentiates it with
-    :obj:`create_graph=True`."""
+    r"""Recomputes the attention with the chunked kernels under autograd, in
+    CSR order (the same dropout mask), from the tensors the first-order
+    backward saves, and differentiates it with :obj:`create_graph=True`."""
     from torch_geometric.utils import softmax
 
     from torch_geometric_gate.ops.chunked import EdgeAggregate, EdgeScore
 
     (
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
-        src, dst, loop, masked, _,
+        perm, src_s, rowptr, kind, _,
     ) = saved  # fmt: skip
     inputs = (
-        q_src,
-        q_dst,
-        value,
-        edge_attr,
-        weight_edge,
-        att_neighbor,
-        att_self,
-    )
+        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
+    )  # fmt: skip
+    num_edges = perm.numel()
+    src = src_s.long()
+    dst = ptr2index(rowptr.long(), output_size=num_edges)
+    loop = (kind & 1) == 1
+    attr = None if edge_attr is None else edge_attr.index_select(0, perm)
     e = EdgeScore.apply(
-        q_src, q_dst, edge_attr, weight_edge, src, dst, loop,
+        q_src, q_dst, attr, weight_edge, src, dst, loop,
         att_neighbor, att_self, settings.slope,
     )  # fmt: skip
-    if masked is not None:
-        e = e.masked_fill(masked.view(-1, 1), float('-inf'))
+    e = e.masked_fill((kind >= 2).view(-1, 1), float('-inf'))
     alpha = softmax(e, dst, num_nodes=settings.num_dst)
     if settings.p_drop > 0:
-        keep = _keep_mask(settings, src.numel(), alpha.size(1), alpha.device)
+        keep = _keep_mask(settings, num_edges, alpha.size(1), alpha.device)
         alpha = alpha * keep.to(alpha.dtype) * settings.scale
     out = EdgeAggregate.apply(value, alpha, src, dst, settings.num_dst)
     outputs, grads = [], []
-    for o, g in ((alpha, grad_alpha), (out, grad_out)):
-        if g is not None and o.requires_grad:
-            outputs.append(o)
-            grads.append(g)
+    if grad_alpha is not None and alpha.requires_grad:
+        outputs.append(alpha)
+        grads.append(grad_alpha.index_select(0, perm))
+    if grad_out is not None and out.requires_grad:
+        outputs.append(out)
+        grads.append(grad_out)
     wanted = [t for t in inputs if t is not None and t.requires_grad]
     result = iter(
         torch.autograd.grad(
@@ -455,98 +576,113 @@ def _double_backward(saved, settings, grad_alpha, grad_out):
         next(result) if t is not None and t.requires_grad else None
         for t in inputs
     ]
-    return (*grads_in, None, None, None, None, None)
+    return (*grads_in, None, None, None, None)
+
+
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _check_dtypes(params: AttentionParams, q_src, q_dst, value, edge_attr):
+    named = dict(
+        q_src=q_src, q_dst=q_dst, value=value,
+        att_neighbor=params.att_neighbor, att_self=params.att_self,
+        weight_edge=params.weight_edge,
+    )  # fmt: skip
+    for name, t in named.items():
+        if t is not None and t.dtype not in _DTYPES:
+            raise TypeError(
+                f'The Triton kernels compute in float32 and take float32, '
+                f"bfloat16 or float16 tensors, got '{name}' of dtype "
+                f"{t.dtype}; run float64 with attention_kernel('chunked') "
+                f"or 'reference'"
+            )
+    weight = params.weight_edge
+    if edge_attr is not None and weight is not None:
+        if edge_attr.dtype != weight.dtype:
+            # The rule of the reference and chunked kernels, which multiply
+            # the two (`edge_attr @ weight_edge.t()`):
+            raise RuntimeError(
+                f"expected 'edge_attr' and the edge projection's weight to "
+                f'have the same dtype, but got: {edge_attr.dtype} != '
+                f'{weight.dtype}'
+            )
 
 
 def triton_attention(
-    src: Tensor,
-    dst: Tensor,
+    graph: AttentionGraph,
+    params: AttentionParams,
     q_src: Tensor,
     q_dst: Tensor,
     value: Tensor,
     edge_attr: Optional[Tensor],
-    weight_edge: Optional[Tensor],
-    loop: Tensor,
-    masked: Optional[Tensor],
-    att_neighbor: Tensor,
-    att_self: Tensor,
-    negative_slope: float,
-    dropout: float,
-    training: bool,
-    num_dst: int,
-    graph_anchor: Optional[Tuple[Tensor, object]] = None,
-) -> Tuple[Tensor, Tensor]:
+) -> Tuple[Optional[Tensor], Tensor]:
     r"""GATE's attention with the Triton kernels: returns the attention
-    weights :obj:`[E, H]` (in the order of :obj:`src` and :obj:`dst`) and
-    the aggregated values :obj:`[N_dst, H, C]`, as
-    :func:`~torch_geometric_gate.ops.chunked.chunked_attention` does (see
-    :func:`torch_geometric_gate.ops.attend` for the arguments, and
-    :func:`csr` for :obj:`graph_anchor`).
+    weights :obj:`[E, H]` (in the order of :obj:`graph.src`; :obj:`None`,
+    and not computed, unless :obj:`params.need_weights`) and the aggregated
+    values :obj:`[N_dst, H, C]`.
+
+    Args:
+        graph (AttentionGraph): The edges, self-loops appended. With a
+            sorted :class:`torch_geometric.EdgeIndex` in
+            :obj:`graph.edge_index` (whose edges are the first of
+            :obj:`graph.src`/:obj:`graph.dst`, source to target), the CSR
+            comes from its cached CSC without a sort; else a stable argsort
+            of :obj:`graph.dst` and a :func:`~torch_geometric.index.index2ptr`
+            build it per call (and one of the sources at backward).
+        params (AttentionParams): The attention parameters.
+        q_src, q_dst (torch.Tensor): :math:`\mathbf{U} \mathbf{x}` of the
+            source nodes and :math:`\mathbf{V} \mathbf{x}` of the target
+            nodes, :obj:`[N, H, C]`.
+        value (torch.Tensor): :math:`\mathbf{W} \mathbf{x}` of the source
+            nodes, :obj:`[N_src, H, C]`.
+        edge_attr (torch.Tensor, optional): Edge features :obj:`[E, D]` of
+            :obj:`params.weight_edge`'s dtype.
     """
-    if negative_slope < 0:
+    if params.negative_slope < 0:
         raise ValueError('The Triton kernels need negative_slope >= 0')
+    _check_dtypes(params, q_src, q_dst, value, edge_attr)
     heads = value.size(1)
-    graph = csr(src, dst, q_src.size(0), num_dst, graph_anchor)
-    kind = loop.to(torch.int8)
-    if masked is not None:
-        kind = kind + 2 * masked.to(torch.int8)
-    kind = kind.index_select(0, graph.perm).contiguous()
-    p_drop = float(dropout) if training else 0.0
+    csr = _forward_csr(graph)
+    kind = graph.loop.to(torch.int8)
+    if graph.masked is not None:
+        kind = kind + 2 * graph.masked.to(torch.int8)
+    kind = kind.index_select(0, csr.perm).contiguous()
     seed = 0
-    if p_drop > 0:
-        if src.numel() * heads >= 2**31:
+    if params.training and params.dropout > 0:
+        if graph.src.numel() * heads >= 2**31:
             raise RuntimeError('Dropout needs E * heads < 2**31')
         seed = int(torch.randint(2**31 - 1, (1,)).item())  # CPU: no sync.
-    att_dtype = torch.promote_types(att_neighbor.dtype, att_self.dtype)
+    att_dtype = torch.promote_types(
+        params.att_neighbor.dtype, params.att_self.dtype
+    )
     score_dtype = torch.promote_types(q_src.dtype, att_dtype)
     out_dtype = torch.promote_types(value.dtype, score_dtype)
-    settings = _Settings(
-        graph, kind, float(negative_slope), p_drop, seed, num_dst,
-        (score_dtype, out_dtype),
-    )  # fmt: skip
+    settings = _Settings(graph, params, kind, seed, (score_dtype, out_dtype))
     return TritonAttention.apply(
-        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
-        src, dst, loop, masked, settings,
+        q_src, q_dst, value, edge_attr, params.weight_edge,
+        params.att_neighbor, params.att_self, csr.perm, csr.src, csr.rowptr,
+        settings,
     )  # fmt: skip
 
 
-def forward_runner(
-    src: Tensor,
-    dst: Tensor,
-    q_src: Tensor,
-    q_dst: Tensor,
-    value: Tensor,
-    loop: Tensor,
-    att_neighbor: Tensor,
-    att_self: Tensor,
-    negative_slope: float,
-    num_dst: int,
-):
-    r"""A function that runs :func:`gate_fwd_kernel` alone on these inputs
-    (no dropout, no edge features; the CSR built up front), for timing it
-    against :func:`forward_bytes`."""
-    graph = csr(src, dst, q_src.size(0), num_dst)
-    kind = loop.to(torch.int8).index_select(0, graph.perm).contiguous()
-    dtype = torch.promote_types(q_src.dtype, att_neighbor.dtype)
-    settings = _Settings(
-        graph, kind, float(negative_slope), 0.0, 0, num_dst,
-        (dtype, torch.promote_types(value.dtype, dtype)),
+def _positional_attention(
+    src, dst, q_src, q_dst, value, edge_attr, weight_edge, loop, masked,
+    att_neighbor, att_self, negative_slope, dropout, training, num_dst,
+    graph_anchor=None,
+):  # fmt: skip
+    r"""The positional form that :func:`~torch_geometric_gate.ops.attend`
+    of the current dispatch calls (:obj:`graph_anchor` is ignored: there is
+    no cache); to go when the dispatch passes
+    :class:`~torch_geometric_gate.ops.types.AttentionGraph` and
+    :class:`~torch_geometric_gate.ops.types.AttentionParams`."""
+    graph = AttentionGraph(
+        src, dst, loop, masked, q_src.size(0), num_dst, 0
     )  # fmt: skip
-    tensors = [
-        t.contiguous() for t in (q_src, q_dst, value, att_neighbor, att_self)
-    ]
-
-    def run():
-        q_s, q_d, v, a_s, a_t = tensors
-        return _launch_forward(graph, settings, q_s, q_d, v, None, a_s, a_t)
-
-    return run
+    params = AttentionParams(
+        att_neighbor, att_self, weight_edge, negative_slope, dropout,
+        training,
+    )  # fmt: skip
+    return triton_attention(graph, params, q_src, q_dst, value, edge_attr)
 
 
-__all__ = [
-    'clear_cache',
-    'csr',
-    'forward_bytes',
-    'forward_runner',
-    'triton_attention',
-]
+__all__ = ['triton_attention']
