@@ -16,28 +16,30 @@ every process would make results differ between runs::
 """
 
 import argparse
-import csv
 import os
-import shutil
-import sys
 
 import torch
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conv import (  # noqa: E402
+from common import (
     DTYPES,
-    _Step,
+    Step,
     command_line,
-    copy_data,
+    cuda_peak_bytes,
+    load_graph,
     machine_info,
     make_layer,
-    suite_graph,
     time_step,
+    write_results,
 )
 
-HEADER = ['device', 'graph', 'edges', 'heads', 'dtype', 'forward tile',
-          'backward tile', 'step ms', 'peak MB', 'x GATv2Conv',
-          'x current tiles']  # fmt: skip
+COLUMNS = ['device', 'graph', 'edges', 'heads', 'dtype', 'forward_tile',
+           'backward_tile', 'step_ms', 'peak_mb', 'x_gatv2conv',
+           'x_current_tiles']  # fmt: skip
+
+
+def _measure(step: Step, device: torch.device, args) -> tuple:
+    ms = time_step(step, device, args.warmup, args.reps)
+    peak = cuda_peak_bytes(step, device) if device.type == 'cuda' else None
+    return ms, peak
 
 
 def main(argv=None):
@@ -67,76 +69,56 @@ def main(argv=None):
     parser.add_argument('--data-root', default=None)
     parser.add_argument('--out', required=True, help='a folder')
     args = parser.parse_args(argv)
-    args.deep_scale = args.scale  # what conv.suite_graph reads
-    os.makedirs(args.out, exist_ok=True)
     device = torch.device(args.device)
-    data_root = copy_data(args.data_root) if args.data_root else None
     current = (tops.FORWARD_TILE, tops.BACKWARD_TILE)
     tiles = [(f, b) for f in args.forward_tiles for b in args.backward_tiles]
     if current not in tiles:
         tiles.append(current)
+    stem = os.path.join(args.out, 'triton_tune')
+    notes = [
+        f'Command: `{command_line("triton_tune.py", argv)}`',
+        '',
+        *machine_info(),
+    ]
     rows = []
     try:
         for graph in args.graphs:
-            x0, edge_index = suite_graph(graph, args, device, data_root)
+            x0, edge_index = load_graph(
+                graph, args.channels, device, args.data_root, args.scale
+            )
             for heads in args.heads:
                 for dtype_name in args.dtypes:
                     x = x0.to(DTYPES[dtype_name])
-                    base, _ = time_step(
-                        _Step(
-                            make_layer('GATv2', x.size(1), args.hidden,
-                                       heads, True).to(device, x.dtype),
-                            x, edge_index,
-                        ),
-                        device, args.warmup, args.reps,
+                    gatv2 = make_layer('GATv2', x.size(1), args.hidden, heads)
+                    base, _ = _measure(
+                        Step(gatv2.to(device, x.dtype), x, edge_index),
+                        device, args,
                     )  # fmt: skip
-                    layer = make_layer(
-                        'GATE', x.size(1), args.hidden, heads, True
-                    ).to(device, x.dtype)
-                    step = _Step(layer, x, edge_index, 'triton')
+                    layer = make_layer('GATE', x.size(1), args.hidden, heads)
+                    step = Step(
+                        layer.to(device, x.dtype), x, edge_index, 'triton'
+                    )
                     measured = {}
-                    for forward, backward in tiles:
-                        tops.FORWARD_TILE, tops.BACKWARD_TILE = (
-                            forward,
-                            backward,
-                        )
-                        measured[forward, backward] = time_step(
-                            step, device, args.warmup, args.reps
-                        )
+                    for tile in tiles:
+                        tops.FORWARD_TILE, tops.BACKWARD_TILE = tile
+                        measured[tile] = _measure(step, device, args)
                     now = measured[current][0]
                     for (forward, backward), (ms, peak) in measured.items():
-                        rows.append(
-                            [str(device), graph, edge_index.size(1), heads,
-                             dtype_name, forward, backward, f'{ms:.3f}',
-                             '' if peak is None else f'{peak / 2**20:.0f}',
-                             f'{ms / base:.3f}', f'{ms / now:.3f}']
-                        )  # fmt: skip
-                    _write(rows, args, argv)
+                        rows.append(dict(
+                            device=str(device), graph=graph,
+                            edges=edge_index.size(1), heads=heads,
+                            dtype=dtype_name, forward_tile=forward,
+                            backward_tile=backward, step_ms=ms,
+                            peak_mb=None if peak is None else peak / 2**20,
+                            x_gatv2conv=ms / base, x_current_tiles=ms / now,
+                        ))  # fmt: skip
+                    write_results(
+                        rows, stem, COLUMNS,
+                        'Triton kernels: step time against the tiles', notes,
+                    )  # fmt: skip
     finally:
         tops.FORWARD_TILE, tops.BACKWARD_TILE = current
-        if data_root is not None:
-            shutil.rmtree(data_root, ignore_errors=True)
     return rows
-
-
-def _write(rows, args, argv):
-    with open(os.path.join(args.out, 'triton_tune.csv'), 'w', newline='') as f:
-        writer = csv.writer(f)
-        writer.writerow(HEADER)
-        writer.writerows(rows)
-    lines = [
-        '# Triton kernels: step time against the tiles',
-        '',
-        f'Command: `{command_line(argv, "benchmark/triton_tune.py")}`',
-        '',
-        machine_info(),
-        '',
-        '| ' + ' | '.join(HEADER) + ' |',
-        '|' + ' --- |' * len(HEADER),
-        *('| ' + ' | '.join(map(str, r)) + ' |' for r in rows),
-    ]
-    with open(os.path.join(args.out, 'triton_tune.md'), 'w') as f:
-        f.write('\n'.join(lines) + '\n')
 
 
 if __name__ == '__main__':

@@ -33,11 +33,12 @@ def test_tiles_reach_the_kernels_and_defaults_come_back(tmp_path, monkeypatch):
     assert (tops.FORWARD_TILE, tops.BACKWARD_TILE) == defaults
     # 2 heads x (2 x 1 tiles + the defaults):
     assert len(rows) == 2 * 3
-    assert {(r[5], r[6]) for r in rows} == {(16, 32), (64, 32), defaults}
+    pairs = {(r['forward_tile'], r['backward_tile']) for r in rows}
+    assert pairs == {(16, 32), (64, 32), defaults}
     assert {16, 32, 64} <= set(tiles) and set(defaults) <= set(tiles)
     for r in rows:
-        if (r[5], r[6]) == defaults:
-            assert r[-1] == '1.000'
+        if (r['forward_tile'], r['backward_tile']) == defaults:
+            assert r['x_current_tiles'] == 1.0
     with open(tmp_path / 'triton_tune.csv') as f:
         assert len(list(csv.reader(f))) == 1 + len(rows)
     text = (tmp_path / 'triton_tune.md').read_text()

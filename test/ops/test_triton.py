@@ -762,20 +762,6 @@ def test_triton_sharp_softmax_gradients_in_low_precision(dtype):
     assert got['value'].abs().max() > 0.1
 
 
-def test_triton_positional_shim():
-    # The positional form the current dispatch's attend() passes.
-    graph, inputs = _triton_inputs()
-    a1, o1 = triton_run(graph, inputs)
-    src, dst, loop, masked, num = graph
-    i = inputs
-    a2, o2 = tops._positional_attention(
-        src, dst, i['q_src'], i['q_dst'], i['value'], i['edge_attr'],
-        i['weight_edge'], loop, masked, i['att_neighbor'], i['att_self'],
-        0.0, 0.0, False, num, None,
-    )  # fmt: skip
-    assert torch.equal(a1, a2) and torch.equal(o1, o2)
-
-
 @pytest.mark.skipif(
     not INTERPRET, reason='on a GPU the kernels compile when they run'
 )

@@ -665,24 +665,4 @@ def triton_attention(
     )  # fmt: skip
 
 
-def _positional_attention(
-    src, dst, q_src, q_dst, value, edge_attr, weight_edge, loop, masked,
-    att_neighbor, att_self, negative_slope, dropout, training, num_dst,
-    graph_anchor=None,
-):  # fmt: skip
-    r"""The positional form that :func:`~torch_geometric_gate.ops.attend`
-    of the current dispatch calls (:obj:`graph_anchor` is ignored: there is
-    no cache); to go when the dispatch passes
-    :class:`~torch_geometric_gate.ops.types.AttentionGraph` and
-    :class:`~torch_geometric_gate.ops.types.AttentionParams`."""
-    graph = AttentionGraph(
-        src, dst, loop, masked, q_src.size(0), num_dst, 0
-    )  # fmt: skip
-    params = AttentionParams(
-        att_neighbor, att_self, weight_edge, negative_slope, dropout,
-        training,
-    )  # fmt: skip
-    return triton_attention(graph, params, q_src, q_dst, value, edge_attr)
-
-
 __all__ = ['triton_attention']
