@@ -16,7 +16,6 @@ configurations past :obj:`--max-seconds` are recorded as skipped::
 """
 
 import argparse
-import inspect
 import os
 import time
 
@@ -130,33 +129,18 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def forward_bytes(num_edges, num_dst, heads, channels, itemsize, out_size):
-    r"""The bytes the fused forward must move at the least: per edge its
-    source index (4 bytes) and the rows :math:`\mathbf{U}\mathbf{x}_u`
-    (:obj:`q_src`) and :math:`\mathbf{W}\mathbf{x}_u` (:obj:`value`) of its
-    source; per target node its row pointer (4), :obj:`q_dst`'s row and
-    :obj:`out`'s written row: :math:`E (4 + 2HCb) + N (4 + HCb + HCb_{out})`.
+    r"""The bytes the Triton forward moves (no edge features, no dropout, no
+    attention weights): per edge its int32 source and int8 kind (5 bytes)
+    and the rows :math:`\mathbf{U}\mathbf{x}_u` (:obj:`q_src`) and
+    :math:`\mathbf{W}\mathbf{x}_u` (:obj:`value`) of its source; per target
+    node four int32 pointers (16), :obj:`q_dst`'s row, :obj:`out`'s written
+    row and the float32 log-sum-exp per head:
+    :math:`E (5 + 2HCb) + N (16 + HCb + HCb_{out} + 4H)`.
     """
     row = heads * channels
-    return num_edges * (4 + 2 * row * itemsize) + num_dst * (
-        4 + row * itemsize + row * out_size
+    return num_edges * (5 + 2 * row * itemsize) + num_dst * (
+        16 + row * itemsize + row * out_size + 4 * heads
     )
-
-
-def triton_forward(graph: AttentionGraph, params: AttentionParams, q_src,
-                   q_dst, value):  # fmt: skip
-    r"""The Triton attention, called with the bundled arguments of
-    :mod:`torch_geometric_gate.ops.types` (or, where
-    :func:`triton_attention` still takes them one by one, unbundled)."""
-    from torch_geometric_gate.ops.triton import triton_attention
-
-    if 'graph' in inspect.signature(triton_attention).parameters:
-        return triton_attention(graph, params, q_src, q_dst, value, None)
-    return triton_attention(
-        graph.src, graph.dst, q_src, q_dst, value, None, params.weight_edge,
-        graph.loop, graph.masked, params.att_neighbor, params.att_self,
-        params.negative_slope, params.dropout, params.training,
-        graph.num_dst,
-    )  # fmt: skip
 
 
 def forward_bandwidth(edge_index, num_nodes, heads, hidden, dtype, device,
@@ -164,6 +148,8 @@ def forward_bandwidth(edge_index, num_nodes, heads, hidden, dtype, device,
     r"""The Triton forward alone on inputs of the layer's shapes (self-loops
     appended, no dropout, no attention weights): its time, the bytes of
     :func:`forward_bytes` and their rate."""
+    from torch_geometric_gate.ops.triton import triton_attention
+
     n, channels = num_nodes, max(hidden // heads, 1)
     loops = torch.arange(n, device=device)
     is_loop = torch.cat(
@@ -187,7 +173,7 @@ def forward_bandwidth(edge_index, num_nodes, heads, hidden, dtype, device,
 
     def run():
         with torch.no_grad():
-            triton_forward(graph, params, q_src, q_dst, value)
+            triton_attention(graph, params, q_src, q_dst, value, None)
 
     ms = time_step(run, device, 1, reps)
     size = torch.finfo(dtype).bits // 8

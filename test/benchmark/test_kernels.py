@@ -84,12 +84,19 @@ def test_a_missing_graph_and_the_time_budget_are_recorded(tmp_path):
 
 
 def test_forward_bytes_counts_the_rows_the_kernel_must_move():
-    # 10 edges, 4 targets, 2 heads x 3 channels, bfloat16 in and out:
-    # per edge an index and two gathered rows, per target a row pointer,
-    # q_dst's row and the output row.
-    row = 2 * 3 * 2
+    # 10 edges, 4 targets, 2 heads x 3 channels, bfloat16 in and out: per
+    # edge an int32 source and an int8 kind and two gathered rows (q_src,
+    # value); per target four int32 pointers, q_dst's row, the output row
+    # and a float32 log-sum-exp per head.
+    row = torch.empty(2, 3, dtype=torch.bfloat16)
+    int32, int8, lse = (
+        torch.empty((), dtype=t).element_size()
+        for t in (torch.int32, torch.int8, torch.float32)
+    )
+    per_edge = int32 + int8 + 2 * row.nbytes
+    per_target = 4 * int32 + 2 * row.nbytes + 2 * lse
     assert kernels.forward_bytes(10, 4, 2, 3, 2, 2) == (
-        10 * (4 + 2 * row) + 4 * (4 + row + row)
+        10 * per_edge + 4 * per_target
     )
 
 
