@@ -350,9 +350,9 @@ def test_chunked_attention_gradgradcheck_across_chunks(
         return run(graph, i, slope, dropout, True)
 
     tensors = tuple(inputs[k] for k in present)
-    assert torch.autograd.gradcheck(fn, tensors)
+    assert torch.autograd.gradcheck(fn, tensors, check_batched_grad=True)
     # The backward is differentiable (gradient penalties):
-    assert torch.autograd.gradgradcheck(fn, tensors)
+    assert torch.autograd.gradgradcheck(fn, tensors, check_batched_grad=True)
 
 
 def test_chunked_attention_under_torch_func_grad():
@@ -595,7 +595,7 @@ def test_chunked_functions_gradcheck_across_chunks(monkeypatch, slope):
         )
 
     inputs = (q_src, q_dst, edge_attr, weight, att_s, att_t)
-    assert torch.autograd.gradcheck(score, inputs)
+    assert torch.autograd.gradcheck(score, inputs, check_batched_grad=True)
     # The backward is differentiable (gradient penalties):
     assert torch.autograd.gradgradcheck(score, inputs)
 
@@ -610,7 +610,9 @@ def test_chunked_functions_gradcheck_across_chunks(monkeypatch, slope):
     def aggregate(q_src, alpha):
         return EdgeAggregate.apply(q_src, alpha, src, dst, 4)
 
-    assert torch.autograd.gradcheck(aggregate, (q_src, alpha))
+    assert torch.autograd.gradcheck(
+        aggregate, (q_src, alpha), check_batched_grad=True
+    )
     assert torch.autograd.gradgradcheck(aggregate, (q_src, alpha))
     expected = torch.zeros(4, heads, channels, dtype=torch.double)
     expected.index_add_(0, dst, q_src[src] * alpha.unsqueeze(-1))

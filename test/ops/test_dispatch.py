@@ -216,14 +216,6 @@ def test_auto_runs_the_reference_under_forward_mode_ad():
 # The forward of these two has already run, outside any transform, when the
 # batched backward starts: the chunked kernels' backward itself must support
 # vmap (torch_geometric_gate/ops/chunked.py).
-_BATCHED_BACKWARD = pytest.mark.xfail(
-    reason="the chunked kernels' backward under vmap (aten::copy_)",
-    raises=RuntimeError,
-    strict=True,
-)
-
-
-@_BATCHED_BACKWARD
 def test_jacobian_vectorized_equals_the_reference():
     conv, x, edge_attr = _double_conv_and_input()
 
@@ -236,14 +228,15 @@ def test_jacobian_vectorized_equals_the_reference():
     assert torch.allclose(got, expected, atol=1e-10)
 
 
-@_BATCHED_BACKWARD
 def test_batched_grads_equal_the_reference():
     conv, x, edge_attr = _double_conv_and_input()
     x.requires_grad_()
     grads = torch.randn(3, NUM_NODES, 8, dtype=torch.double)
     with attention_kernel('reference'):
         out = conv(x, EDGE_INDEX, edge_attr)
-    expected = torch.stack([torch.autograd.grad(out, x, g)[0] for g in grads])
+    expected = torch.stack(
+        [torch.autograd.grad(out, x, g, retain_graph=True)[0] for g in grads]
+    )
     out = conv(x, EDGE_INDEX, edge_attr)
     (got,) = torch.autograd.grad(out, x, grads, is_grads_batched=True)
     assert torch.allclose(got, expected, atol=1e-10)

@@ -93,6 +93,20 @@ def _scores(
     return e
 
 
+# The backward accumulates chunk by chunk into gradient buffers, in place.
+# It makes them from the incoming gradient (`grad.new_zeros`, not
+# `torch.zeros_like(input)`): under vmap (`is_grads_batched=True`,
+# `jacobian(..., vectorize=True)`) the gradient is batched, and so are the
+# buffers then (an in-place write of a batched tensor into a plain one is
+# impossible); eagerly they are the same plain tensors.
+def _zeros_as(grad: Tensor, like: Tensor) -> Tensor:
+    return grad.new_zeros(like.shape, dtype=like.dtype)
+
+
+def _empty_as(grad: Tensor, like: Tensor) -> Tensor:
+    return grad.new_empty(like.shape, dtype=like.dtype)
+
+
 def _score_backward(
     grad_e: Tensor,
     q_src: Tensor,
@@ -106,15 +120,15 @@ def _score_backward(
     slope: float,
     need: List[bool],  # q_src, q_dst, edge_attr, weight_edge, att
 ) -> Tuple[Optional[Tensor], ...]:
-    grad_src = torch.zeros_like(q_src) if need[0] else None
-    grad_dst = torch.zeros_like(q_dst) if need[1] else None
+    grad_src = _zeros_as(grad_e, q_src) if need[0] else None
+    grad_dst = _zeros_as(grad_e, q_dst) if need[1] else None
     grad_attr = None
     if need[2] and edge_attr is not None:
-        grad_attr = torch.empty_like(edge_attr)
+        grad_attr = _empty_as(grad_e, edge_attr)
     grad_weight = None
     if need[3] and weight_edge is not None:
-        grad_weight = torch.zeros_like(weight_edge)
-    grad_att = torch.zeros_like(att) if need[4] else None
+        grad_weight = _zeros_as(grad_e, weight_edge)
+    grad_att = _zeros_as(grad_e, att) if need[4] else None
     # With `create_graph=True` this backward is differentiated in turn:
     # no in-place op on a tensor that autograd saves (accumulating into the
     # fresh gradient buffers in place is safe, and avoids a copy of them per
@@ -129,7 +143,10 @@ def _score_backward(
             # [c, H, 2]: the gradients of the neighbor and self scores
             g_loop = g.masked_fill(~is_loop, 0.0)
             g2 = torch.stack([g - g_loop, g_loop], dim=-1)
-            grad_att += torch.einsum('chk,chd->khd', g2, act.to(g2.dtype))
+            # 'chk,chd->khd' as a batched product ([H, 2, c] @ [H, c, C]):
+            # `einsum` has no batching rule under `is_grads_batched=True`.
+            g_att = g2.permute(1, 2, 0) @ act.to(g2.dtype).transpose(0, 1)
+            grad_att += g_att.transpose(0, 1)
         g_z = torch.where(is_loop.unsqueeze(-1), att[1], att[0])
         g_z = (g_z * g.unsqueeze(-1)).to(act.dtype)
         if slope == 0.0:
@@ -176,8 +193,8 @@ def _aggregate_backward(
     need_x: bool,
     need_alpha: bool,
 ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
-    grad_x = torch.zeros_like(x) if need_x else None
-    grad_alpha = torch.empty_like(alpha) if need_alpha else None
+    grad_x = _zeros_as(grad_out, x) if need_x else None
+    grad_alpha = _empty_as(grad_out, alpha) if need_alpha else None
     grad_out = grad_out.contiguous()
     for s in _chunks(src.numel(), x.size(1) * x.size(2), x.device):
         g = grad_out.index_select(0, dst[s])
@@ -291,6 +308,14 @@ def _index_dtype(num_src: int, num_dst: int) -> torch.dtype:
     return torch.int32 if max(num_src, num_dst) < 2**31 else torch.int64
 
 
+# The dispatch keys of vmap's mode: `torch.autograd.grad(...,
+# is_grads_batched=True)` and `jacobian(..., vectorize=True)` enter the
+# first, `torch.func.vmap` the second.
+_VMAP_MODES = torch._C.DispatchKeySet(
+    torch._C._parse_dispatch_key('VmapMode')
+).add(torch._C.DispatchKey.FuncTorchVmapMode)
+
+
 def _dropout_noise(
     seed: Tensor, shape: List[int], p: float, like: Tensor
 ) -> Tensor:
@@ -298,7 +323,11 @@ def _dropout_noise(
     probability :obj:`p`, else :obj:`1 / (1 - p)`, as
     :func:`torch.nn.functional.dropout` scales."""
     gen = torch.Generator(device=like.device).manual_seed(int(seed.item()))
-    noise = like.new_empty(shape).bernoulli_(1.0 - p, generator=gen)
+    # In backward under vmap (batched gradients) random operations are
+    # refused; this one draws the same mask for the whole batch (the
+    # forward's), on plain tensors, so it runs outside vmap's mode:
+    with torch._C._ExcludeDispatchKeyGuard(_VMAP_MODES):
+        noise = like.new_empty(shape).bernoulli_(1.0 - p, generator=gen)
     return noise.mul_(1.0 / (1.0 - p) if p < 1.0 else 0.0)
 
 
