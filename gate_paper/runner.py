@@ -27,13 +27,26 @@ from multiprocessing import get_context
 from typing import Callable, List, Optional
 
 from gate_paper import store
-from gate_paper.training import Diverged
-from torch_geometric_gate._cli import int_at_least
+
+# Set in each worker process by its initializer: the threads of a run.
+_THREADS = None
+
+
+class Diverged(RuntimeError):
+    r"""Raised by a run that diverged (a NaN or infinite loss or
+    attention) at ``epoch``: the runner records the run as diverged (NaN
+    metrics) and goes on. :func:`gate_paper.training.train` raises it."""
+
+    def __init__(self, epoch: int, why: str):
+        super().__init__(f'diverged at epoch {epoch}: {why}')
+        self.epoch = epoch
 
 
 def add_runner_args(parser: argparse.ArgumentParser):
-    r"""``--out-dir`` (default ``runs/<study>``), ``--jobs``, ``--threads``,
+    r"""``--jobs``, ``--threads``,
     ``--resume`` and ``--tables-only``."""
+    from torch_geometric_gate._cli import int_at_least
+
     parser.add_argument(
         '--jobs',
         type=int_at_least(1),
@@ -94,14 +107,15 @@ def _init_worker(threads: int):
     # Ctrl-C reaches the whole process group: the main process alone
     # decides, and ends the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import torch
-
-    torch.set_num_threads(threads)
+    global _THREADS
+    _THREADS = threads
 
 
 def execute(run: Callable, config: dict, folder: str) -> dict:
     r"""Runs ``run(config)`` (a dict of results) and writes its run file;
     returns the record. A :class:`Diverged` run is recorded as diverged."""
+    if _THREADS is not None and 'torch' in sys.modules:  # in a worker
+        sys.modules['torch'].set_num_threads(_THREADS)
     try:
         result, status, message = run(config), 'finished', None
     except Diverged as e:
@@ -172,8 +186,9 @@ def run_all(
             finished = _pool(todo, run, folder, args, label, pbar)
     except (KeyboardInterrupt, _Terminated) as e:
         code = 130 if isinstance(e, KeyboardInterrupt) else 143
+        finished = len(store.load(folder, [c for _, c in unique]))
         print(
-            f'\ninterrupted: {len(done) + finished} of the {len(unique)} '
+            f'\ninterrupted: {finished} of the {len(unique)} '
             f"runs are finished in '{folder}' (--resume goes on from them)",
             file=sys.stderr,
         )

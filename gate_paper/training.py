@@ -14,15 +14,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gate_paper.metrics import as_python
+from gate_paper.runner import Diverged
 
-
-class Diverged(RuntimeError):
-    r"""Training diverged (a NaN or infinite loss or attention) at
-    ``epoch``."""
-
-    def __init__(self, epoch: int, why: str):
-        super().__init__(f'diverged at epoch {epoch}: {why}')
-        self.epoch = epoch
+__all__ = ['Diverged', 'Selector', 'mask_index', 'run_epochs', 'train']
 
 
 class Selector:
