@@ -17,6 +17,23 @@ from gate_paper.training import Selector, mask_index, train
 from torch_geometric_gate._cli import int_at_least, positive_float
 
 MODELS = SYNTHETIC_MODELS
+# What a run measures (the results of its run file):
+RESULTS = (
+    'min_loss_epoch',
+    'min_train_loss',
+    'test_acc_at_min_loss',
+    'train_acc_at_min_loss',
+    'first_full_train_epoch',
+    'test_acc_at_first_full_train',
+    'max_test_acc',
+    'max_test_acc_epoch',
+    'final_train_acc',
+    'final_test_acc',
+    'epochs_run',
+    'stopped_early',
+    'wall_s',
+    'final_alpha_vv_mean',
+)
 
 
 def config(dataset, source, model, num_layers, seed, args) -> dict:
@@ -198,3 +215,8 @@ def int_text(value) -> str:
     r"""An integer column's cell (a float where a diverged run made the
     column NaN); ``''`` for NaN."""
     return '' if value != value else str(int(value))
+
+
+def percent(value) -> str:
+    r"""A share as a percentage with one decimal; ``'diverged'`` for NaN."""
+    return 'diverged' if value != value else f'{100 * value:.1f}'

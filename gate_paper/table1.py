@@ -34,11 +34,13 @@ from gate_paper.runner import check_out_dir, check_unique, run_all
 from gate_paper.store import load
 from gate_paper.synthetic import (
     MODELS,
+    RESULTS,
     add_training_args,
     alpha_text,
     cell_at,
     config,
     int_text,
+    percent,
     train_synthetic,
 )
 from gate_paper.tables import runs_frame, write_tables
@@ -213,7 +215,7 @@ def tables(records, datasets, depths, models):
     the same at the first epoch of 100% training accuracy
     (``first_full``), and per run the final training accuracy, the epochs
     and the mean alpha_vv per layer (``runs``)."""
-    frame = runs_frame(records)
+    frame = runs_frame(records, RESULTS)
     by_key = {
         (r.dataset, r.num_layers, r.model): r
         for r in frame.itertuples(index=False)
@@ -261,7 +263,7 @@ def tables(records, datasets, depths, models):
                 r.dataset,
                 r.num_layers,
                 r.model,
-                f'{100 * r.final_train_acc:.1f}',
+                percent(r.final_train_acc),
                 int_text(r.epochs_run),
                 alpha_text(r.final_alpha_vv_mean),
                 f'{r.wall_s:.1f}',

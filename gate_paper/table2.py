@@ -33,11 +33,13 @@ from gate_paper.stats import mean_ci95
 from gate_paper.store import load
 from gate_paper.synthetic import (
     MODELS,
+    RESULTS,
     add_training_args,
     alpha_text,
     cell_at,
     config,
     int_text,
+    percent,
     train_synthetic,
 )
 from gate_paper.tables import runs_frame, write_tables
@@ -141,12 +143,12 @@ def parse_args(argv=None):
         'paper' if args.paper_data is not None else f'ours-g{args.graph_seed}'
     )
     if args.paper_data is not None and not args.tables_only:
-        for k in args.ks:
-            path = os.path.join(
-                args.paper_data, f'neighbor_dependent_k{k}.npz'
-            )
-            if not os.path.isfile(path):
-                parser.error(f'argument --paper-data: no file {path!r}')
+        for k in args.ks:  # each file readable, its masks disjoint
+            name = f'neighbor_dependent_k{k}.npz'
+            try:
+                npz_graph(os.path.join(args.paper_data, name))
+            except (OSError, ValueError) as e:
+                parser.error(f'argument --paper-data: {e}')
     check_out_dir(parser, args.out_dir, '--out-dir')
     args.tables_dir = args.tables_dir or args.out_dir
     check_out_dir(parser, args.tables_dir, '--tables-dir')
@@ -212,7 +214,7 @@ def tables(records, ks, extra_depths, models, seeds):
     loss (``summary``) and of the best test accuracy of any epoch
     (``max_test``, the authors' appendix metric), and a per-run table
     (``runs``)."""
-    frame = runs_frame(records)
+    frame = runs_frame(records, RESULTS)
     if frame.empty:
         frame = pd.DataFrame(columns=['dataset', 'num_layers', 'model'])
     columns = (
@@ -270,7 +272,7 @@ def tables(records, ks, extra_depths, models, seeds):
                 r.seed,
                 cell_at(r.test_acc_at_min_loss, r.min_loss_epoch),
                 cell_at(r.max_test_acc, r.max_test_acc_epoch),
-                f'{100 * r.final_train_acc:.1f}',
+                percent(r.final_train_acc),
                 int_text(r.epochs_run),
                 alpha_text(r.final_alpha_vv_mean),
                 f'{r.wall_s:.1f}',

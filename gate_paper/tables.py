@@ -8,14 +8,19 @@ from typing import List, Optional, Sequence, Tuple
 import pandas as pd
 
 
-def runs_frame(records: Sequence[dict]) -> pd.DataFrame:
+def runs_frame(
+    records: Sequence[dict], results: Sequence[str] = ()
+) -> pd.DataFrame:
     r"""One row per run: its configuration's columns, ``status``
-    (``'finished'`` or ``'diverged'``) and its results' columns (``null``
-    and the results of a diverged run are NaN)."""
+    (``'finished'`` or ``'diverged'``) and its results' columns, at least
+    ``results`` (``null`` and the results of a diverged run are NaN)."""
     rows = [
         {**r['config'], 'status': r['status'], **r['result']} for r in records
     ]
     frame = pd.DataFrame(rows)
+    for name in results:
+        if name not in frame.columns:
+            frame[name] = float('nan')
     return frame.fillna(float('nan')).infer_objects()
 
 
