@@ -233,6 +233,12 @@ def parse_args(argv=None):
             f'argument --heads: --hidden ({args.hidden}) must be divisible '
             f'by --heads ({args.heads})'
         )
+    if args.mode == 'mini' and not args.tables_only and not can_sample():
+        parser.error(
+            "argument --mode: 'mini' samples neighbours with pyg-lib or "
+            'torch-sparse, and neither is installed (install one, or use '
+            '--mode full)'
+        )
     if not args.tables_only:  # before any folder is created
         try:
             check_offline(args.dataset, args.root)
@@ -244,6 +250,12 @@ def parse_args(argv=None):
     if args.device == 'auto':
         args.device = 'cuda' if torch.cuda.is_available() else 'cpu'
     return args
+
+
+def can_sample() -> bool:
+    import torch_geometric.typing as pyg_typing
+
+    return pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
 
 
 def configs(args) -> list:
@@ -299,8 +311,7 @@ def main(argv=None):
         # Process the dataset once, here, not in every worker at once.
         load_ogb(args.dataset, args.root)
         settings = {'root': args.root, 'device': args.device}
-        run_all(runs, functools.partial(run_one, settings), args.out_dir,
-                args)  # fmt: skip
+        run_all(runs, functools.partial(run_one, settings), args.out_dir, args)
     records = load(args.out_dir, runs)
     print(
         write_tables(

@@ -314,7 +314,8 @@ def configs(args) -> list:
                                 num_layers=L,
                                 split=split,
                                 seed=args.seed + split,
-                                edges='raw' if args.raw_edges
+                                edges='raw'
+                                if args.raw_edges
                                 else 'undirected',
                                 features='normalized'
                                 if normalized and not args.raw_features
@@ -329,7 +330,7 @@ def configs(args) -> list:
                                 max_epochs=args.max_epochs or d['epochs'],
                                 patience=patience or 0,
                             )
-                        )  # fmt: skip
+                        )
     return runs
 
 
@@ -402,13 +403,23 @@ def tables(records):
             )
         )
     result += [
-        ('minus_gat', 'Test metric minus GAT of the same split (points)',
-         minus_gat(frame)),
-        ('epochs', 'Selected epoch and mean alpha_vv there',
-         epochs_table(frame)),
-        ('energy', 'Dirichlet energy of the input and of the output '
-         '(mean over the splits)', energy_table(frame)),
-    ]  # fmt: skip
+        (
+            'minus_gat',
+            'Test metric minus GAT of the same split (points)',
+            minus_gat(frame),
+        ),
+        (
+            'epochs',
+            'Selected epoch and mean alpha_vv there',
+            epochs_table(frame),
+        ),
+        (
+            'energy',
+            'Dirichlet energy of the input and of the output '
+            '(mean over the splits)',
+            energy_table(frame),
+        ),
+    ]
     if (frame['recipe'] == 'strong').any():
         result.append(
             (
@@ -436,8 +447,9 @@ def wide(frame, column, quantity) -> pd.DataFrame:
             row[f'paper {m}'] = paper_cell(dataset, recipe, L, m, quantity)
         out.append(row)
     table = pd.DataFrame(out)
-    empty = [c for c in table if c.startswith('paper ')
-             and (table[c] == '-').all()]  # fmt: skip
+    empty = [
+        c for c in table if c.startswith('paper ') and (table[c] == '-').all()
+    ]
     return table.drop(columns=empty)
 
 
@@ -730,8 +742,9 @@ def main(argv=None):
                 'plot_splits': set(args.plot_splits),
                 'compile_after': args.compile_after,
             }
-            run_all(runs, functools.partial(run_one, settings), args.out_dir,
-                    args)  # fmt: skip
+            run_all(
+                runs, functools.partial(run_one, settings), args.out_dir, args
+            )
         finally:
             shutil.rmtree(root, ignore_errors=True)
     records = load(args.out_dir, runs)

@@ -159,13 +159,17 @@ def parse_args(argv=None):
 def configs(args):
     return [
         config(
-            d, 'ours' if d.startswith('er') else 'planetoid', m, L, args.seed,
+            d,
+            'ours' if d.startswith('er') else 'planetoid',
+            m,
+            L,
+            args.seed,
             args,
         )
         for d in args.datasets
         for L in args.depths
         for m in args.models
-    ]  # fmt: skip
+    ]
 
 
 def main(argv=None):
@@ -185,8 +189,9 @@ def main(argv=None):
                 else os.path.join(args.out_dir, 'plots'),
                 'compile_after': args.compile_after,
             }
-            run_all(runs, functools.partial(run_one, settings), args.out_dir,
-                    args)  # fmt: skip
+            run_all(
+                runs, functools.partial(run_one, settings), args.out_dir, args
+            )
         finally:
             shutil.rmtree(tmp_root, ignore_errors=True)
     records = load(args.out_dir, runs)
@@ -255,8 +260,12 @@ def tables(records, datasets, depths, models):
             (d, L, m) for d in datasets for L in depths for m in models
         )
     }
-    done = sorted(by_key.values(), key=lambda r: order.get(
-        (r.dataset, r.num_layers, r.model), len(order)))  # fmt: skip
+    done = sorted(
+        by_key.values(),
+        key=lambda r: order.get(
+            (r.dataset, r.num_layers, r.model), len(order)
+        ),
+    )
     runs = pd.DataFrame(
         [
             [

@@ -182,8 +182,9 @@ def main(argv=None):
                 else os.path.join(args.out_dir, 'plots'),
                 'compile_after': args.compile_after,
             }
-            run_all(runs, functools.partial(run_one, settings), args.out_dir,
-                    args)  # fmt: skip
+            run_all(
+                runs, functools.partial(run_one, settings), args.out_dir, args
+            )
         finally:
             shutil.rmtree(tmp_root, ignore_errors=True)
     records = load(args.out_dir, runs)

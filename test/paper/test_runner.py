@@ -243,8 +243,11 @@ def test_interrupt_stops_every_worker_and_keeps_finished_runs(
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert finished(tmp_path / 'runs') == {('ok', 1), ('wait', 2), ('wait', 3)}
-    again = [r for r in store.load(str(tmp_path / 'runs'))
-             if r['config']['kind'] == 'ok']  # fmt: skip
+    again = [
+        r
+        for r in store.load(str(tmp_path / 'runs'))
+        if r['config']['kind'] == 'ok'
+    ]
     assert again == first  # kept, not run again
 
 
@@ -254,10 +257,17 @@ def test_simultaneous_invocations_keep_each_others_runs(tmp_path):
     # hold the lock (issue 35, item 7); now there is no lock to race for.
     # Each invocation's first run waits until all three run at once.
     procs = [
-        start(tmp_path, f'barrier:{i}', f'ok:{10 + i}', 'ok:99', '--resume',
-              '--parties', '3')
+        start(
+            tmp_path,
+            f'barrier:{i}',
+            f'ok:{10 + i}',
+            'ok:99',
+            '--resume',
+            '--parties',
+            '3',
+        )
         for i in range(3)
-    ]  # fmt: skip
+    ]
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err

@@ -13,14 +13,34 @@ DATA = osp.join(ROOT, 'docs', 'source', '_data')
 # Every synthetic table the docs include, with the command that rebuilds
 # it from the committed run files (as gate_paper/README.md gives it).
 DOCS_TABLES = [
-    (table1, 'table1', [], 'self_sufficient', 'table1', 48,
-     ['summary', 'first_full', 'runs']),
-    (table2, 'table2_ours', [], 'neighbor_dependent/ours', 'table2', 180,
-     ['summary', 'max_test', 'runs']),
-    (table2, 'table2_paper', ['--paper-data', 'unused'],
-     'neighbor_dependent/paper', 'table2', 180,
-     ['summary', 'max_test', 'runs']),
-]  # fmt: skip
+    (
+        table1,
+        'table1',
+        [],
+        'self_sufficient',
+        'table1',
+        48,
+        ['summary', 'first_full', 'runs'],
+    ),
+    (
+        table2,
+        'table2_ours',
+        [],
+        'neighbor_dependent/ours',
+        'table2',
+        180,
+        ['summary', 'max_test', 'runs'],
+    ),
+    (
+        table2,
+        'table2_paper',
+        ['--paper-data', 'unused'],
+        'neighbor_dependent/paper',
+        'table2',
+        180,
+        ['summary', 'max_test', 'runs'],
+    ),
+]
 
 
 def read_csv(path):
@@ -28,8 +48,9 @@ def read_csv(path):
         return list(csv.reader(f))
 
 
-@pytest.mark.parametrize('script, runs, argv, folder, stem, count, names',
-                         DOCS_TABLES)  # fmt: skip
+@pytest.mark.parametrize(
+    'script, runs, argv, folder, stem, count, names', DOCS_TABLES
+)
 def test_docs_tables_rebuild_from_the_committed_runs(
     tmp_path, capsys, script, runs, argv, folder, stem, count, names
 ):
@@ -62,8 +83,14 @@ def test_runs_frame_and_tables(tmp_path):
     ]
     frame = runs_frame(records, results=['acc', 'epoch', 'wall'])
     assert list(frame.columns) == [
-        'model', 'seed', 'status', 'acc', 'epoch', 'auc', 'wall'
-    ]  # fmt: skip
+        'model',
+        'seed',
+        'status',
+        'acc',
+        'epoch',
+        'auc',
+        'wall',
+    ]
     assert frame['acc'].iloc[0] == 0.5 and math.isnan(frame['acc'].iloc[1])
     assert frame['auc'].isna().all() and frame['wall'].isna().all()
     assert markdown(frame[['model', 'status']]) == (
@@ -71,9 +98,12 @@ def test_runs_frame_and_tables(tmp_path):
         '| GAT | diverged |\n'
     )
     text = write_tables(
-        str(tmp_path), 'study', 'Title', 'Intro.',
+        str(tmp_path),
+        'study',
+        'Title',
+        'Intro.',
         [('a', None, frame[['model']]), ('b', 'Heading', frame[['seed']])],
-    )  # fmt: skip
+    )
     assert text.startswith('# Title\n\nIntro.\n')
     assert '## Heading' in text
     assert read_csv(tmp_path / 'study_a.csv') == [['model'], ['GATE'], ['GAT']]

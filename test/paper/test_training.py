@@ -12,10 +12,13 @@ def select(better, values, **kwargs):
     running = torch.ones((), dtype=torch.bool)
     for epoch, value in enumerate(values, start=1):
         selector.update(
-            epoch, {'v': torch.tensor(value, dtype=torch.float64),
-                    'w': torch.tensor(-value, dtype=torch.float64)},
+            epoch,
+            {
+                'v': torch.tensor(value, dtype=torch.float64),
+                'w': torch.tensor(-value, dtype=torch.float64),
+            },
             running,
-        )  # fmt: skip
+        )
     return selector.result()
 
 

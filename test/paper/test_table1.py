@@ -1,0 +1,216 @@
+import json
+import os
+import os.path as osp
+import subprocess
+import sys
+
+import pytest
+
+from gate_paper import store, table1
+from gate_paper.data import SHARED_DATA
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+TINY = [
+    '--quick',
+    '--datasets',
+    'er8',
+    '--depths',
+    '1',
+    '--max-epochs',
+    '15',
+    '--no-plots',
+]
+
+
+def script(*argv, cwd=None):
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+    return subprocess.run(
+        [sys.executable, '-m', 'gate_paper.table1', *argv],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_quick_defaults():
+    args = table1.parse_args(['--quick', '--out-dir', os.devnull + '-none'])
+    assert args.max_epochs == 200
+    assert args.datasets == ['er8', 'cora-rand'] and args.depths == [1, 5]
+    assert args.models == ['GAT_S', 'GAT', 'GATE_S', 'GATE']
+    os.rmdir(os.devnull + '-none')
+
+
+@pytest.mark.parametrize(
+    'argv, message',
+    [
+        (['--jobs', '0'], 'argument --jobs: expected an integer >= 1'),
+        (['--depths', '1', '1'], 'argument --depths: each value once'),
+        (['--stop-loss', 'nan'], 'argument --stop-loss'),
+    ],
+)
+def test_bad_arguments_are_usage_errors(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as e:
+        table1.parse_args(argv + ['--out-dir', str(tmp_path / 'runs')])
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_out_dir_naming_a_file_is_a_usage_error(tmp_path, capsys):
+    # A raw FileExistsError / OSError (issue 35, item 15).
+    a_file = tmp_path / 'table1.csv'
+    a_file.write_text('')
+    for path in (a_file, a_file / 'runs'):
+        with pytest.raises(SystemExit) as e:
+            table1.parse_args(['--datasets', 'er2', '--out-dir', str(path)])
+        assert e.value.code == 2
+        assert 'argument --out-dir' in capsys.readouterr().err
+
+
+def test_missing_data_root_is_a_usage_error_before_any_folder(
+    tmp_path, capsys
+):
+    # A missing --data-root ended in a URLError after creating empty
+    # folders (issue 35, item 16).
+    with pytest.raises(SystemExit) as e:
+        table1.parse_args(
+            [
+                '--data-root',
+                str(tmp_path / 'data'),
+                '--out-dir',
+                str(tmp_path / 'runs'),
+            ]
+        )
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f'no offline copy of Cora under {str(tmp_path / "data")!r}' in err
+    assert 'Planetoid/Cora/raw/ind.cora.x' in err
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_tiny_run_resume_and_determinism(tmp_path):
+    out = script(
+        *TINY, '--models', 'GATE', 'GAT', '--out-dir', str(tmp_path / 'a')
+    )
+    assert out.returncode == 0, out.stderr
+    records = store.load(str(tmp_path / 'a'))
+    assert sorted(r['config']['model'] for r in records) == ['GAT', 'GATE']
+    assert all(r['result']['epochs_run'] == 15 for r in records)
+    summary = (tmp_path / 'a' / 'table1_summary.csv').read_text()
+    assert summary.splitlines()[1].startswith('er8,1,')
+
+    # Resumed with one more model: only that one runs, the others are kept.
+    before = {
+        f: (tmp_path / 'a' / f).read_text()
+        for f in os.listdir(tmp_path / 'a')
+        if f.endswith('.json')
+    }
+    out = script(
+        *TINY,
+        '--models',
+        'GATE',
+        'GAT',
+        'GATE_S',
+        '--resume',
+        '--out-dir',
+        str(tmp_path / 'a'),
+    )
+    assert out.returncode == 0, out.stderr
+    for name, text in before.items():
+        assert (tmp_path / 'a' / name).read_text() == text
+    assert len(store.load(str(tmp_path / 'a'))) == 3
+
+    # The same run in another folder gives the same numbers.
+    out = script(
+        *TINY,
+        '--models',
+        'GATE',
+        '--jobs',
+        '2',
+        '--out-dir',
+        str(tmp_path / 'b'),
+    )
+    assert out.returncode == 0, out.stderr
+    (again,) = store.load(str(tmp_path / 'b'))
+    (first,) = [r for r in records if r['config'] == again['config']]
+    first['result'].pop('wall_s'), again['result'].pop('wall_s')
+    assert again == first
+
+
+@pytest.mark.slow
+def test_diverged_runs_do_not_end_the_sweep(tmp_path):
+    # --lr 1e9 made the recorder raise and ended the sweep; --resume died
+    # the same way (issue 35, item 8).
+    out = script(
+        '--datasets',
+        'er8',
+        '--depths',
+        '5',
+        '--models',
+        'GATE',
+        'GAT',
+        '--lr',
+        '1e9',
+        '--max-epochs',
+        '20',
+        '--no-plots',
+        '--out-dir',
+        str(tmp_path),
+    )
+    assert out.returncode == 0, out.stderr
+    assert (
+        'recorded as diverged (NaN metrics), the sweep goes on' in out.stderr
+    )
+    records = store.load(str(tmp_path))
+    assert [r['status'] for r in records] == ['diverged', 'diverged']
+    assert (
+        'er8,5,diverged,diverged,'
+        in (tmp_path / 'table1_summary.csv').read_text()
+    )
+    out = script(
+        '--datasets',
+        'er8',
+        '--depths',
+        '5',
+        '--models',
+        'GATE',
+        'GAT',
+        '--lr',
+        '1e9',
+        '--max-epochs',
+        '20',
+        '--no-plots',
+        '--out-dir',
+        str(tmp_path),
+        '--resume',
+    )
+    assert out.returncode == 0, out.stderr
+    assert 'diverged at' not in out.stderr  # recorded: not run again
+    path = store.path_of(str(tmp_path), records[0]['config'])
+    with open(path) as f:
+        assert json.load(f)['message'].startswith('diverged at epoch')
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not osp.isdir(SHARED_DATA), reason='needs ../shared/data')
+def test_cora_from_the_offline_copy(tmp_path):
+    out = script(
+        '--quick',
+        '--datasets',
+        'cora-rand',
+        '--depths',
+        '1',
+        '--models',
+        'GATE',
+        '--max-epochs',
+        '5',
+        '--no-plots',
+        '--out-dir',
+        str(tmp_path),
+    )
+    assert out.returncode == 0, out.stderr
+    (record,) = store.load(str(tmp_path))
+    assert record['config']['source'] == 'planetoid'
+    assert record['result']['epochs_run'] == 5
