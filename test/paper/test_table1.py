@@ -46,8 +46,27 @@ def test_quick_defaults():
     'argv, message',
     [
         (['--jobs', '0'], 'argument --jobs: expected an integer >= 1'),
+        (['--threads', '0'], 'argument --threads: expected an integer >= 1'),
         (['--depths', '1', '1'], 'argument --depths: each value once'),
-        (['--stop-loss', 'nan'], 'argument --stop-loss'),
+        (
+            ['--depths', '1', '0'],
+            'argument --depths: expected an integer >= 1',
+        ),
+        (
+            ['--stop-loss', '-1'],
+            'argument --stop-loss: expected a number in (0.0',
+        ),
+        (
+            ['--stop-loss', 'nan'],
+            'argument --stop-loss: expected a number in (0.0',
+        ),
+        (
+            ['--max-epochs', '0'],
+            'argument --max-epochs: expected an integer >= 1',
+        ),
+        (['--seed', '-1'], 'argument --seed: expected an integer >= 0'),
+        (['--compile-after', '-1'], 'argument --compile-after'),
+        (['--models', 'MLP'], 'argument --models: invalid choice'),
     ],
 )
 def test_bad_arguments_are_usage_errors(tmp_path, capsys, argv, message):

@@ -40,6 +40,27 @@ def test_quick_defaults(tmp_path):
     assert len(table2.configs(args)) == 24
 
 
+@pytest.mark.parametrize(
+    'argv, message',
+    [
+        (['--seeds', '0', '-1'], 'argument --seeds: expected an integer >= 0'),
+        (['--seeds', '0', '0'], 'argument --seeds: each value once'),
+        (['--ks', '0'], 'argument --ks: expected an integer >= 1'),
+        (['--extra-depths', '-1'], 'argument --extra-depths: expected an'),
+        (
+            ['--hidden', 'x'],
+            "argument --hidden: expected an integer >= 1, got 'x'",
+        ),
+        (['--graph-seed', '-1'], 'argument --graph-seed'),
+    ],
+)
+def test_bad_arguments_are_usage_errors(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as e:
+        table2.parse_args(argv + ['--out-dir', str(tmp_path / 'runs')])
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
 def test_paper_data_with_overlapping_masks_is_refused(tmp_path, capsys):
     # --paper-data did not check its masks: train and test overlapping were
     # trained and tested on the same nodes (issue 35, item 14).
