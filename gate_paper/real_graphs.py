@@ -337,16 +337,35 @@ def configs(args) -> list:
 # Tables -------------------------------------------------------------------
 
 KEYS = ['dataset', 'recipe', 'num_layers', 'model', 'edges']
+# The results the tables read (NaN where a run has none: diverged, or not
+# a binary set).
+RESULTS = [
+    'test_metric',
+    'val_metric',
+    'bal_test_bal_acc',
+    'best_epoch',
+    'alpha_vv_mean',
+    'energy_all_input',
+    'energy_all_output',
+    'energy_adj_input',
+    'energy_adj_output',
+]
 
 
-def cell(values) -> str:
-    r"""``mean ± ci (n=n)`` in % of the runs' ``values`` (``-``: none)."""
+def cell(values, diverged: int = 0) -> str:
+    r"""``mean ± ci (n=n)`` in % of the finished runs' ``values`` (NaN:
+    not recorded), with the number of ``diverged`` runs if any."""
     values = [v for v in values if not math.isnan(v)]
+    gone = f'{diverged} diverged' if diverged else ''
     if not values:
-        return '-'
+        return gone or '-'
     mean, half = mean_ci95([100 * v for v in values])
     ci = '' if math.isnan(half) else f' ± {half:.2f}'
-    return f'{mean:.2f}{ci} (n={len(values)})'
+    return f'{mean:.2f}{ci} (n={len(values)}{"; " + gone if gone else ""})'
+
+
+def finished(frame) -> pd.DataFrame:
+    return frame[frame['status'] == 'finished']
 
 
 def paper_cell(dataset, recipe, L, model, quantity) -> str:
@@ -378,11 +397,9 @@ def tables(records):
     (same split) differences to GAT (``minus_gat``); the selected epochs
     and mean alpha_vv (``epochs``); the Dirichlet energies (``energy``);
     with the strong recipe the depth chosen on validation (``depth``)."""
-    frame = runs_frame(records)
+    frame = runs_frame(records, RESULTS)
     if frame.empty:
         return [('table', None, pd.DataFrame())]
-    if 'bal_test_bal_acc' not in frame:
-        frame['bal_test_bal_acc'] = math.nan
     binary = frame['dataset'].isin(gp_data.ROC_AUC_DATASETS)
     paper = frame['recipe'] == 'paper'
     result = [
@@ -442,7 +459,12 @@ def wide(frame, column, quantity) -> pd.DataFrame:
         by_model = dict(list(group.groupby('model')))
         row = {'dataset': dataset, 'recipe': recipe, 'L': L}
         for m in models:
-            row[m] = cell(by_model[m][column]) if m in by_model else '-'
+            g = by_model.get(m)
+            row[m] = (
+                '-'
+                if g is None
+                else cell(g[column], int((g['status'] == 'diverged').sum()))
+            )
         for m in models:
             row[f'paper {m}'] = paper_cell(dataset, recipe, L, m, quantity)
         out.append(row)
@@ -455,6 +477,7 @@ def wide(frame, column, quantity) -> pd.DataFrame:
 
 def minus_gat(frame) -> pd.DataFrame:
     out = []
+    frame = finished(frame)
     for key, group in frame.groupby(KEYS[:3] + ['edges'], sort=False):
         gat = group[group['model'] == 'GAT']
         base = dict(zip(gat['split'], 100 * gat['test_metric'], strict=True))
@@ -477,6 +500,7 @@ def minus_gat(frame) -> pd.DataFrame:
 
 def epochs_table(frame) -> pd.DataFrame:
     out = []
+    frame = finished(frame)
     for key, g in frame.groupby(KEYS[:4], sort=False):
         alphas = [a for r in g['alpha_vv_mean'] for a in (r or [])]
         out.append(
@@ -501,7 +525,7 @@ def energy_table(frame) -> pd.DataFrame:
         'energy_adj_input': 'E adjacent (input)',
         'energy_adj_output': 'E adjacent (output)',
     }
-    g = frame.groupby(KEYS[:4], sort=False)[list(names)].mean()
+    g = finished(frame).groupby(KEYS[:4], sort=False)[list(names)].mean()
     g = g.map(lambda v: f'{v:.3e}').rename(columns=names).reset_index()
     return g.rename(columns={'num_layers': 'L'})
 
