@@ -175,7 +175,10 @@ def run_all(
     from tqdm import tqdm
 
     pbar = tqdm(total=len(unique), initial=len(done), desc='runs', unit='run')
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: SIGTERM stays as it is
+        previous = None
     finished = 0
     try:
         if args.jobs == 1:
@@ -194,7 +197,8 @@ def run_all(
         )
         raise SystemExit(code) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         pbar.close()
     return store.load(folder, configs)
 

@@ -290,3 +290,19 @@ def test_jobs_start_at_most_one_worker_per_run(tmp_path):
     assert proc.returncode == 0, err
     (record,) = store.load(str(tmp_path / 'runs'))
     assert record['result']['workers'] == 1
+
+
+def test_run_all_from_a_thread(tmp_path):
+    # Only the main thread may set a signal handler; a run from another
+    # thread (a notebook's worker, a test harness) runs all the same.
+    import threading
+
+    records = []
+    thread = threading.Thread(
+        target=lambda: records.extend(
+            run_all(configs(1, 2), twice, str(tmp_path), runner_args())
+        )
+    )
+    thread.start()
+    thread.join()
+    assert [r['result']['value'] for r in records] == [2, 4]
