@@ -4,15 +4,19 @@ share: the configuration of a run, its command-line options and its
 training."""
 
 import argparse
+import functools
 import os
+import shutil
+import tempfile
 import time
-from typing import Optional
+from typing import Callable, List, Optional
 
 import torch
 
 from gate_paper.metrics import accuracy
 from gate_paper.models import SYNTHETIC_MODELS, build_model
-from gate_paper.runner import add_runner_args
+from gate_paper.runner import add_runner_args, check_out_dir, run_all
+from gate_paper.store import load
 from gate_paper.training import Selector, mask_index, train
 from torch_geometric_gate._cli import int_at_least, positive_float
 
@@ -54,8 +58,11 @@ def config(dataset, source, model, num_layers, seed, args) -> dict:
 
 
 def add_training_args(parser: argparse.ArgumentParser, study: str):
-    r"""Appendix C's settings, ``--out-dir`` (run files, default
-    ``runs/<study>``), ``--tables-dir`` and the runner's options."""
+    r"""``--models``, Appendix C's settings, ``--out-dir`` (run files,
+    default ``runs/<study>``), ``--tables-dir`` and the runner's options."""
+    parser.add_argument(
+        '--models', nargs='+', default=list(MODELS), choices=MODELS
+    )
     parser.add_argument('--hidden', type=int_at_least(1), default=64)
     parser.add_argument('--lr', type=positive_float, default=0.005)
     parser.add_argument('--max-epochs', type=int_at_least(1), default=10000)
@@ -84,6 +91,54 @@ def add_training_args(parser: argparse.ArgumentParser, study: str):
         help='where the tables go (default: --out-dir)',
     )
     add_runner_args(parser)
+
+
+def check_folders(parser: argparse.ArgumentParser, args):
+    r"""``--out-dir`` and ``--tables-dir`` (default: ``--out-dir``) are
+    folders this process can write, or a usage error."""
+    check_out_dir(parser, args.out_dir, '--out-dir')
+    args.tables_dir = args.tables_dir or args.out_dir
+    check_out_dir(parser, args.tables_dir, '--tables-dir')
+
+
+def run_study(
+    args,
+    runs: List[dict],
+    run_one: Callable,
+    prepare: Callable[[str], None],
+    **settings,
+) -> List[dict]:
+    r"""Runs the ``runs`` not yet in ``--out-dir`` (none with
+    ``--tables-only``) with ``run_one(settings, config)``: ``prepare(root)``
+    first makes every graph once in a temporary ``root``, which
+    ``settings['tmp_root']`` names. Returns the records of the finished
+    runs, in the order of ``runs``."""
+    if not args.tables_only:
+        tmp_root = tempfile.mkdtemp(prefix='gate_paper_')
+        try:
+            prepare(tmp_root)
+            settings.update(
+                tmp_root=tmp_root,
+                plot_dir=None
+                if args.no_plots
+                else os.path.join(args.out_dir, 'plots'),
+                compile_after=args.compile_after,
+            )
+            run_one = functools.partial(run_one, settings)
+            run_all(runs, run_one, args.out_dir, args)
+        finally:
+            shutil.rmtree(tmp_root, ignore_errors=True)
+    return load(args.out_dir, runs)
+
+
+def in_order(frame, columns, order):
+    r"""The rows of ``frame`` whose ``columns`` are a key of ``order``
+    (the sweep's runs), in that order, as named tuples."""
+    rows = (r for r in frame.itertuples(index=False))
+    key = lambda r: tuple(getattr(r, c) for c in columns)  # noqa: E731
+    return sorted(
+        (r for r in rows if key(r) in order), key=lambda r: order[key(r)]
+    )
 
 
 def train_synthetic(

@@ -20,27 +20,25 @@ paper's metric) in ``--tables-dir``.
 """
 
 import argparse
-import functools
 import os
-import shutil
-import tempfile
 
 import pandas as pd
 from torch_geometric.datasets import Planetoid
 from torch_geometric.transforms import Compose
 
 from gate_paper import data as gp_data
-from gate_paper.runner import check_out_dir, check_unique, run_all
-from gate_paper.store import load
+from gate_paper.runner import check_unique
 from gate_paper.synthetic import (
-    MODELS,
     RESULTS,
     add_training_args,
     alpha_text,
     cell_at,
+    check_folders,
     config,
+    in_order,
     int_text,
     percent,
+    run_study,
     train_synthetic,
 )
 from gate_paper.tables import runs_frame, write_tables
@@ -121,9 +119,6 @@ def parse_args(argv=None):
         help='default: 1 2 5; with --quick: 1 5',
     )
     parser.add_argument(
-        '--models', nargs='+', default=list(MODELS), choices=MODELS
-    )
-    parser.add_argument(
         '--seed',
         type=int_at_least(0),
         default=0,
@@ -150,9 +145,7 @@ def parse_args(argv=None):
             gp_data.check_offline(['Cora'], args.data_root)
         except FileNotFoundError as e:
             parser.error(f'argument --data-root: {e}')
-    check_out_dir(parser, args.out_dir, '--out-dir')
-    args.tables_dir = args.tables_dir or args.out_dir
-    check_out_dir(parser, args.tables_dir, '--tables-dir')
+    check_folders(parser, args)
     return args
 
 
@@ -175,27 +168,14 @@ def configs(args):
 def main(argv=None):
     args = parse_args(argv)
     runs = configs(args)
-    if not args.tables_only:
-        tmp_root = tempfile.mkdtemp(prefix='gate_table1_')
-        try:
-            if any(d.startswith('cora') for d in args.datasets):
-                gp_data.copy_offline(['Cora'], args.data_root, tmp_root)
-            for dataset in args.datasets:  # process each graph once, first
-                load_graph(dataset, args.seed, tmp_root)
-            settings = {
-                'tmp_root': tmp_root,
-                'plot_dir': None
-                if args.no_plots
-                else os.path.join(args.out_dir, 'plots'),
-                'compile_after': args.compile_after,
-            }
-            run_all(
-                runs, functools.partial(run_one, settings), args.out_dir, args
-            )
-        finally:
-            shutil.rmtree(tmp_root, ignore_errors=True)
-    records = load(args.out_dir, runs)
-    print(write(records, args))
+
+    def prepare(root):  # Cora's raw files copied, each graph processed
+        if any(d.startswith('cora') for d in args.datasets):
+            gp_data.copy_offline(['Cora'], args.data_root, root)
+        for dataset in args.datasets:
+            load_graph(dataset, args.seed, root)
+
+    print(write(run_study(args, runs, run_one, prepare), args))
 
 
 def write(records, args) -> str:
@@ -254,17 +234,11 @@ def tables(records, datasets, depths, models):
             r.test_acc_at_first_full_train, r.first_full_train_epoch
         )
 
-    order = {
-        key: i
-        for i, key in enumerate(
-            (d, L, m) for d in datasets for L in depths for m in models
-        )
-    }
-    done = sorted(
-        by_key.values(),
-        key=lambda r: order.get(
-            (r.dataset, r.num_layers, r.model), len(order)
-        ),
+    keys = [(d, L, m) for d in datasets for L in depths for m in models]
+    done = in_order(
+        frame,
+        ['dataset', 'num_layers', 'model'],
+        {key: i for i, key in enumerate(keys)},
     )
     runs = pd.DataFrame(
         [
@@ -278,7 +252,6 @@ def tables(records, datasets, depths, models):
                 f'{r.wall_s:.1f}',
             ]
             for r in done
-            if (r.dataset, r.num_layers, r.model) in order
         ],
         columns=[
             'dataset',

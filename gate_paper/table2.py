@@ -20,26 +20,25 @@ confidence interval of the mean over the seeds, t-distribution) in
 """
 
 import argparse
-import functools
 import os
-import shutil
-import tempfile
 
 import pandas as pd
 
 from gate_paper.data import npz_graph
-from gate_paper.runner import check_out_dir, check_unique, run_all
+from gate_paper.runner import check_unique
 from gate_paper.stats import mean_ci95
-from gate_paper.store import load
 from gate_paper.synthetic import (
     MODELS,
     RESULTS,
     add_training_args,
     alpha_text,
     cell_at,
+    check_folders,
     config,
+    in_order,
     int_text,
     percent,
+    run_study,
     train_synthetic,
 )
 from gate_paper.tables import runs_frame, write_tables
@@ -110,9 +109,6 @@ def parse_args(argv=None):
         help='depths are k + these',
     )
     parser.add_argument(
-        '--models', nargs='+', default=list(MODELS), choices=MODELS
-    )
-    parser.add_argument(
         '--seeds',
         nargs='+',
         type=int_at_least(0),
@@ -149,9 +145,7 @@ def parse_args(argv=None):
                 npz_graph(os.path.join(args.paper_data, name))
             except (OSError, ValueError) as e:
                 parser.error(f'argument --paper-data: {e}')
-    check_out_dir(parser, args.out_dir, '--out-dir')
-    args.tables_dir = args.tables_dir or args.out_dir
-    check_out_dir(parser, args.tables_dir, '--tables-dir')
+    check_folders(parser, args)
     return args
 
 
@@ -167,27 +161,19 @@ def configs(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    runs = configs(args)
-    if not args.tables_only:
-        tmp_root = tempfile.mkdtemp(prefix='gate_table2_')
-        try:
-            for k in args.ks:  # make or check each graph once, first
-                load_graph(k, args.paper_data, tmp_root, args.graph_seed)
-            settings = {
-                'paper_data': args.paper_data,
-                'tmp_root': tmp_root,
-                'graph_seed': args.graph_seed,
-                'plot_dir': None
-                if args.no_plots
-                else os.path.join(args.out_dir, 'plots'),
-                'compile_after': args.compile_after,
-            }
-            run_all(
-                runs, functools.partial(run_one, settings), args.out_dir, args
-            )
-        finally:
-            shutil.rmtree(tmp_root, ignore_errors=True)
-    records = load(args.out_dir, runs)
+
+    def prepare(root):  # each graph made (or read) once
+        for k in args.ks:
+            load_graph(k, args.paper_data, root, args.graph_seed)
+
+    records = run_study(
+        args,
+        configs(args),
+        run_one,
+        prepare,
+        paper_data=args.paper_data,
+        graph_seed=args.graph_seed,
+    )
     print(write(records, args))
 
 
@@ -246,23 +232,17 @@ def tables(records, ks, extra_depths, models, seeds):
                 rows.append(row + list(PAPER.get((k, k + e), ('',) * 4)))
         return pd.DataFrame(rows, columns=columns)
 
-    order = {
-        key: i
-        for i, key in enumerate(
-            (f'k{k}', k + e, m, s)
-            for k in ks
-            for e in extra_depths
-            for m in models
-            for s in seeds
-        )
-    }
-    done = sorted(
-        (
-            r
-            for r in frame.itertuples(index=False)
-            if (r.dataset, r.num_layers, r.model, r.seed) in order
-        ),
-        key=lambda r: order[(r.dataset, r.num_layers, r.model, r.seed)],
+    keys = [
+        (f'k{k}', k + e, m, s)
+        for k in ks
+        for e in extra_depths
+        for m in models
+        for s in seeds
+    ]
+    done = in_order(
+        frame,
+        ['dataset', 'num_layers', 'model', 'seed'],
+        {key: i for i, key in enumerate(keys)},
     )
     runs = pd.DataFrame(
         [
