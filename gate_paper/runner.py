@@ -182,6 +182,10 @@ def run_all(
     finished = 0
     try:
         if args.jobs == 1:
+            if args.threads is not None:  # the runs are in this process
+                import torch
+
+                torch.set_num_threads(args.threads)
             for config in todo:
                 _report(execute(run, config, folder), label, pbar)
                 finished += 1

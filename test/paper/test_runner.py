@@ -54,6 +54,23 @@ def test_finished_runs_are_files_and_resume_skips_them(tmp_path):
     assert [r['result']['value'] for r in records] == [2, 4, 6]
 
 
+def test_threads_of_runs_in_this_process(tmp_path):
+    import torch
+
+    before = torch.get_num_threads()
+    seen = []
+
+    def run(config):
+        seen.append(torch.get_num_threads())
+        return twice(config)
+
+    try:
+        run_all(configs(1), run, str(tmp_path), runner_args('--threads', '2'))
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [2]
+
+
 def test_cut_run_file_is_run_again_with_a_warning(tmp_path):
     folder = str(tmp_path)
     run_all(configs(1), twice, folder, runner_args())
