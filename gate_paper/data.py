@@ -1,0 +1,247 @@
+r"""The data of the paper's scripts, offline only: the real graphs from a
+data root laid out as ``../shared/data`` (PyG's own dataset classes on a
+temporary copy, so nothing is downloaded and the root is never written),
+the authors' synthetic graphs from their ``.npz`` files, and the checked
+train/validation/test splits.
+
+A dataset missing from the root is an error naming what is missing and the
+layout expected, raised before any folder is created.
+"""
+
+import os
+import shutil
+import zipfile
+from typing import Dict, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+HETEROPHILOUS = (
+    'Roman-empire',
+    'Amazon-ratings',
+    'Minesweeper',
+    'Tolokers',
+    'Questions',
+)
+SMALL = ('Cora', 'CiteSeer', 'Texas', 'Wisconsin', 'Actor')
+DATASETS = HETEROPHILOUS + SMALL
+ROC_AUC_DATASETS = ('Minesweeper', 'Tolokers', 'Questions')
+# The offline copies (``GATE_SHARED_DATA`` overrides, e.g. from a git
+# worktree that is not next to ``shared/``).
+SHARED_DATA = os.environ.get(
+    'GATE_SHARED_DATA',
+    os.path.join(
+        os.path.dirname(os.path.abspath(__file__)),
+        '..',
+        '..',
+        'shared',
+        'data',
+    ),
+)
+# The folder of each dataset's PyG root under a data root.
+SUBDIR = {
+    'Cora': 'Planetoid',
+    'CiteSeer': 'Planetoid',
+    'Texas': 'WebKB',
+    'Wisconsin': 'WebKB',
+    'Actor': 'Actor',
+    **{name: 'heterophilous' for name in HETEROPHILOUS},
+}
+
+
+def raw_files(name: str) -> Sequence[str]:
+    r"""The raw files PyG's class reads for dataset ``name``, relative to
+    the data root."""
+    if name not in DATASETS:
+        raise ValueError(
+            f'unknown dataset {name!r}; expected one of {DATASETS}'
+        )
+    sub = SUBDIR[name]
+    if name in ('Cora', 'CiteSeer'):
+        parts = ('x', 'tx', 'allx', 'y', 'ty', 'ally', 'graph', 'test.index')
+        raw = os.path.join(sub, name, 'raw')
+        return [os.path.join(raw, f'ind.{name.lower()}.{p}') for p in parts]
+    if name in HETEROPHILOUS:
+        stem = name.lower().replace('-', '_')
+        return [os.path.join(sub, stem, 'raw', f'{stem}.npz')]
+    if name == 'Actor':
+        raw, split = os.path.join(sub, 'raw'), 'film'
+    else:
+        raw, split = os.path.join(sub, name.lower(), 'raw'), name.lower()
+    names = ['out1_node_feature_label.txt', 'out1_graph_edges.txt']
+    names += [f'{split}_split_0.6_0.2_{i}.npz' for i in range(10)]
+    return [os.path.join(raw, n) for n in names]
+
+
+def check_offline(names: Sequence[str], root: str):
+    r"""A :class:`FileNotFoundError` unless ``root`` holds the raw files of
+    every dataset of ``names``; creates nothing."""
+    for name in names:
+        files = raw_files(name)
+        missing = [
+            f for f in files if not os.path.isfile(os.path.join(root, f))
+        ]
+        if missing:
+            raise FileNotFoundError(
+                f'no offline copy of {name} under {root!r} (missing '
+                f'{os.path.join(root, missing[0])}); expected the layout of '
+                f'../shared/data: {", ".join(files[:3])}'
+                + (', ...' if len(files) > 3 else '')
+                + ' under the data root (nothing is downloaded)'
+            )
+
+
+def copy_offline(names: Sequence[str], root: str, dest: str):
+    r"""Copies the raw files of ``names`` from ``root`` (checked first) into
+    ``dest``, a writable root for PyG's processed files."""
+    check_offline(names, root)
+    for name in names:
+        for f in raw_files(name):
+            os.makedirs(os.path.dirname(os.path.join(dest, f)), exist_ok=True)
+            shutil.copyfile(os.path.join(root, f), os.path.join(dest, f))
+
+
+def load_dataset(
+    name: str, root: str, raw_edges: bool = False, normalize: bool = True
+) -> Tuple[Data, int]:
+    r"""Returns ``(data, num_classes)`` of dataset ``name`` with PyG's own
+    class from ``root``, a writable data root laid out as
+    ``../shared/data`` (see :func:`copy_offline`), checked before PyG
+    touches it. ``data.train_mask`` etc. are ``[num_nodes, num_splits]``.
+    With ``raw_edges=True`` a heterophilous graph keeps the edges of its raw
+    file (each edge once, one direction, as the authors' scripts used them)
+    instead of PyG's undirected graph. Planetoid features are row-normalised
+    (``NormalizeFeatures``) unless ``normalize=False``: the input Dirichlet
+    energies of the paper's Appendix D are those of the normalised
+    features.
+    """
+    from torch_geometric.datasets import (
+        Actor,
+        HeterophilousGraphDataset,
+        Planetoid,
+        WebKB,
+    )
+
+    check_offline([name], root)
+    path = os.path.join(root, SUBDIR[name])
+    if name in HETEROPHILOUS:
+        dataset = HeterophilousGraphDataset(path, name)
+    elif name in ('Cora', 'CiteSeer'):
+        from torch_geometric.transforms import NormalizeFeatures
+
+        dataset = Planetoid(
+            path, name, transform=NormalizeFeatures() if normalize else None
+        )
+    elif name == 'Actor':
+        dataset = Actor(path)
+    else:
+        dataset = WebKB(path, name)
+    data = dataset[0]
+    if data.train_mask.dim() == 1:  # Planetoid: one public split
+        for key in ('train_mask', 'val_mask', 'test_mask'):
+            data[key] = data[key].view(-1, 1)
+    if raw_edges and name in HETEROPHILOUS:
+        raw = np.load(dataset.raw_paths[0])
+        data.edge_index = torch.from_numpy(raw['edges']).t().contiguous()
+    return data, dataset.num_classes
+
+
+def load_npz(path: str, keys: Sequence[str]) -> Dict[str, np.ndarray]:
+    r"""The arrays ``keys`` of the ``.npz`` file ``path``; a
+    :class:`ValueError` naming the file if it is missing, unreadable or
+    lacks one of them."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'no such .npz file: {path!r}')
+    try:
+        with np.load(path, allow_pickle=False) as arrays:
+            missing = [k for k in keys if k not in arrays.files]
+            if missing:
+                raise ValueError(
+                    f'{path!r} lacks the arrays {missing}; expected '
+                    f'{list(keys)}, it holds {arrays.files}'
+                )
+            return {k: arrays[k] for k in keys}
+    except (OSError, EOFError, zipfile.BadZipFile) as e:
+        raise ValueError(
+            f'{path!r} is not a readable .npz file of arrays {list(keys)} '
+            f'({type(e).__name__}: {e})'
+        ) from None
+    except ValueError as e:
+        if 'pickle' in str(e) or 'allow_pickle' in str(e):
+            raise ValueError(
+                f'{path!r} is not a readable .npz file of arrays '
+                f'{list(keys)} (it holds pickled objects or is corrupted)'
+            ) from None
+        raise
+
+
+def check_masks(
+    train: Tensor, val: Tensor, test: Tensor, where: str
+) -> Tuple[Tensor, Tensor, Tensor]:
+    r"""The masks as booleans; a :class:`ValueError` naming ``where`` if
+    two of them share a node or one is empty, so that no test node is ever
+    trained on."""
+    train, val, test = train.bool(), val.bool(), test.bool()
+    for (a, b), name in (
+        ((train, test), 'training and test'),
+        ((train, val), 'training and validation'),
+        ((val, test), 'validation and test'),
+    ):
+        if bool((a & b).any()):
+            raise ValueError(
+                f'{where}: {int((a & b).sum())} nodes are in both the '
+                f'{name} masks'
+            )
+    if not bool(train.any()) or not bool(val.any()) or not bool(test.any()):
+        raise ValueError(f'{where} has an empty mask')
+    return train, val, test
+
+
+def split_masks(
+    data, split: int, both_classes: bool = False
+) -> Tuple[Tensor, Tensor, Tensor]:
+    r"""The train, validation and test masks of split ``split`` (a
+    dataset with one split, Planetoid's public one, serves every split
+    index). Raises a :class:`ValueError` if the split does not exist or its
+    masks overlap (:func:`check_masks`), and with ``both_classes=True``
+    (ROC AUC) if the validation or test nodes hold one class only.
+    """
+    num_splits = data.train_mask.size(1)
+    if num_splits == 1:
+        column = 0
+    elif 0 <= split < num_splits:
+        column = split
+    else:
+        raise ValueError(
+            f'split {split} does not exist; the dataset has {num_splits} '
+            f'splits (0 to {num_splits - 1})'
+        )
+    train, val, test = check_masks(
+        *(data[k][:, column] for k in ('train_mask', 'val_mask', 'test_mask')),
+        where=f'split {split}',
+    )
+    if both_classes:  # ROC AUC: selection and test need both classes
+        for mask, name in ((val, 'validation'), (test, 'test')):
+            present = data.y[mask].unique().tolist()
+            if len(present) < 2:
+                raise ValueError(
+                    f'split {split}: the {name} nodes hold only class '
+                    f'{present[0]}, so their ROC AUC is undefined; a ROC '
+                    f'AUC dataset needs both classes in every {name} mask'
+                )
+    return train, val, test
+
+
+GRAPH_ARRAYS = ('x', 'edge_index', 'y', 'train_mask', 'val_mask', 'test_mask')
+
+
+def npz_graph(path: str) -> Data:
+    r"""A graph with one split from the ``.npz`` file ``path`` (arrays
+    ``x``, ``edge_index``, ``y``, ``train_mask``, ``val_mask``,
+    ``test_mask``: the authors' synthetic graphs), its masks checked."""
+    arrays = load_npz(path, GRAPH_ARRAYS)
+    data = Data(**{k: torch.from_numpy(v) for k, v in arrays.items()})
+    check_masks(data.train_mask, data.val_mask, data.test_mask, repr(path))
+    return data

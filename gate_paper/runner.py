@@ -1,0 +1,249 @@
+r"""The runner: runs a study's runs, each into its run file
+(:mod:`gate_paper.store`), in this process or in ``--jobs`` worker
+processes.
+
+- A run already in the folder (its file exists and parses) is skipped with
+  ``--resume``; without it, the invocation is refused before it runs
+  anything. A cut or unparsable file is run again, with a warning naming it.
+- Each run's file is written by the process that ran it the moment it
+  finishes, so an interruption loses no finished run, and invocations on
+  one folder keep each other's runs (no lock: different runs, different
+  files).
+- A run that raises :class:`~gate_paper.training.Diverged` is recorded as
+  diverged, with a warning, and the sweep goes on.
+- Ctrl-C or SIGTERM stops every worker at once; a worker that dies (the OOM
+  killer's SIGKILL) is reported, and the invocation ends with an error
+  that says how many runs finished.
+"""
+
+import argparse
+import os
+import signal
+import sys
+import warnings
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import get_context
+from typing import Callable, List, Optional
+
+from gate_paper import store
+
+# Set in each worker process by its initializer: the threads of a run.
+_THREADS = None
+
+
+class Diverged(RuntimeError):
+    r"""Raised by a run that diverged (a NaN or infinite loss or
+    attention) at ``epoch``: the runner records the run as diverged (NaN
+    metrics) and goes on. :func:`gate_paper.training.train` raises it."""
+
+    def __init__(self, epoch: int, why: str):
+        super().__init__(f'diverged at epoch {epoch}: {why}')
+        self.epoch = epoch
+
+
+def add_runner_args(parser: argparse.ArgumentParser):
+    r"""``--jobs``, ``--threads``,
+    ``--resume`` and ``--tables-only``."""
+    from torch_geometric_gate._cli import int_at_least
+
+    parser.add_argument(
+        '--jobs',
+        type=int_at_least(1),
+        default=1,
+        help='runs in parallel worker processes (at most one per run), '
+        'each with --threads threads (default 1)',
+    )
+    parser.add_argument('--threads', type=int_at_least(1), default=None)
+    parser.add_argument(
+        '--resume',
+        action='store_true',
+        help='keep the runs whose files --out-dir already holds and run '
+        'the others (without it, a folder holding runs of this sweep is '
+        'refused)',
+    )
+    parser.add_argument(
+        '--tables-only',
+        action='store_true',
+        help='run nothing: write the tables from the run files in --out-dir',
+    )
+
+
+def check_out_dir(parser: argparse.ArgumentParser, path: str, flag: str):
+    r"""A usage error (exit 2) unless ``path`` is a folder this process can
+    write run files into; creates it if missing."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        parser.error(f'argument {flag}: {path!r} is a file, not a folder')
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = _probe(path)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as e:
+        parser.error(f'argument {flag}: cannot write into {path!r} ({e})')
+
+
+def _probe(path):
+    import tempfile
+
+    return tempfile.mkstemp(dir=path, prefix='.probe-')
+
+
+def check_unique(parser: argparse.ArgumentParser, args, *names: str):
+    r"""A usage error (exit 2) if a list option holds a value twice."""
+    for name in names:
+        values = getattr(args, name)
+        if values is None:
+            continue
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            parser.error(
+                f'argument --{name.replace("_", "-")}: each value once, '
+                f'got {" ".join(map(str, twice))} more than once'
+            )
+
+
+def _init_worker(threads: int):
+    # Ctrl-C reaches the whole process group: the main process alone
+    # decides, and ends the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    global _THREADS
+    _THREADS = threads
+
+
+def execute(run: Callable, config: dict, folder: str) -> dict:
+    r"""Runs ``run(config)`` (a dict of results) and writes its run file;
+    returns the record. A :class:`Diverged` run is recorded as diverged."""
+    if _THREADS is not None and 'torch' in sys.modules:  # in a worker
+        sys.modules['torch'].set_num_threads(_THREADS)
+    try:
+        result, status, message = run(config), 'finished', None
+    except Diverged as e:
+        result, status, message = {}, 'diverged', str(e)
+    store.save(folder, config, result, status, message)
+    return {
+        'config': config,
+        'status': status,
+        'result': result,
+        **({} if message is None else {'message': message}),
+    }
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated
+
+
+def run_all(
+    configs: List[dict],
+    run: Callable[[dict], dict],
+    folder: str,
+    args: argparse.Namespace,
+    label: Optional[Callable[[dict], str]] = None,
+) -> List[dict]:
+    r"""Runs every configuration of ``configs`` not yet finished in
+    ``folder`` with ``run`` (a picklable callable: a module-level function
+    or a :func:`functools.partial` of one, taking the configuration and
+    returning a dict of results) as ``args`` say (``jobs``, ``threads``,
+    ``resume``, ``tables_only``), and returns the records of the finished
+    runs in the order of ``configs``.
+
+    Raises :class:`SystemExit` with a message (exit code 1) if a worker
+    died or the invocation was interrupted (130 for Ctrl-C, 143 for
+    SIGTERM), after ending every worker; the finished runs stay in their
+    files.
+    """
+    unique = list({store.run_id(c): c for c in configs}.items())
+    if args.tables_only:
+        return store.load(folder, configs)
+    os.makedirs(folder, exist_ok=True)
+    records, bad = store.scan(folder)
+    done = {k for k, c in unique if k in records and records[k]['config'] == c}
+    if done and not args.resume:
+        raise SystemExit(
+            f"error: '{folder}' already holds {len(done)} of the "
+            f'{len(unique)} runs of this sweep; pass --resume to keep them '
+            'and run the others, or choose a fresh --out-dir'
+        )
+    todo = [c for k, c in unique if k not in done]
+    for path in bad:
+        print(f"'{path}' does not parse; its run goes again", file=sys.stderr)
+    label = label or store.run_id
+    from tqdm import tqdm
+
+    pbar = tqdm(total=len(unique), initial=len(done), desc='runs', unit='run')
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: SIGTERM stays as it is
+        previous = None
+    finished = 0
+    try:
+        if args.jobs == 1:
+            if args.threads is not None:  # the runs are in this process
+                import torch
+
+                torch.set_num_threads(args.threads)
+            for config in todo:
+                _report(execute(run, config, folder), label, pbar)
+                finished += 1
+        else:
+            finished = _pool(todo, run, folder, args, label, pbar)
+    except (KeyboardInterrupt, _Terminated) as e:
+        code = 130 if isinstance(e, KeyboardInterrupt) else 143
+        finished = len(store.load(folder, [c for _, c in unique]))
+        print(
+            f'\ninterrupted: {finished} of the {len(unique)} '
+            f"runs are finished in '{folder}' (--resume goes on from them)",
+            file=sys.stderr,
+        )
+        raise SystemExit(code) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        pbar.close()
+    return store.load(folder, configs)
+
+
+def _report(record, label, pbar):
+    if record['status'] == 'diverged':
+        warnings.warn(
+            f'run {label(record["config"])} {record["message"]}; recorded '
+            'as diverged (NaN metrics), the sweep goes on'
+        )
+    pbar.update()
+
+
+def _pool(todo, run, folder, args, label, pbar) -> int:
+    workers = min(args.jobs, len(todo))
+    if workers == 0:
+        return 0
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=get_context('spawn'),
+        initializer=_init_worker,
+        initargs=(args.threads or 1,),
+    )
+    finished, pending = 0, set()
+    try:
+        pending = {pool.submit(execute, run, c, folder) for c in todo}
+        while pending:
+            ready, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in ready:
+                _report(future.result(), label, pbar)
+                finished += 1
+    except BrokenProcessPool:
+        raise SystemExit(
+            '\nerror: a worker process died (killed by a signal, e.g. the '
+            f"OOM killer's SIGKILL): {len(todo) - finished} runs did not "
+            f'finish; the {finished} that finished in this invocation are '
+            f"in '{folder}' (--resume runs the others; fewer --jobs need "
+            'less memory)'
+        ) from None
+    finally:
+        for process in list(getattr(pool, '_processes', {}).values()):
+            process.terminate()  # a running worker; no-op for a dead one
+        pool.shutdown(wait=True, cancel_futures=True)
+    return finished

@@ -1,0 +1,56 @@
+import pytest
+import torch
+
+from gate_paper.models import MODELS, build_model
+
+
+@pytest.mark.parametrize(
+    'recipe, name',
+    [(recipe, name) for recipe, names in MODELS.items() for name in names],
+)
+def test_every_model_builds_and_runs(recipe, name):
+    torch.manual_seed(0)
+    model = build_model(recipe, name, 5, 8, 3, 3, heads=2)
+    x = torch.randn(12, 5)
+    edge_index = torch.randint(0, 12, (2, 30))
+    out, alphas = model.forward_with_self_attention(x, edge_index)
+    assert out.shape == (12, 3)
+    for alpha in alphas:  # alpha_vv: one weight per node in [0, 1]
+        assert alpha.shape[0] == 12
+        assert bool(((alpha >= 0) & (alpha <= 1)).all())
+    torch.manual_seed(0)
+    again = build_model(recipe, name, 5, 8, 3, 3, heads=2)
+    for a, b in zip(model.parameters(), again.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_attention_layers_report_alpha():
+    model = build_model('synthetic', 'GAT', 5, 8, 3, 4)
+    _, alphas = model.forward_with_self_attention(
+        torch.randn(6, 5), torch.tensor([[0, 1, 2], [1, 2, 3]])
+    )
+    assert len(alphas) == 4
+    assert (
+        build_model('paper', 'MLP', 5, 8, 3, 2).forward_with_self_attention(
+            torch.randn(6, 5), torch.tensor([[0], [1]])
+        )[1]
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    'recipe, name, message',
+    [
+        ('paper', 'GATv2', "unknown model 'GATv2' of recipe 'paper'"),
+        ('synthetic', 'MLP', "unknown model 'MLP' of recipe 'synthetic'"),
+        ('strongest', 'GAT', "recipe 'strongest'"),
+    ],
+)
+def test_unknown_models(recipe, name, message):
+    with pytest.raises(ValueError, match=message):
+        build_model(recipe, name, 5, 8, 3, 2)
+
+
+def test_strong_heads_must_divide_hidden():
+    with pytest.raises(ValueError, match='divisible by heads'):
+        build_model('strong', 'GATE', 5, 10, 3, 2, heads=3)

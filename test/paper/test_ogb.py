@@ -1,0 +1,164 @@
+import gzip
+import json
+import os
+import os.path as osp
+
+import pytest
+import torch
+
+pytest.importorskip('ogb')
+
+from gate_paper import ogb  # noqa: E402
+
+
+def _csv(path, rows):
+    os.makedirs(osp.dirname(path), exist_ok=True)
+    with gzip.open(path, 'wt') as f:
+        for row in rows:
+            if isinstance(row, (list, tuple)):
+                f.write(','.join(str(v) for v in row) + '\n')
+            else:
+                f.write(f'{row}\n')
+
+
+def write_fake_arxiv(root, num_nodes=80, num_classes=3, seed=0):
+    r"""A small graph in ogbn-arxiv's on-disk layout (what
+    ``PygNodePropPredDataset`` reads without downloading: raw files, split
+    and the release marker); features that reveal the class."""
+    gen = torch.Generator().manual_seed(seed)
+    y = torch.randint(num_classes, (num_nodes,), generator=gen)
+    x = torch.randn(num_nodes, 6, generator=gen)
+    x[:, :num_classes] += 4.0 * torch.eye(num_classes)[y]
+    src = torch.randint(num_nodes, (3 * num_nodes,), generator=gen)
+    dst = torch.randint(num_nodes, (3 * num_nodes,), generator=gen)
+    keep = src != dst
+    edge_index = torch.stack([src[keep], dst[keep]])
+    perm = torch.randperm(num_nodes, generator=gen)
+    a, b = num_nodes // 2, 3 * num_nodes // 4
+    base = osp.join(root, 'ogbn_arxiv')
+    raw = osp.join(base, 'raw')
+    _csv(osp.join(raw, 'edge.csv.gz'), edge_index.t().tolist())
+    _csv(osp.join(raw, 'node-feat.csv.gz'), x.tolist())
+    _csv(osp.join(raw, 'node-label.csv.gz'), y.tolist())
+    _csv(osp.join(raw, 'node_year.csv.gz'), [2020] * num_nodes)
+    _csv(osp.join(raw, 'num-node-list.csv.gz'), [num_nodes])
+    _csv(osp.join(raw, 'num-edge-list.csv.gz'), [edge_index.size(1)])
+    for name, idx in (
+        ('train', perm[:a]),
+        ('valid', perm[a:b]),
+        ('test', perm[b:]),
+    ):
+        _csv(osp.join(base, 'split', 'time', f'{name}.csv.gz'), idx.tolist())
+    open(osp.join(base, 'RELEASE_v1.txt'), 'w').close()
+    return y, perm[b:]
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    import urllib.request
+
+    def refuse(*args, **kwargs):
+        raise AssertionError('tried to download')
+
+    monkeypatch.setattr(urllib.request, 'urlopen', refuse)
+
+
+def test_missing_root_is_a_usage_error_before_any_folder(tmp_path, capsys):
+    out = tmp_path / 'runs'
+    with pytest.raises(SystemExit) as e:
+        ogb.parse_args(
+            ['--root', str(tmp_path / 'nowhere'), '--out-dir', str(out)]
+        )
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert 'argument --root: no offline copy of ogbn-arxiv' in err
+    assert 'ogbn_arxiv/raw' in err and 'nothing is downloaded' in err
+    assert not out.exists()
+
+
+def test_table5_settings_are_the_defaults(tmp_path):
+    write_fake_arxiv(tmp_path)
+    for name, paper in ogb.TABLE4_OGB.items():
+        args = ogb.parse_args(
+            ['--dataset', name, '--tables-only', '--out-dir', str(tmp_path)]
+        )
+        assert (args.num_layers, args.hidden, args.lr) == (
+            paper['num_layers'],
+            paper['hidden'],
+            paper['lr'],
+        )
+    with pytest.raises(SystemExit):
+        ogb.parse_args(['--hidden', '10', '--heads', '3', '--tables-only'])
+
+
+def test_loader_makes_the_graph_undirected_with_ogb_split(tmp_path):
+    y, test = write_fake_arxiv(tmp_path)
+    data, split, num_classes = ogb.load_ogb('ogbn-arxiv', str(tmp_path))
+    assert num_classes == 40  # OGB's declared classes of ogbn-arxiv
+    assert torch.equal(data.y, y)
+    assert torch.equal(split['test'].sort().values, test.sort().values)
+    ei = data.edge_index
+    pairs = set(map(tuple, ei.t().tolist()))
+    assert all((j, i) in pairs for i, j in pairs)
+
+
+def test_mini_batches_need_a_sampler(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(ogb, 'can_sample', lambda: False)
+    write_fake_arxiv(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        ogb.parse_args(['--root', str(tmp_path), '--mode', 'mini'])
+    assert e.value.code == 2
+    assert 'pyg-lib or torch-sparse' in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('mode', ['full', 'mini'])
+def test_runs_into_run_files_and_a_table(tmp_path, mode):
+    if mode == 'mini' and not ogb.can_sample():
+        pytest.skip('NeighborLoader needs pyg-lib or torch-sparse')
+    write_fake_arxiv(tmp_path / 'data')
+
+    def argv(out, *seeds):
+        return [
+            '--root',
+            str(tmp_path / 'data'),
+            '--out-dir',
+            str(out),
+            '--num-layers',
+            '2',
+            '--hidden',
+            '8',
+            '--lr',
+            '0.03',
+            '--epochs',
+            '40',
+            '--mode',
+            mode,
+            '--device',
+            'cpu',
+            '--batch-size',
+            '16',
+            '--seeds',
+            *seeds,
+        ]
+
+    out = tmp_path / 'runs'
+    ogb.main(argv(out, '0', '1'))
+    files = sorted(p for p in os.listdir(out) if p.endswith('.json'))
+    assert len(files) == 2
+    for f in files:
+        r = json.load(open(out / f))
+        res = r['result']
+        assert r['status'] == 'finished'
+        assert 1 <= res['best_epoch'] <= res['epochs_run'] == 40
+        assert 0.0 <= res['test_acc'] <= 1.0
+        # the features reveal the class: a trained model beats chance
+        assert res['valid_acc'] > 0.43  # chance: 1/3
+    table = (out / 'ogb_table.csv').read_text()
+    assert '79.57 ± 0.84' in table and '(n=2)' in table
+    # the same seed gives the same run, in a fresh folder
+    again = tmp_path / 'again'
+    ogb.main(argv(again, '0'))
+    (name,) = [p for p in os.listdir(again) if p.endswith('.json')]
+    assert name in files
+    assert json.load(open(again / name)) == json.load(open(out / name))

@@ -1,0 +1,384 @@
+import json
+import os
+import os.path as osp
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import numpy as np
+import pytest
+import torch
+
+from gate_paper import data as gp_data
+from gate_paper import real_graphs
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+RUNS = osp.join(ROOT, 'docs', 'source', '_data', 'runs')
+SHARED = gp_data.SHARED_DATA
+needs_shared = pytest.mark.skipif(
+    not osp.isdir(osp.join(SHARED, 'WebKB')),
+    reason=f'needs the offline datasets of ../shared/data ({SHARED}; '
+    'GATE_SHARED_DATA overrides)',
+)
+
+
+def write_heterophilous(root, name, num_nodes=60, num_classes=2, seed=0):
+    r"""A random graph in the raw format of PyG's
+    ``HeterophilousGraphDataset`` (``<root>/heterophilous/<name>/raw/
+    <name>.npz``): each edge once, ``[10, N]`` masks, 50/25/25 splits."""
+    rng = np.random.default_rng(seed)
+    edges = rng.integers(0, num_nodes, size=(3 * num_nodes, 2))
+    edges = edges[edges[:, 0] != edges[:, 1]]
+    edges = np.unique(np.sort(edges, axis=1), axis=0)
+    labels = np.arange(num_nodes) % num_classes
+    train, val, test = (np.zeros((10, num_nodes), bool) for _ in range(3))
+    for i in range(10):
+        perm = rng.permutation(num_nodes)
+        train[i, perm[: num_nodes // 2]] = True
+        val[i, perm[num_nodes // 2 : 3 * num_nodes // 4]] = True
+        test[i, perm[3 * num_nodes // 4 :]] = True
+    key = name.lower().replace('-', '_')
+    raw = osp.join(root, 'heterophilous', key, 'raw')
+    os.makedirs(raw)
+    np.savez(
+        osp.join(raw, f'{key}.npz'),
+        node_features=rng.normal(size=(num_nodes, 7)).astype(np.float32),
+        node_labels=labels,
+        edges=edges,
+        train_masks=train,
+        val_masks=val,
+        test_masks=test,
+    )
+
+
+def runs_in(folder):
+    return {
+        name: json.load(open(osp.join(folder, name)))
+        for name in sorted(os.listdir(folder))
+        if name.endswith('.json')
+    }
+
+
+def test_missing_data_root_is_a_usage_error_before_any_folder(
+    tmp_path, capsys
+):
+    # It was a urllib URLError ("Name or service not known") after the
+    # output folders had been created.
+    out = tmp_path / 'runs'
+    with pytest.raises(SystemExit) as e:
+        real_graphs.parse_args(
+            ['--data-root', str(tmp_path / 'nowhere'), '--out-dir', str(out)]
+        )
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert 'argument --data-root: no offline copy of Texas under' in err
+    assert 'expected the layout of ../shared/data' in err
+    assert not out.exists()
+
+
+def test_out_dir_that_is_a_file_is_a_usage_error(tmp_path, capsys):
+    # It was a raw FileExistsError.
+    write_heterophilous(str(tmp_path), 'Minesweeper')
+    (tmp_path / 'file').write_text('')
+    argv = ['--data-root', str(tmp_path), '--datasets', 'Minesweeper']
+    with pytest.raises(SystemExit) as e:
+        real_graphs.parse_args(argv + ['--out-dir', str(tmp_path / 'file')])
+    assert e.value.code == 2
+    assert 'argument --out-dir' in capsys.readouterr().err
+    if os.geteuid() != 0:  # root writes into a read-only folder
+        locked = tmp_path / 'locked'
+        locked.mkdir(mode=0o500)
+        with pytest.raises(SystemExit) as e:
+            real_graphs.parse_args(argv + ['--out-dir', str(locked)])
+        assert e.value.code == 2
+        assert 'cannot write into' in capsys.readouterr().err
+
+
+def test_options_of_one_recipe_are_refused_for_the_other(capsys):
+    for argv, flag in (
+        (['--heads', '2'], '--heads'),
+        (['--recipes', 'strong', '--patience', '5'], '--patience'),
+        (['--recipes', 'strong', '--datasets', 'Texas'], '--recipes'),
+        (['--splits', '10'], '--splits'),
+        (['--datasets', 'Texas', 'Texas'], '--datasets'),
+    ):
+        with pytest.raises(SystemExit) as e:
+            real_graphs.parse_args(argv + ['--tables-only'])
+        assert e.value.code == 2
+        assert f'argument {flag}' in capsys.readouterr().err
+
+
+def test_configs_follow_the_paper_recipe():
+    args = real_graphs.parse_args(
+        [
+            '--datasets',
+            'Texas',
+            'Minesweeper',
+            '--tables-only',
+            '--out-dir',
+            '/tmp',
+        ]
+    )
+    runs = real_graphs.configs(args)
+    # 6 models x 4 depths (Texas) + 6 x 2 (Minesweeper), 10 splits each
+    assert len(runs) == (6 * 4 + 6 * 2) * 10
+    texas = {
+        (c['num_layers'], c['lr']) for c in runs if c['dataset'] == 'Texas'
+    }
+    # Appendix C: Texas 0.01 up to 5 layers, 0.0005 deeper
+    assert texas == {(2, 0.01), (5, 0.01), (10, 0.0005), (20, 0.0005)}
+    assert {c['seed'] - c['split'] for c in runs} == {0}
+    assert {c['patience'] for c in runs} == {100}
+
+
+def test_test_labels_never_enter_training(tmp_path):
+    write_heterophilous(str(tmp_path), 'Minesweeper')
+    config = dict(
+        dataset='Minesweeper',
+        recipe='paper',
+        model='GATE',
+        num_layers=2,
+        split=4,
+        seed=0,
+        edges='undirected',
+        features='raw',
+        hidden=8,
+        heads=1,
+        dropout=0.0,
+        eps=0.3,
+        lr=0.01,
+        max_epochs=8,
+        patience=100,
+    )
+    settings = {'root': str(tmp_path), 'device': 'cpu'}
+    data, model = real_graphs.prepare(settings, config)
+    first = real_graphs.fit(model, data, config)
+    flipped = data.clone()
+    test = data.test_mask[:, 4]
+    flipped.y = data.y.clone()
+    flipped.y[test] = 1 - data.y[test]
+    _, model = real_graphs.prepare(settings, config)
+    second = real_graphs.fit(model, flipped, config)
+    # The same training and selection; only the test metrics differ.
+    for name in ('best_epoch', 'val_metric', 'train_metric', 'alpha_vv_mean'):
+        assert first[name] == second[name], name
+    assert first['test_acc'] == pytest.approx(1 - second['test_acc'])
+    assert first['test_roc_auc'] == pytest.approx(1 - second['test_roc_auc'])
+    assert first['metric'] == 'roc_auc' and first['epochs_run'] == 8
+
+
+def test_a_run_file_saved_with_a_bom_still_counts(tmp_path, capsys):
+    # The results CSV re-saved with a UTF-8 BOM was refused; a run file
+    # re-saved so is read as it is.
+    folder = tmp_path / 'runs'
+    shutil.copytree(osp.join(RUNS, 'real_graphs_minesweeper'), folder)
+    argv = [
+        '--datasets',
+        'Minesweeper',
+        '--models',
+        'MLP',
+        'GAT',
+        'MLP+GAT',
+        'FAGCN',
+        'GATE',
+        '--tables-only',
+    ]
+    real_graphs.main(argv + ['--out-dir', str(folder)])
+    before = (folder / 'real_graphs_table.csv').read_text()
+    name = sorted(os.listdir(folder))[0]
+    text = (folder / name).read_text()
+    (folder / name).write_text(text, encoding='utf-8-sig')
+    assert (folder / name).read_bytes()[:3] == b'\xef\xbb\xbf'
+    real_graphs.main(argv + ['--out-dir', str(folder)])
+    assert '100 runs' in capsys.readouterr().out
+    assert (folder / 'real_graphs_table.csv').read_text() == before
+
+
+@pytest.mark.slow
+def test_runs_on_a_generated_heterophilous_graph(tmp_path, capsys):
+    write_heterophilous(str(tmp_path / 'data'), 'Minesweeper')
+    out = tmp_path / 'out'
+    common = [
+        '--quick',
+        '--data-root',
+        str(tmp_path / 'data'),
+        '--datasets',
+        'Minesweeper',
+        '--max-epochs',
+        '3',
+        '--hidden',
+        '8',
+        '--out-dir',
+        str(out),
+    ]
+    real_graphs.main(
+        common + ['--models', 'GATE', 'MLP', '--splits', '0', '1', '2']
+    )
+    runs = runs_in(out)
+    assert sorted(
+        (r['config']['model'], r['config']['split']) for r in runs.values()
+    ) == sorted((m, s) for m in ('GATE', 'MLP') for s in range(3))
+    for r in runs.values():
+        res = r['result']
+        assert res['metric'] == 'roc_auc' and 0 <= res['test_roc_auc'] <= 1
+        assert 1 <= res['best_epoch'] <= res['epochs_run'] == 3
+        # the binary set's second selection, on validation balanced accuracy
+        assert 1 <= res['bal_best_epoch'] <= 3
+    assert sorted(os.listdir(out / 'plots')) == [  # split 0, attention only
+        'Minesweeper_paper_L2_GATE_split0_alpha_best.png',
+        'Minesweeper_paper_L2_GATE_split0_alpha_history.png',
+    ]
+    bal = (out / 'real_graphs_bal_acc.csv').read_text()
+    assert '66.14 ± 1.57 (L=5; bal. acc.)' in bal  # the paper's GATE
+    assert '(n=3)' in bal
+    # Resuming adds the strong recipe with one-direction edges and keeps
+    # the finished runs as they are.
+    real_graphs.main(
+        common
+        + [
+            '--recipes',
+            'strong',
+            '--models',
+            'GATE-sep',
+            '--raw-edges',
+            '--resume',
+            '--no-plots',
+        ]
+    )
+    again = runs_in(out)
+    assert {k: again[k] for k in runs} == runs
+    new = [r['config'] for k, r in again.items() if k not in runs]
+    assert [(c['recipe'], c['edges'], c['heads']) for c in new] == [
+        ('strong', 'raw', 2)
+    ] * 2
+
+
+@pytest.mark.slow
+def test_a_diverged_run_is_recorded_and_the_tables_go_on(tmp_path):
+    write_heterophilous(str(tmp_path / 'data'), 'Minesweeper')
+    out = tmp_path / 'out'
+    with pytest.warns(UserWarning, match='diverged'):
+        real_graphs.main(
+            [
+                '--quick',
+                '--data-root',
+                str(tmp_path / 'data'),
+                '--datasets',
+                'Minesweeper',
+                '--max-epochs',
+                '20',
+                '--hidden',
+                '8',
+                '--lr',
+                '1e9',
+                '--models',
+                'GAT',
+                'GATE',
+                '--splits',
+                '0',
+                '--no-plots',
+                '--out-dir',
+                str(out),
+            ]
+        )
+    statuses = {r['status'] for r in runs_in(out).values()}
+    assert 'diverged' in statuses
+    table = (out / 'real_graphs_table.csv').read_text()
+    assert '1 diverged' in table  # a cell of a diverged run says so
+
+
+@needs_shared
+@pytest.mark.slow
+def test_quick_on_texas_from_the_shared_data(tmp_path):
+    out = tmp_path / 'out'
+    real_graphs.main(
+        [
+            '--quick',
+            '--models',
+            'GAT',
+            'GATE',
+            '--max-epochs',
+            '5',
+            '--no-plots',
+            '--out-dir',
+            str(out),
+        ]
+    )
+    runs = runs_in(out)
+    assert sorted(
+        (r['config']['model'], r['config']['split']) for r in runs.values()
+    ) == [('GAT', 0), ('GAT', 1), ('GATE', 0), ('GATE', 1)]
+    assert {r['config']['lr'] for r in runs.values()} == {0.01}
+    # The input's Dirichlet energy over all pairs, as in Appendix D:
+    for r in runs.values():
+        assert r['result']['energy_all_input'] == pytest.approx(
+            1.945e6, rel=1e-3
+        )
+    table = (out / 'real_graphs_table.csv').read_text().splitlines()
+    assert table[0] == 'dataset,recipe,L,GAT,GATE,paper GAT,paper GATE'
+    assert table[1].endswith(',56.7*,67.6*')
+
+
+@needs_shared
+def test_planetoid_features_as_the_paper_used_them(tmp_path):
+    from torch_geometric_gate.utils import dirichlet_energy
+
+    gp_data.copy_offline(['Cora'], SHARED, str(tmp_path))
+    data, _ = gp_data.load_dataset('Cora', str(tmp_path))
+    # Appendix D's input energy of Cora (5.088e5 all pairs, 6.490e2
+    # adjacent) is that of the row-normalised features:
+    x = data.x.double()
+    assert float(dirichlet_energy(x)) == pytest.approx(5.088e5, rel=1e-3)
+    assert float(dirichlet_energy(x, data.edge_index)) == pytest.approx(
+        6.490e2, rel=1e-3
+    )
+    assert torch.equal(data.train_mask.sum(0), torch.tensor([140]))
+
+
+def gpu_script(tmp_path, **env):
+    env = dict(
+        os.environ,
+        DRY='1',
+        OUT=str(tmp_path / 'out'),
+        DATA=str(tmp_path / 'data'),
+        OMP_NUM_THREADS='1',
+        # the script calls python3 (the GPU machine's): this Python's
+        PATH=osp.dirname(sys.executable) + os.pathsep + os.environ['PATH'],
+        **env,
+    )
+    proc = subprocess.run(
+        ['bash', osp.join('gate_paper', 'real_graphs_gpu.sh')],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return tmp_path / 'out'
+
+
+def test_gpu_script_skips_a_part_it_has_no_time_for(tmp_path):
+    write_heterophilous(str(tmp_path / 'data'), 'Tolokers')
+    out = gpu_script(tmp_path, BUDGET='20')
+    summary = (out / 'summary.txt').read_text()
+    assert 'real_graphs_tolokers: skipped' in summary
+    assert 'real_graphs_strong: skipped' in summary
+    assert sorted(os.listdir(out)) == ['runs.tar.gz', 'summary.txt']
+
+
+@pytest.mark.slow
+def test_gpu_script_dry_run_on_the_cpu(tmp_path):
+    for name in ('Minesweeper', 'Tolokers'):
+        write_heterophilous(str(tmp_path / 'data'), name)
+    out = gpu_script(tmp_path, JOBS='1', BUDGET='300')
+    files = sorted(os.listdir(out))
+    assert files == ['logs.txt', 'runs.tar.gz', 'summary.txt']  # <= 8
+    summary = (out / 'summary.txt').read_text()
+    assert 'real_graphs_tolokers: rc=0, 2 run files' in summary
+    assert 'real_graphs_strong: rc=0, 4 run files' in summary
+    with tarfile.open(out / 'runs.tar.gz') as tar:
+        names = [n for n in tar.getnames() if n.endswith('.json')]
+    assert len(names) == 6
+    assert sum(n.startswith('./real_graphs_strong/') for n in names) == 4

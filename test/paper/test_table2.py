@@ -1,0 +1,149 @@
+import os
+import os.path as osp
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gate_paper import store, table2
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+
+def write_graph(path, overlap=False):
+    gen = np.random.default_rng(0)
+    n = 40
+    train, val, test = (
+        (np.arange(n) % 4 < 2),
+        np.arange(n) % 4 == 2,
+        (np.arange(n) % 4 == 3),
+    )
+    if overlap:
+        test = test.copy()
+        test[0] = True
+    np.savez(
+        path,
+        x=gen.standard_normal((n, 2)).astype(np.float32),
+        edge_index=gen.integers(0, n, (2, 120)),
+        y=gen.integers(0, 2, n),
+        train_mask=train,
+        val_mask=val,
+        test_mask=test,
+    )
+
+
+def test_quick_defaults(tmp_path):
+    args = table2.parse_args(['--quick', '--out-dir', str(tmp_path)])
+    assert (args.max_epochs, args.ks, args.seeds) == (200, [1], [0, 1])
+    assert args.extra_depths == [0, 1, 2] and args.source == 'ours-g0'
+    assert len(table2.configs(args)) == 24
+
+
+@pytest.mark.parametrize(
+    'argv, message',
+    [
+        (['--seeds', '0', '-1'], 'argument --seeds: expected an integer >= 0'),
+        (['--seeds', '0', '0'], 'argument --seeds: each value once'),
+        (['--ks', '0'], 'argument --ks: expected an integer >= 1'),
+        (['--extra-depths', '-1'], 'argument --extra-depths: expected an'),
+        (
+            ['--hidden', 'x'],
+            "argument --hidden: expected an integer >= 1, got 'x'",
+        ),
+        (['--graph-seed', '-1'], 'argument --graph-seed'),
+    ],
+)
+def test_bad_arguments_are_usage_errors(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as e:
+        table2.parse_args(argv + ['--out-dir', str(tmp_path / 'runs')])
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_paper_data_with_overlapping_masks_is_refused(tmp_path, capsys):
+    # --paper-data did not check its masks: train and test overlapping were
+    # trained and tested on the same nodes (issue 35, item 14).
+    write_graph(tmp_path / 'neighbor_dependent_k1.npz', overlap=True)
+    with pytest.raises(SystemExit) as e:
+        table2.parse_args(
+            [
+                '--ks',
+                '1',
+                '--paper-data',
+                str(tmp_path),
+                '--out-dir',
+                str(tmp_path / 'runs'),
+            ]
+        )
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert 'neighbor_dependent_k1.npz' in err
+    assert 'nodes are in both the training and test masks' in err
+
+
+def test_corrupt_paper_data_names_the_file(tmp_path, capsys):
+    # A corrupted npz gave numpy's "allow_pickle" message (item 19).
+    (tmp_path / 'neighbor_dependent_k1.npz').write_bytes(b'PK\x03\x04broken')
+    with pytest.raises(SystemExit):
+        table2.parse_args(
+            [
+                '--ks',
+                '1',
+                '--paper-data',
+                str(tmp_path),
+                '--out-dir',
+                str(tmp_path / 'runs'),
+            ]
+        )
+    err = capsys.readouterr().err
+    assert 'neighbor_dependent_k1.npz' in err
+    assert 'is not a readable .npz file' in err
+
+
+def test_out_dir_naming_a_file_is_a_usage_error(tmp_path, capsys):
+    # Issue 35, item 15.
+    (tmp_path / 'f').write_text('')
+    with pytest.raises(SystemExit) as e:
+        table2.parse_args(['--out-dir', str(tmp_path / 'f')])
+    assert e.value.code == 2
+    assert 'is a file, not a folder' in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_tiny_run_on_paper_data(tmp_path):
+    write_graph(tmp_path / 'neighbor_dependent_k1.npz')
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+    out = subprocess.run(
+        [
+            sys.executable,
+            '-m',
+            'gate_paper.table2',
+            '--quick',
+            '--ks',
+            '1',
+            '--extra-depths',
+            '0',
+            '--models',
+            'GATE',
+            'GAT',
+            '--max-epochs',
+            '10',
+            '--no-plots',
+            '--paper-data',
+            str(tmp_path),
+            '--out-dir',
+            str(tmp_path / 'runs'),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    records = store.load(str(tmp_path / 'runs'))
+    assert len(records) == 4  # 2 models x 2 seeds
+    assert {r['config']['source'] for r in records} == {'paper'}
+    summary = (tmp_path / 'runs' / 'table2_summary.csv').read_text()
+    row = summary.splitlines()[1].split(',')
+    assert row[:2] == ['1', '1'] and ' ± ' in row[2]
