@@ -12,7 +12,6 @@ EXAMPLES = osp.join(ROOT, 'examples')
 
 
 def load_script(name, monkeypatch):
-    monkeypatch.syspath_prepend(EXAMPLES)  # for `import _experiment`
     spec = importlib.util.spec_from_file_location(
         f'gate_example_{name}', osp.join(EXAMPLES, f'{name}.py')
     )
