@@ -897,3 +897,22 @@ def test_gate_conv_target_to_source_bipartite_range_check():
     out = conv((x_src, x_dst), torch.tensor([[3, 0], [1, 3]]))
     ref = GATv2Conv((3, 3), 4, flow='target_to_source')
     assert out.shape == ref((x_src, x_dst), torch.tensor([[3], [1]])).shape
+
+
+def test_gate_conv_compiled_with_dynamic_feature_sizes():
+    # After a first layer, torch.compile traces the next with a symbolic
+    # feature size; the in_channels check must hold for it (it failed with
+    # "'in_channels' = 12 columns (got 12)").
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    for channels in (5, 12, 7):
+        conv = GATEConv(channels, 4)
+        compiled = torch.compile(conv, fullgraph=True)
+        for num_nodes in (6, 9):
+            x = torch.randn(num_nodes, channels)
+            edge_index = torch.randint(0, num_nodes, (2, 3 * num_nodes))
+            assert torch.allclose(
+                compiled(x, edge_index), conv(x, edge_index), atol=1e-6
+            )
