@@ -331,8 +331,7 @@ class GATEConv(MessagePassing):
         for lin, features, side in ((self.lin, x_src, 'source'),
                                     (lin_dst, x_dst, 'target')):
             _check(
-                lin.in_channels == -1
-                or lin.in_channels == features.size(1),
+                lin.in_channels == -1 or lin.in_channels == features.size(1),
                 f"Expected {side} node features with 'in_channels' = "
                 f'{lin.in_channels} columns (got {features.size(1)})')
         num_src, num_dst = x_src.size(0), x_dst.size(0)
