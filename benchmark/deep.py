@@ -26,11 +26,11 @@ from common import (
     SIZED_GRAPHS,
     command_line,
     describe,
-    fresh_process_step,
     machine_info,
     output_folder,
     write_results,
 )
+from fresh_process import fresh_process_step
 
 from torch_geometric_gate._cli import int_at_least
 

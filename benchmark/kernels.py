@@ -33,13 +33,12 @@ from common import (
     machine_info,
     make_layer,
     output_folder,
-    plot,
-    plot_points,
     saved_bytes,
     status_of,
     time_step,
     write_results,
 )
+from plotting import plot, plot_points
 
 from torch_geometric_gate._cli import int_at_least, positive_float
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams

@@ -29,18 +29,17 @@ from common import (
     cuda_peak_bytes,
     cuda_syncs,
     describe,
-    fresh_process_step,
     graph_name,
     load_graph,
     machine_info,
     make_layer,
     output_folder,
-    plot,
-    plot_points,
     saved_bytes,
     time_pair,
     write_results,
 )
+from fresh_process import fresh_process_step
+from plotting import plot, plot_points
 
 from torch_geometric_gate._cli import int_at_least
 

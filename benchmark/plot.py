@@ -13,7 +13,7 @@ usage error (exit code 2), not an empty plot.
 import argparse
 import csv
 
-from common import PLOT_COLUMNS, plot, plot_points
+from plotting import PLOT_COLUMNS, plot, plot_points
 
 
 def read_points(path: str) -> list:

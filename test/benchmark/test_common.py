@@ -9,6 +9,8 @@ import torch
 from benchmark_testing import load_benchmark
 
 common = load_benchmark('common')
+plotting = load_benchmark('plotting')
+fresh_process = load_benchmark('fresh_process')
 
 
 def test_random_graph_is_seeded_without_duplicates_or_stray_loops():
@@ -110,13 +112,13 @@ def test_write_results_replaces_both_files_whole(tmp_path):
 def test_plot_refuses_nothing_and_draws_points(tmp_path):
     pytest.importorskip('matplotlib')
     with pytest.raises(ValueError, match='no points'):
-        common.plot([], str(tmp_path / 'empty.png'))
+        plotting.plot([], str(tmp_path / 'empty.png'))
     points = [
         dict(panel='cpu', line='GATE', edges=e, ms=e / 1e3, mb=None,
              memory='saved MB')
         for e in (100, 1000)
     ]  # fmt: skip
-    common.plot(points, str(tmp_path / 'p.png'))
+    plotting.plot(points, str(tmp_path / 'p.png'))
     assert (tmp_path / 'p.png').stat().st_size > 0
 
 
@@ -138,7 +140,7 @@ def test_output_folder_is_a_usage_error_for_a_file(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_step_in_a_fresh_process_reports_memory():
-    res = common.fresh_process_step(
+    res = fresh_process.fresh_process_step(
         dict(device='cpu', layer='GATE', graph='random-1e3', channels=8,
              hidden=8, heads=2)
     )  # fmt: skip
