@@ -63,9 +63,12 @@ def test_two_processes_match_one_process(tmp_path):
     def losses(stdout):
         return [float(v) for v in re.findall(r'Loss: ([\d.]+)', stdout)]
 
-    assert len(losses(two.stdout)) == 3
-    assert losses(two.stdout) == pytest.approx(losses(one.stdout), rel=1e-4)
-    assert losses(two.stdout)[-1] < 0.8 * losses(two.stdout)[0]
+    two_losses = losses(two.stdout)
+    assert len(two_losses) == 3
+    assert two_losses == pytest.approx(losses(one.stdout), rel=1e-4)
+    # It trains: the epoch's mean loss falls every epoch (15 small steps of
+    # lr 0.01 take it from about ln 3 by a few percent, not more).
+    assert all(b < a for a, b in zip(two_losses, two_losses[1:])), two_losses
     # The same parameters as one process on the same global batches, and
     # moved away from the (shared) initialisation:
     state2 = torch.load(tmp_path / '2.pt')
