@@ -402,12 +402,14 @@ def _backward(
     negative_slope: float,
     dropout: float,
     need: List[bool],
-) -> Tuple[Optional[Tensor], ...]:
+) -> List[Tensor]:
     r"""The gradients of :func:`_forward`'s inputs :obj:`q_src, q_dst,
-    value, edge_attr, weight_edge, att_neighbor, att_self` (:obj:`None`
-    where :obj:`need` says so), from those of its outputs :obj:`alpha`,
-    :obj:`out` and :obj:`softmax`; made of differentiable operations only
-    (double backward)."""
+    value, edge_attr, weight_edge, att_neighbor, att_self` where
+    :obj:`need` asks for them (and the input is not :obj:`None`), in that
+    order, from those of its outputs :obj:`alpha`, :obj:`out` and
+    :obj:`softmax`; made of differentiable operations only (double
+    backward). As a custom operator wants: no :obj:`None`, and no view of
+    an input or of another output."""
     src, dst = edges[0], edges[1]
     need_score = any(need[:2]) or any(need[3:])
     grad_value, g = None, None
@@ -418,7 +420,7 @@ def _backward(
     if grad_value is None and need[2]:  # `out` took no part in the loss.
         grad_value = torch.zeros_like(value)
     if not need_score:
-        return None, None, grad_value, None, None, None, None
+        return [grad_value] if need[2] else []
     # The gradient of the attention weights after dropout, then before:
     if grad_alpha is not None:
         g = grad_alpha if g is None else g + grad_alpha
@@ -439,15 +441,16 @@ def _backward(
         grad_e, q_src, q_dst, edge_attr, weight_edge, src, dst, loop, att,
         negative_slope, need_score,
     )  # fmt: skip
-    return (
-        grad_src,
-        grad_dst,
-        grad_value,
-        grad_attr,
-        grad_weight,
-        grad_att[:1] if need[5] and grad_att is not None else None,
-        grad_att[1:] if need[6] and grad_att is not None else None,
-    )
+    # The attention vectors' gradients are halves of one tensor: cloned.
+    grad_att_neighbor = grad_att_self = None
+    if grad_att is not None:
+        grad_att_neighbor, grad_att_self = grad_att[:1], grad_att[1:]
+    grads = [
+        grad_src, grad_dst, grad_value, grad_attr, grad_weight,
+        grad_att_neighbor.clone() if need[5] else None,
+        grad_att_self.clone() if need[6] else None,
+    ]  # fmt: skip
+    return [g for g, n in zip(grads, need) if n and g is not None]
 
 
 # The inputs of `_forward` (and of the custom operator), by position:
@@ -470,15 +473,26 @@ def _setup_context(ctx, inputs, output):
     ctx.settings = (num_dst, negative_slope, dropout)
 
 
-def _saved(ctx, grad_alpha, grad_out, grad_softmax):
-    need = list(ctx.needs_input_grad[:_NUM_DIFFERENTIABLE])
-    return (
-        grad_alpha,
-        grad_out,
-        grad_softmax,
-        *ctx.saved_tensors,
-        *ctx.settings,
-        need,
+def _gradients(ctx, grad_alpha, grad_out, grad_softmax, backward):
+    r"""Runs :obj:`backward` (:func:`_backward` or its custom operator) on
+    what :func:`_setup_context` saved; returns a gradient per input."""
+    inputs = ctx.saved_tensors[:_NUM_DIFFERENTIABLE]
+    need = [
+        n and t is not None
+        for n, t in zip(ctx.needs_input_grad[:_NUM_DIFFERENTIABLE], inputs)
+    ]
+    grads = iter(
+        backward(
+            grad_alpha,
+            grad_out,
+            grad_softmax,
+            *ctx.saved_tensors,
+            *ctx.settings,
+            need,
+        )
+    )
+    return tuple(next(grads) if n else None for n in need) + (None,) * (
+        _NUM_INPUTS - _NUM_DIFFERENTIABLE
     )
 
 
@@ -492,43 +506,26 @@ class _ChunkedAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_alpha, grad_out, grad_softmax, _edges, _seed):
-        grads = _backward(*_saved(ctx, grad_alpha, grad_out, grad_softmax))
-        return (*grads,) + (None,) * (_NUM_INPUTS - _NUM_DIFFERENTIABLE)
+        return _gradients(ctx, grad_alpha, grad_out, grad_softmax, _backward)
 
 
-# The compiled form: custom operators ---------------------------------------
+# The compiled form: the same two functions as custom operators -------------
 
-
-@torch.library.custom_op(
-    'torch_geometric_gate::chunked_attention', mutates_args=()
+_attention_op = torch.library.custom_op(
+    'torch_geometric_gate::chunked_attention', _forward, mutates_args=()
 )
-def _attention_op(
-    q_src: Tensor,
-    q_dst: Tensor,
-    value: Tensor,
-    edge_attr: Optional[Tensor],
-    weight_edge: Optional[Tensor],
-    att_neighbor: Tensor,
-    att_self: Tensor,
-    src: Tensor,
-    dst: Tensor,
-    loop: Tensor,
-    masked: Optional[Tensor],
-    num_dst: int,
-    negative_slope: float,
-    dropout: float,
-) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    return _forward(
-        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
-        src, dst, loop, masked, num_dst, negative_slope, dropout,
-    )  # fmt: skip
+_attention_backward_op = torch.library.custom_op(
+    'torch_geometric_gate::chunked_attention_backward',
+    _backward,
+    mutates_args=(),
+)
 
 
 @_attention_op.register_fake
-def _(
-    q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
-    src, dst, loop, masked, num_dst, negative_slope, dropout,
-):  # fmt: skip
+def _(*inputs):
+    q_src, value, att_neighbor, src, num_dst, dropout = (
+        inputs[i] for i in (0, 2, 5, 7, 11, 13)
+    )
     num_edges, heads = src.size(0), att_neighbor.size(1)
     dtype = torch.promote_types(q_src.dtype, att_neighbor.dtype)
     alpha = q_src.new_empty(num_edges, heads, dtype=dtype)
@@ -542,51 +539,9 @@ def _(
     return alpha, out, softmax, edges, seed
 
 
-@torch.library.custom_op(
-    'torch_geometric_gate::chunked_attention_backward', mutates_args=()
-)
-def _attention_backward_op(
-    grad_alpha: Optional[Tensor],
-    grad_out: Optional[Tensor],
-    grad_softmax: Optional[Tensor],
-    q_src: Tensor,
-    q_dst: Tensor,
-    value: Tensor,
-    edge_attr: Optional[Tensor],
-    weight_edge: Optional[Tensor],
-    att_neighbor: Tensor,
-    att_self: Tensor,
-    loop: Tensor,
-    alpha: Tensor,
-    softmax: Tensor,
-    edges: Tensor,
-    seed: Tensor,
-    num_dst: int,
-    negative_slope: float,
-    dropout: float,
-    need: List[bool],
-) -> List[Tensor]:
-    grads = _backward(
-        grad_alpha, grad_out, grad_softmax, q_src, q_dst, value, edge_attr,
-        weight_edge, att_neighbor, att_self, loop, alpha, softmax, edges,
-        seed, num_dst, negative_slope, dropout, need,
-    )  # fmt: skip
-    # A custom operator returns no `None` and no views of its inputs or of
-    # its other outputs (the attention vectors' are halves of one tensor):
-    # the needed gradients only, whole.
-    grads = [*grads[:5], *(g if g is None else g.clone() for g in grads[5:])]
-    return [g for g in grads if g is not None]
-
-
 @_attention_backward_op.register_fake
-def _(
-    grad_alpha, grad_out, grad_softmax, q_src, q_dst, value, edge_attr,
-    weight_edge, att_neighbor, att_self, loop, alpha, softmax, edges, seed,
-    num_dst, negative_slope, dropout, need,
-):  # fmt: skip
-    inputs = (
-        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
-    )  # fmt: skip
+def _(*args):
+    inputs, need = args[3 : 3 + _NUM_DIFFERENTIABLE], args[-1]
     return [
         torch.empty_like(t)
         for t, n in zip(inputs, need)
@@ -595,18 +550,12 @@ def _(
 
 
 def _op_backward(ctx, grad_alpha, grad_out, grad_softmax, _edges, _seed):
-    need = ctx.needs_input_grad[:_NUM_DIFFERENTIABLE]
-    saved = _saved(ctx, grad_alpha, grad_out, grad_softmax)
-    inputs = ctx.saved_tensors[:_NUM_DIFFERENTIABLE]
-    # The gradients come for the needed inputs that are not None:
-    need = [n and t is not None for n, t in zip(need, inputs)]
-    grads = iter(
-        torch.ops.torch_geometric_gate.chunked_attention_backward(
-            *saved[:-1], need
-        )
-    )
-    return tuple(next(grads) if n else None for n in need) + (None,) * (
-        _NUM_INPUTS - _NUM_DIFFERENTIABLE
+    return _gradients(
+        ctx,
+        grad_alpha,
+        grad_out,
+        grad_softmax,
+        torch.ops.torch_geometric_gate.chunked_attention_backward,
     )
 
 
