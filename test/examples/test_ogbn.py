@@ -1,7 +1,6 @@
 r"""``examples/ogbn.py`` on a tiny graph that the tests write in OGB's
 on-disk layout (no OGB data is available offline)."""
 
-import gzip
 import os
 import os.path as osp
 import re
@@ -10,6 +9,7 @@ import sys
 
 import pytest
 import torch
+from ogb_testing import write_arxiv
 from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
 
 pytest.importorskip('ogb')
@@ -22,16 +22,6 @@ needs_sampler = pytest.mark.skipif(
     not (WITH_PYG_LIB or WITH_TORCH_SPARSE),
     reason="NeighborLoader's sampling needs pyg-lib or torch-sparse",
 )
-
-
-def _csv(path, rows):
-    os.makedirs(osp.dirname(path), exist_ok=True)
-    with gzip.open(path, 'wt') as f:
-        for row in rows:
-            if isinstance(row, (list, tuple)):
-                f.write(','.join(str(v) for v in row) + '\n')
-            else:
-                f.write(f'{row}\n')
 
 
 def _graph(num_nodes, num_classes, seed):
@@ -61,17 +51,7 @@ def write_fake_arxiv(root, num_nodes=120, num_classes=3, seed=0, relabel=None):
     if relabel is not None:
         y = y.clone()
         y[torch.cat([valid, test])] = relabel
-    base = osp.join(root, 'ogbn_arxiv')
-    raw = osp.join(base, 'raw')
-    _csv(osp.join(raw, 'edge.csv.gz'), edge_index.t().tolist())
-    _csv(osp.join(raw, 'node-feat.csv.gz'), x.tolist())
-    _csv(osp.join(raw, 'node-label.csv.gz'), y.tolist())
-    _csv(osp.join(raw, 'node_year.csv.gz'), [2020] * num_nodes)
-    _csv(osp.join(raw, 'num-node-list.csv.gz'), [num_nodes])
-    _csv(osp.join(raw, 'num-edge-list.csv.gz'), [edge_index.size(1)])
-    for name, idx in (('train', train), ('valid', valid), ('test', test)):
-        _csv(osp.join(base, 'split', 'time', f'{name}.csv.gz'), idx.tolist())
-    open(osp.join(base, 'RELEASE_v1.txt'), 'w').close()
+    write_arxiv(root, x, y, edge_index, (train, valid, test))
     return x, y, edge_index, (train, valid, test)
 
 

@@ -1,24 +1,14 @@
-import gzip
 import json
 import os
-import os.path as osp
 
 import pytest
 import torch
 
 pytest.importorskip('ogb')
 
+from ogb_testing import write_arxiv  # noqa: E402
+
 from gate_paper import ogb  # noqa: E402
-
-
-def _csv(path, rows):
-    os.makedirs(osp.dirname(path), exist_ok=True)
-    with gzip.open(path, 'wt') as f:
-        for row in rows:
-            if isinstance(row, (list, tuple)):
-                f.write(','.join(str(v) for v in row) + '\n')
-            else:
-                f.write(f'{row}\n')
 
 
 def write_fake_arxiv(root, num_nodes=80, num_classes=3, seed=0):
@@ -35,21 +25,7 @@ def write_fake_arxiv(root, num_nodes=80, num_classes=3, seed=0):
     edge_index = torch.stack([src[keep], dst[keep]])
     perm = torch.randperm(num_nodes, generator=gen)
     a, b = num_nodes // 2, 3 * num_nodes // 4
-    base = osp.join(root, 'ogbn_arxiv')
-    raw = osp.join(base, 'raw')
-    _csv(osp.join(raw, 'edge.csv.gz'), edge_index.t().tolist())
-    _csv(osp.join(raw, 'node-feat.csv.gz'), x.tolist())
-    _csv(osp.join(raw, 'node-label.csv.gz'), y.tolist())
-    _csv(osp.join(raw, 'node_year.csv.gz'), [2020] * num_nodes)
-    _csv(osp.join(raw, 'num-node-list.csv.gz'), [num_nodes])
-    _csv(osp.join(raw, 'num-edge-list.csv.gz'), [edge_index.size(1)])
-    for name, idx in (
-        ('train', perm[:a]),
-        ('valid', perm[a:b]),
-        ('test', perm[b:]),
-    ):
-        _csv(osp.join(base, 'split', 'time', f'{name}.csv.gz'), idx.tolist())
-    open(osp.join(base, 'RELEASE_v1.txt'), 'w').close()
+    write_arxiv(root, x, y, edge_index, (perm[:a], perm[a:b], perm[b:]))
     return y, perm[b:]
 
 
