@@ -107,7 +107,7 @@ for d in gpu-data shared/data ../shared/data; do
     if [ -d "$d/Planetoid" ]; then DATA=(--data-root "$d"); break; fi
 done
 if [ "$DRY" = 1 ]; then
-    PARITY=(--nodes 40 --edges 200 --isolated 3 --input-loops 4 --heads 2
+    PARITY=(--nodes 12 --edges 40 --isolated 2 --input-loops 2 --heads 2
         --channels 2 --edge-dim 2 --dtypes float32)
     TESTS=(test/ops/test_triton.py -k 'dropout_seeded')
     SIZE=(--scale 5e-6 --hidden 4 --channels 8 --heads 2 --reps 1

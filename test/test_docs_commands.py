@@ -13,6 +13,7 @@ must pass ``bash -n``. Commands with a placeholder (``DATASET``,
 
 import ast
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -172,8 +173,42 @@ def _flags(args):
     return sorted({a.split('=', 1)[0] for a in args if a.startswith('--')})
 
 
-def _help(kind, target):
-    prefix = [sys.executable] + (['-m'] if kind == 'module' else [])
+# Runs `--help` of every target in one interpreter (one import of torch, not
+# one per target), each as `python SCRIPT` or `python -m MODULE` would: the
+# script's folder first on the module search path, `__name__ == '__main__'`.
+_HELP_ALL = r"""
+import contextlib, io, json, os, runpy, sys
+results = {}
+for kind, target in json.loads(sys.argv[1]):
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    argv, path = sys.argv[:], sys.path[:]
+    sys.argv = [target, '--help']
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            if kind == 'module':
+                runpy.run_module(target, run_name='__main__', alter_sys=True)
+            else:
+                sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+                runpy.run_path(target, run_name='__main__')
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 1
+        code = 0 if stop.code is None else code
+    except BaseException as e:
+        code, err = 1, io.StringIO(err.getvalue() + repr(e))
+    sys.argv, sys.path[:] = argv, path
+    results[target] = (code, out.getvalue(), err.getvalue())
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope='module')
+def helps():
+    r""":obj:`target: (exit code, stdout, stderr)` of every cited Python
+    script's and module's :obj:`--help`."""
+    targets = [(k, t) for k, t in TARGETS if k in ('script', 'module')]
+    targets = [
+        (k, t) for k, t in targets if k == 'module' or _uses_argparse(ROOT / t)
+    ]
     env = dict(
         os.environ,
         OMP_NUM_THREADS='1',
@@ -181,14 +216,16 @@ def _help(kind, target):
             [str(ROOT)] + os.environ.get('PYTHONPATH', '').split(os.pathsep)
         ).rstrip(os.pathsep),
     )
-    return subprocess.run(
-        prefix + [target, '--help'],
+    proc = subprocess.run(
+        [sys.executable, '-c', _HELP_ALL, json.dumps(targets)],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
 
 
 def _uses_argparse(path):
@@ -257,7 +294,7 @@ def test_cited_target_exists(kind, target):
 
 @pytest.mark.slow
 @pytest.mark.parametrize('kind,target', TARGETS, ids=[t for _, t in TARGETS])
-def test_cited_command_parses_its_arguments(kind, target):
+def test_cited_command_parses_its_arguments(kind, target, helps):
     commands = [c for c in COMMANDS if c.target == target]
     if kind == 'module':
         if importlib.util.find_spec(target.split('.')[0]) is None:
@@ -289,11 +326,9 @@ def test_cited_command_parses_its_arguments(kind, target):
                     f'{target} imports {name}, which is not installed'
                 )
         return
-    result = _help(kind, target)
-    assert result.returncode == 0, (
-        f'{target} --help failed:\n{result.stderr[-3000:]}'
-    )
-    known = set(re.findall(r'--[A-Za-z0-9][A-Za-z0-9-]*', result.stdout))
+    code, stdout, stderr = helps[target]
+    assert code == 0, f'{target} --help failed:\n{stderr[-3000:]}'
+    known = set(re.findall(r'--[A-Za-z0-9][A-Za-z0-9-]*', stdout))
     for command in commands:
         unknown = [f for f in _flags(command.args) if f not in known]
         assert not unknown, (

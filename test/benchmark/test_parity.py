@@ -9,8 +9,8 @@ import pytest
 from benchmark_testing import load_benchmark
 
 parity = load_benchmark('parity')
-TINY = ['--nodes', '40', '--edges', '200', '--isolated', '3',
-        '--input-loops', '4', '--heads', '2', '--channels', '2',
+TINY = ['--nodes', '12', '--edges', '40', '--isolated', '2',
+        '--input-loops', '2', '--heads', '2', '--channels', '2',
         '--edge-dim', '2']  # fmt: skip
 
 

@@ -609,7 +609,7 @@ def test_triton_tile_follows_the_average_degree(monkeypatch):
 
 
 def test_triton_hub_split_across_programs(monkeypatch):
-    # A hub of 300 incoming edges, blocks of 2 and segments of 8 edges: 38
+    # A hub of 60 incoming edges, blocks of 2 and segments of 8 edges: 8
     # programs share it, in the forward and in the backward's first pass,
     # and the combine kernels merge them; likewise a source hub in the
     # backward's second pass.
@@ -632,21 +632,21 @@ def test_triton_hub_split_across_programs(monkeypatch):
             return _run(*args, **kwargs)
 
         monkeypatch.setattr(kernel, 'run', spy_combine)
-    graph = _star(300)
+    graph = _star(60)
     src, dst, loop, masked, n = graph
     masked = torch.zeros_like(loop)
     masked[7] = True  # a masked edge inside a segment of the hub
     graph = (src, dst, loop, masked, n)
     inputs = make_inputs(n, n, src.numel(), 2, 3, 2)
     check_against(chunked_attention, graph, inputs, 0.1, dense=False)
-    assert grids and grids[0] >= n + 300 // 8 - 1
+    assert grids and grids[0] >= n + 60 // 8 - 1
     # Both backward passes split nodes (launched when the shapes allow a
     # split: more edges than a segment):
     assert sorted(combined) == [
         'gate_bwd_combine_kernel',
         'gate_bwd_src_combine_kernel',
     ]
-    # A source of out-degree 300 (the edges reversed), split in the
+    # A source of out-degree 60 (the edges reversed), split in the
     # backward's second pass:
     reverse = (dst, src, loop, None, n)  # masking 0 -> 7 would empty 7
     check_against(chunked_attention, reverse, inputs, 0.1, dense=False)
@@ -769,8 +769,9 @@ def test_triton_kernels_compile_for_gpu_targets(tmp_path):
     # The interpreter accepts code that a GPU compiler may reject: every
     # kernel, as these configurations launch it (dtypes, heads, edge
     # features, dropout, double backward), compiles to a cubin for sm_90
-    # (H100, H200) and sm_80 (A100) with Triton's compiler and the ptxas
-    # it ships (benchmark/triton_compile.py); no GPU needed.
+    # (H100, H200: the GPUs the GPU session gets) with Triton's compiler
+    # and the ptxas it ships (benchmark/triton_compile.py); no GPU needed.
+    # (`--arch 80 90` checks A100 too, at twice the time.)
     import json
     import subprocess
 
@@ -808,9 +809,8 @@ def test_triton_kernels_compile_for_gpu_targets(tmp_path):
     env['PYTHONPATH'] = root + os.pathsep + env.get('PYTHONPATH', '')
     env['TRITON_CACHE_DIR'] = str(tmp_path / 'cache')  # compile afresh
     done = subprocess.run(
-        [sys.executable, script, '--launches', str(path), '--arch', '90',
-         '80'],
+        [sys.executable, script, '--launches', str(path), '--arch', '90'],
         env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f'compiled {len(launches)} launches for 2 targets' in done.stdout
+    assert f'compiled {len(launches)} launches for 1 targets' in done.stdout
