@@ -410,7 +410,10 @@ def _backward(
     :obj:`softmax`; made of differentiable operations only (double
     backward). As a custom operator wants: no :obj:`None`, and no view of
     an input or of another output."""
-    src, dst = edges[0], edges[1]
+    # Saved as int32 where it fits, indexed as int64: on the CPU,
+    # `index_select` and `index_add_` with an int32 index are several times
+    # slower (a transient copy of 16 bytes per edge).
+    src, dst = edges[0].long(), edges[1].long()
     need_score = any(need[:2]) or any(need[3:])
     grad_value, g = None, None
     if grad_out is not None:
