@@ -20,11 +20,12 @@ import os
 import sys
 from pathlib import Path
 
+import torch_geometric_gate  # installed: pip install -e ".[docs]"
+
+# The two local extensions, as Sphinx loads an extension of the project's
+# own (its tutorial's way):
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / '_ext'))
-sys.path.insert(0, str(HERE.parents[1]))  # the package, if not installed
-
-import torch_geometric_gate  # noqa: E402
 
 project = 'torch-geometric-gate'
 author = 'torch-geometric-gate developers'

@@ -1,0 +1,164 @@
+r"""GATEConv against PyG's GATv2Conv on a CPU that another process is busy
+on: how much slower each layer's training step gets.
+
+For every graph and heads the two layers' training steps are timed in
+alternation (as in :obj:`pair.py`) with torch's threads (:obj:`--threads`,
+default torch's own choice), once on an otherwise idle machine and once
+while :obj:`--competitors` processes each keep one core busy (a Python loop
+that never yields, started by this script and stopped after the timing).
+*slowdown* is a layer's median step time under contention over its idle
+one; *relative* is GATE's slowdown over GATv2Conv's (at most 1: GATE
+suffers no more from the shared CPU). The machine must be otherwise idle
+for the numbers to mean anything::
+
+    python benchmark/contention.py --graphs cora random-1e5 --heads 1 8 \
+        --out benchmark/results --name cpu-contention
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import torch
+from common import (
+    DEFAULT_DATA,
+    LAYERS,
+    Step,
+    command_line,
+    describe,
+    graph_name,
+    load_graph,
+    machine_info,
+    make_layer,
+    output_folder,
+    time_pair,
+    write_results,
+)
+
+from torch_geometric_gate._cli import int_at_least
+
+COLUMNS = [
+    'graph', 'num_nodes', 'num_edges', 'heads', 'threads', 'competitors',
+    'gate_idle_ms', 'gatv2_idle_ms', 'gate_busy_ms', 'gatv2_busy_ms',
+    'gate_slowdown', 'gatv2_slowdown', 'relative', 'idle_ratio',
+    'busy_ratio',
+]  # fmt: skip
+# One core kept busy without ever waiting (no sleep, no I/O):
+SPIN = 'while True: pass'
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument(
+        '--graphs', nargs='+', type=graph_name, default=['cora', 'random-1e5']
+    )
+    parser.add_argument(
+        '--heads', nargs='+', type=int_at_least(1), default=[1, 8]
+    )
+    parser.add_argument('--channels', type=int_at_least(1), default=64)
+    parser.add_argument(
+        '--hidden',
+        type=int_at_least(1),
+        default=64,
+        help='heads * out_channels (a multiple of --heads)',
+    )
+    parser.add_argument(
+        '--threads',
+        type=int_at_least(1),
+        default=None,
+        help="torch's threads (default: torch's own choice)",
+    )
+    parser.add_argument(
+        '--competitors',
+        type=int_at_least(1),
+        default=1,
+        help='processes that each keep one core busy',
+    )
+    parser.add_argument('--warmup', type=int_at_least(0), default=2)
+    parser.add_argument('--reps', type=int_at_least(1), default=7)
+    parser.add_argument('--data-root', default=DEFAULT_DATA)
+    parser.add_argument('--out', default='benchmark/results')
+    parser.add_argument('--name', default='contention')
+    args = parser.parse_args(argv)
+    for heads in args.heads:
+        if args.hidden % heads:
+            parser.error(
+                f'argument --hidden: expected a multiple of every --heads '
+                f'value, got {args.hidden} for --heads {heads}'
+            )
+    output_folder(parser, args.out)
+    return args
+
+
+class Competitors:
+    r"""Starts :obj:`n` processes that each spin on one core; stops them on
+    exit."""
+
+    def __init__(self, n: int):
+        self.n, self.procs = n, []
+
+    def __enter__(self):
+        self.procs = [
+            subprocess.Popen([sys.executable, '-c', SPIN])
+            for _ in range(self.n)
+        ]
+        time.sleep(0.5)  # let them start spinning
+        return self
+
+    def __exit__(self, *exc):
+        for proc in self.procs:
+            proc.kill()
+        for proc in self.procs:
+            proc.wait()
+
+
+def measure(x, edge_index, heads, args) -> dict:
+    steps = {
+        k.lower(): Step(
+            make_layer(k, x.size(1), args.hidden, heads), x, edge_index
+        )
+        for k in LAYERS
+    }
+    cpu = torch.device('cpu')
+    idle = time_pair(steps, cpu, args.warmup, args.reps)
+    with Competitors(args.competitors):
+        busy = time_pair(steps, cpu, args.warmup, args.reps)
+    row = {f'{k}_idle_ms': idle[f'{k}_ms'] for k in ('gate', 'gatv2')}
+    row.update({f'{k}_busy_ms': busy[f'{k}_ms'] for k in ('gate', 'gatv2')})
+    for k in ('gate', 'gatv2'):
+        row[f'{k}_slowdown'] = row[f'{k}_busy_ms'] / row[f'{k}_idle_ms']
+    row['relative'] = row['gate_slowdown'] / row['gatv2_slowdown']
+    row['idle_ratio'], row['busy_ratio'] = idle['ratio'], busy['ratio']
+    return row
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    stem = os.path.join(args.out, args.name)
+    notes = [f'Command: `{command_line("contention.py", argv)}`', '',
+             *machine_info(), '', describe(__doc__)]  # fmt: skip
+    rows = []
+    for graph in args.graphs:
+        x, edge_index = load_graph(graph, args.channels, 'cpu', args.data_root)
+        for heads in args.heads:
+            row = dict(
+                graph=graph,
+                num_nodes=x.size(0),
+                num_edges=edge_index.size(1),
+                heads=heads,
+                threads=torch.get_num_threads(),
+                competitors=args.competitors,
+            )
+            row.update(measure(x, edge_index, heads, args))
+            rows.append(row)
+            write_results(rows, stem, COLUMNS, 'Under contention', notes)
+            print(row, flush=True)
+    return rows
+
+
+if __name__ == '__main__':
+    main()
