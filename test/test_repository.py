@@ -26,7 +26,7 @@ def test_readme_opens_with_the_two_commands():
     for command in (main_job, tests):
         assert command.startswith('python3 -m venv .venv')
         assert 'pip install torch==2.13.0' in command  # CPU wheel pin
-    assert command.endswith('python -m pytest')
+    assert command.endswith('python -m pytest -n auto')  # pytest-xdist
     assert (ROOT / main_job.split('python ')[-1]).is_file()
 
 
