@@ -528,3 +528,59 @@ def output_folder(parser, path: str, flag: str = '--out') -> str:
     if not os.access(path, os.W_OK | os.X_OK):
         parser.error(f'argument {flag}: the folder {path!r} is not writable')
     return path
+
+
+def add_layer_args(
+    parser,
+    graphs: Sequence[str],
+    reps: int = 5,
+    warmup: int = 1,
+    channels_help: str = 'input features of the random graphs',
+):
+    r"""The options the pair-style benchmarks share: :obj:`--graphs`,
+    :obj:`--heads`, :obj:`--hidden`, :obj:`--channels`, :obj:`--warmup`,
+    :obj:`--reps`, :obj:`--threads`, :obj:`--data-root` and :obj:`--out`
+    (checked by :func:`parse_checked`)."""
+    from torch_geometric_gate._cli import int_at_least
+
+    parser.add_argument(
+        '--graphs', nargs='+', type=graph_name, default=list(graphs)
+    )
+    parser.add_argument(
+        '--heads', nargs='+', type=int_at_least(1), default=[1, 8]
+    )
+    parser.add_argument(
+        '--hidden',
+        type=int_at_least(1),
+        default=64,
+        help='heads * out_channels (a multiple of --heads)',
+    )
+    parser.add_argument(
+        '--channels', type=int_at_least(1), default=64, help=channels_help
+    )
+    parser.add_argument('--warmup', type=int_at_least(0), default=warmup)
+    parser.add_argument(
+        '--reps', type=int_at_least(1), default=reps, help='timed steps'
+    )
+    parser.add_argument(
+        '--threads',
+        type=int_at_least(1),
+        default=None,
+        help="torch's threads (default: torch's own choice)",
+    )
+    parser.add_argument('--data-root', default=DEFAULT_DATA)
+    parser.add_argument('--out', default='benchmark/results')
+
+
+def parse_checked(parser, argv=None):
+    r"""Parses :obj:`argv`; a usage error unless :obj:`--hidden` splits into
+    every :obj:`--heads` value and :obj:`--out` is a writable folder."""
+    args = parser.parse_args(argv)
+    for heads in args.heads:
+        if args.hidden % heads:
+            parser.error(
+                f'argument --hidden: expected a multiple of every --heads '
+                f'value, got {args.hidden} for --heads {heads}'
+            )
+    output_folder(parser, args.out)
+    return args

@@ -23,16 +23,15 @@ import time
 
 import torch
 from common import (
-    DEFAULT_DATA,
     LAYERS,
     Step,
+    add_layer_args,
     command_line,
     describe,
-    graph_name,
     load_graph,
     machine_info,
     make_layer,
-    output_folder,
+    parse_checked,
     time_pair,
     write_results,
 )
@@ -51,45 +50,15 @@ SPIN = 'while True: pass'
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument(
-        '--graphs', nargs='+', type=graph_name, default=['cora', 'random-1e5']
-    )
-    parser.add_argument(
-        '--heads', nargs='+', type=int_at_least(1), default=[1, 8]
-    )
-    parser.add_argument('--channels', type=int_at_least(1), default=64)
-    parser.add_argument(
-        '--hidden',
-        type=int_at_least(1),
-        default=64,
-        help='heads * out_channels (a multiple of --heads)',
-    )
-    parser.add_argument(
-        '--threads',
-        type=int_at_least(1),
-        default=None,
-        help="torch's threads (default: torch's own choice)",
-    )
+    add_layer_args(parser, ['cora', 'random-1e5'], reps=7, warmup=2)
     parser.add_argument(
         '--competitors',
         type=int_at_least(1),
         default=1,
         help='processes that each keep one core busy',
     )
-    parser.add_argument('--warmup', type=int_at_least(0), default=2)
-    parser.add_argument('--reps', type=int_at_least(1), default=7)
-    parser.add_argument('--data-root', default=DEFAULT_DATA)
-    parser.add_argument('--out', default='benchmark/results')
     parser.add_argument('--name', default='contention')
-    args = parser.parse_args(argv)
-    for heads in args.heads:
-        if args.hidden % heads:
-            parser.error(
-                f'argument --hidden: expected a multiple of every --heads '
-                f'value, got {args.hidden} for --heads {heads}'
-            )
-    output_folder(parser, args.out)
-    return args
+    return parse_checked(parser, argv)
 
 
 class Competitors:

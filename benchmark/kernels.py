@@ -21,18 +21,17 @@ import time
 
 import torch
 from common import (
-    DEFAULT_DATA,
     DTYPES,
     GATE_KERNELS,
     Step,
+    add_layer_args,
     command_line,
     describe,
     free,
-    graph_name,
     load_graph,
     machine_info,
     make_layer,
-    output_folder,
+    parse_checked,
     saved_bytes,
     status_of,
     time_step,
@@ -40,7 +39,7 @@ from common import (
 )
 from plotting import plot, plot_points
 
-from torch_geometric_gate._cli import int_at_least, positive_float
+from torch_geometric_gate._cli import positive_float
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
 COLUMNS = [
@@ -55,14 +54,10 @@ COLUMNS = [
 def parse_args(argv=None) -> argparse.Namespace:
     cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument(
-        '--graphs',
-        nargs='+',
-        type=graph_name,
-        default=['arxiv-size', 'random-1e6', 'random-1e5'],
-    )
-    parser.add_argument(
-        '--heads', nargs='+', type=int_at_least(1), default=[1, 8]
+    add_layer_args(
+        parser,
+        ['arxiv-size', 'random-1e6', 'random-1e5'],
+        channels_help='input features (real graphs: cut or padded)',
     )
     parser.add_argument(
         '--dtypes', nargs='+', default=['float32'], choices=list(DTYPES)
@@ -86,20 +81,6 @@ def parse_args(argv=None) -> argparse.Namespace:
         '--devices', nargs='+', default=['cuda' if cuda else 'cpu']
     )
     parser.add_argument(
-        '--hidden',
-        type=int_at_least(1),
-        default=64,
-        help='heads * out_channels (a multiple of --heads)',
-    )
-    parser.add_argument(
-        '--channels',
-        type=int_at_least(1),
-        default=64,
-        help='input features (real graphs: cut or padded)',
-    )
-    parser.add_argument('--warmup', type=int_at_least(0), default=1)
-    parser.add_argument('--reps', type=int_at_least(1), default=5)
-    parser.add_argument(
         '--scale',
         type=float,
         default=1.0,
@@ -111,20 +92,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=1e9,
         help='skip the configurations left after this long',
     )
-    parser.add_argument('--threads', type=int_at_least(1), default=None)
-    parser.add_argument('--data-root', default=DEFAULT_DATA)
-    parser.add_argument('--out', default='benchmark/results')
     parser.add_argument('--name', default='kernels')
-    parser.add_argument('--plot', action='store_true')  # fmt: skip
-    args = parser.parse_args(argv)
-    for heads in args.heads:
-        if args.hidden % heads:
-            parser.error(
-                f'argument --hidden: expected a multiple of every --heads '
-                f'value, got {args.hidden} for --heads {heads}'
-            )
-    output_folder(parser, args.out)
-    return args
+    parser.add_argument('--plot', action='store_true')
+    return parse_checked(parser, argv)
 
 
 def forward_bytes(num_edges, num_dst, heads, channels, itemsize, out_size):

@@ -22,26 +22,23 @@ import os
 
 import torch
 from common import (
-    DEFAULT_DATA,
     LAYERS,
     Step,
+    add_layer_args,
     command_line,
     cuda_peak_bytes,
     cuda_syncs,
     describe,
-    graph_name,
     load_graph,
     machine_info,
     make_layer,
-    output_folder,
+    parse_checked,
     saved_bytes,
     time_pair,
     write_results,
 )
 from fresh_process import fresh_process_step
 from plotting import plot, plot_points
-
-from torch_geometric_gate._cli import int_at_least
 
 MODES = ('train', 'forward', 'inference')
 COLUMNS = [
@@ -56,15 +53,7 @@ COLUMNS = [
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument(
-        '--graphs',
-        nargs='+',
-        type=graph_name,
-        default=['random-1e4', 'random-1e5'],
-    )
-    parser.add_argument(
-        '--heads', nargs='+', type=int_at_least(1), default=[1, 8]
-    )
+    add_layer_args(parser, ['random-1e4', 'random-1e5'], reps=10)
     parser.add_argument(
         '--concat', nargs='+', default=['true'], choices=['true', 'false']
     )
@@ -82,45 +71,15 @@ def parse_args(argv=None) -> argparse.Namespace:
         help='default: cpu, and cuda when available',
     )
     parser.add_argument(
-        '--channels',
-        type=int_at_least(1),
-        default=64,
-        help='input features of the random graphs',
-    )
-    parser.add_argument(
-        '--hidden',
-        type=int_at_least(1),
-        default=64,
-        help='heads * out_channels (a multiple of --heads)',
-    )
-    parser.add_argument('--warmup', type=int_at_least(0), default=1)
-    parser.add_argument(
-        '--reps',
-        type=int_at_least(1),
-        default=10,
-        help='timed pairs per configuration',
-    )
-    parser.add_argument('--threads', type=int_at_least(1), default=None)
-    parser.add_argument(
         '--rss',
         action='store_true',
         help='peak RSS of a fresh process per config (CPU)',
     )
-    parser.add_argument('--data-root', default=DEFAULT_DATA)
-    parser.add_argument('--out', default='benchmark/results')
     parser.add_argument(
         '--name', default='pair', help='file name stem of the outputs'
     )
-    parser.add_argument('--plot', action='store_true')  # fmt: skip
-    args = parser.parse_args(argv)
-    for heads in args.heads:
-        if args.hidden % heads:
-            parser.error(
-                f'argument --hidden: expected a multiple of every --heads '
-                f'value, got {args.hidden} for --heads {heads}'
-            )
-    output_folder(parser, args.out)
-    return args
+    parser.add_argument('--plot', action='store_true')
+    return parse_checked(parser, argv)
 
 
 def memory(models, x, edge_index, device, args, spec) -> dict:
