@@ -151,6 +151,8 @@ def test_large_graph_in_linear_memory_and_time():
     # erdos_renyi_graph needs O(N^2) memory (40 GB at 2 * 10^5 nodes).
     # Peak RSS measured at 0.96 GB (0.35 GB of it the imports); the time
     # ratio against 10^5 nodes is about 10 for O(N + E), 100 for O(N^2).
+    # The bound is 50: beside another test process (pytest -n 2) the large
+    # run was slowed more than the short one, to a ratio of 36 once.
     proc = run_python(
         """
         import json, resource, tempfile, time
@@ -173,7 +175,7 @@ def test_large_graph_in_linear_memory_and_time():
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert abs(res['num_edges'] - 10**7) < 5 * 10**4  # 5 * 10^6 edges
     assert res['peak'] < 2 * 1024**3
-    assert res['times'][1] < 30 * res['times'][0]
+    assert res['times'][1] < 50 * res['times'][0]
 
 
 # num_classes, root, processed files #########################################
