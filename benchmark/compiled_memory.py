@@ -33,11 +33,8 @@ from torch import Tensor
 from torch_geometric.nn import GATv2Conv
 from torch_geometric.utils import softmax
 
-from torch_geometric_gate.ops.chunked import (
-    EdgeAggregate,
-    EdgeScore,
-    chunked_attention,
-)
+from torch_geometric_gate.ops.chunked import chunked_attention
+from torch_geometric_gate.ops.chunked_steps import EdgeAggregate, EdgeScore
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
 

@@ -19,11 +19,8 @@ from torch_geometric.nn import GATv2Conv
 
 from torch_geometric_gate import GATEConv
 from torch_geometric_gate.ops import attention_kernel, chunked
-from torch_geometric_gate.ops.chunked import (
-    EdgeAggregate,
-    EdgeScore,
-    chunked_attention,
-)
+from torch_geometric_gate.ops.chunked import chunked_attention
+from torch_geometric_gate.ops.chunked_steps import EdgeAggregate, EdgeScore
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
 NAMES = ('q_src', 'q_dst', 'value', 'edge_attr', 'weight_edge',

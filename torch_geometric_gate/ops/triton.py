@@ -73,12 +73,18 @@ reference's softmax would give NaN for a node whose edges are all masked).
 """
 
 import contextlib
-from typing import NamedTuple, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
-from torch_geometric.index import index2ptr, ptr2index
+from torch_geometric.index import ptr2index
 
+from torch_geometric_gate.ops._csr import (
+    CSR,
+    edge_index_of,
+    forward_csr,
+    reverse_csr,
+)
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
 #: Edges per block in the kernels' loops; :obj:`None` picks it from the
@@ -106,128 +112,12 @@ MIN_BLOCK_EDGES = 4
 SEGMENT_EDGES = 1024
 
 
-class _CSR(NamedTuple):
-    r"""The incoming edges sorted by target: the edge (index into
-    :obj:`AttentionGraph.src`) at every CSR position, its source (int32),
-    and the row pointer (int32)."""
-
-    perm: Tensor
-    src: Tensor
-    rowptr: Tensor
-
-
 def _pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def _check_int32(num_edges: int, *nums: int) -> None:
-    if num_edges >= 2**31 or max(nums, default=0) >= 2**31:
-        raise RuntimeError('The Triton kernels index with int32')
-
-
-def _pad_ptr(ptr: Tensor, num: int) -> Optional[Tensor]:
-    r"""A compressed pointer over :obj:`num` nodes (an :obj:`EdgeIndex` of
-    a smaller sparse size gets empty trailing rows), or :obj:`None` if it
-    spans more."""
-    if ptr.numel() - 1 > num:
-        return None
-    if ptr.numel() - 1 < num:
-        ptr = torch.cat([ptr, ptr[-1:].expand(num + 1 - ptr.numel())])
-    return ptr
-
-
-def _merge_loops(ptr, node, values, loop_values, num_loops):
-    r"""Appends the self-loop of node :obj:`i < num_loops` (value
-    :obj:`loop_values[i]`) at the end of node :obj:`i`'s segment of a
-    compressed array (:obj:`ptr`, the node of every position, the value at
-    every position), without a sort: returns the new pointer and values."""
-    num = ptr.numel() - 1
-    loops = num_loops
-    ahead = torch.arange(num + 1, device=ptr.device).clamp_(max=loops)
-    new_ptr = ptr + ahead
-    total = values.numel() + loops
-    out = values.new_empty(total)
-    pos = torch.arange(values.numel(), device=ptr.device)
-    out[pos + node.clamp(max=loops)] = values
-    if loops > 0:
-        at = ptr[1 : loops + 1] + torch.arange(loops, device=ptr.device)
-        out[at] = loop_values
-    return new_ptr, out
-
-
-def _edge_index_of(graph: AttentionGraph):
-    r"""The caller's sorted :class:`torch_geometric.EdgeIndex` when it can
-    give the CSR (its edges are the first ones of :obj:`graph`), else
-    :obj:`None`."""
-    from torch_geometric import EdgeIndex
-
-    ei = graph.edge_index
-    if not isinstance(ei, EdgeIndex) or not ei.is_sorted:
-        return None
-    if ei.size(1) != graph.src.numel() - graph.num_loops:
-        return None
-    if ei.device != graph.src.device:
-        return None
-    return ei
-
-
-def _forward_csr(graph: AttentionGraph) -> _CSR:
-    num_edges = graph.src.numel()
-    _check_int32(num_edges, graph.num_src, graph.num_dst)
-    device = graph.src.device
-    ei = _edge_index_of(graph)
-    if ei is not None:
-        # PyG caches the CSC on the EdgeIndex (colptr; for an EdgeIndex
-        # sorted by row also the permutation): computed once per graph.
-        (colptr, _), perm0 = ei.get_csc()
-        colptr = _pad_ptr(colptr, graph.num_dst)
-        if colptr is not None:
-            num_input = num_edges - graph.num_loops
-            if perm0 is None:
-                perm0 = torch.arange(num_input, device=device)
-            node = ptr2index(colptr, output_size=num_input)
-            loops = torch.arange(num_input, num_edges, device=device)
-            rowptr, perm = _merge_loops(
-                colptr, node, perm0.long(), loops, graph.num_loops
-            )
-            src = graph.src.index_select(0, perm).int()
-            return _CSR(perm.int(), src, rowptr.int())
-    # A stable argsort and index2ptr per call:
-    perm = torch.argsort(graph.dst, stable=True)
-    rowptr = index2ptr(graph.dst.index_select(0, perm).int(), graph.num_dst)
-    src = graph.src.index_select(0, perm).int()
-    return _CSR(perm.int(), src, rowptr)
-
-
-def _reverse_csr(graph_ei, csr: _CSR, num_src: int, num_loops: int):
-    r"""The reverse CSR over the CSR positions, sorted by source: the row
-    pointer and the CSR position of every outgoing edge (int32)."""
-    num_edges = csr.src.numel()
-    device = csr.src.device
-    if graph_ei is not None:
-        (rowptr0, _), perm_t = graph_ei.get_csr()  # cached by PyG
-        rowptr0 = _pad_ptr(rowptr0, num_src)
-        if rowptr0 is not None:
-            num_input = num_edges - num_loops
-            pos_of = torch.empty(num_edges, dtype=torch.int32, device=device)
-            pos_of[csr.perm.long()] = torch.arange(
-                num_edges, dtype=torch.int32, device=device
-            )
-            values = pos_of[:num_input]
-            if perm_t is not None:
-                values = values.index_select(0, perm_t)
-            node = ptr2index(rowptr0, output_size=num_input)
-            rev_rowptr, rev_pos = _merge_loops(
-                rowptr0, node, values, pos_of[num_input:], num_loops
-            )
-            return rev_rowptr.int(), rev_pos
-    rev_pos = torch.argsort(csr.src, stable=True)
-    rev_rowptr = index2ptr(csr.src.index_select(0, rev_pos), num_src)
-    return rev_rowptr, rev_pos.int()
 
 
 def _block_edges(h_pad: int, c_pad: int, tile: int, degree: float) -> int:
@@ -262,7 +152,7 @@ class _Settings:
     def __init__(self, graph, params, kind, seed, dtypes):
         self.num_src, self.num_dst = graph.num_src, graph.num_dst
         self.num_loops = graph.num_loops
-        self.edge_index = _edge_index_of(graph)
+        self.edge_index = edge_index_of(graph)
         self.slope = float(params.negative_slope)
         self.p_drop = float(params.dropout) if params.training else 0.0
         self.seed, self.need_weights = seed, params.need_weights
@@ -361,7 +251,7 @@ class TritonAttention(torch.autograd.Function):
     ):  # fmt: skip
         from torch_geometric_gate.ops import _triton_kernels as k
 
-        csr = _CSR(perm, src_s, rowptr)
+        csr = CSR(perm, src_s, rowptr)
         heads, channels = value.shape[1], value.shape[2]
         h_pad, c_pad = _pow2(heads), _pow2(channels)
         num_edges = perm.numel()
@@ -413,10 +303,10 @@ class TritonAttention(torch.autograd.Function):
             q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
             att_self, perm, src_s, rowptr, kind, lse,
         ) = saved  # fmt: skip
-        csr = _CSR(perm, src_s, rowptr)
+        csr = CSR(perm, src_s, rowptr)
         num_edges, num_dst = perm.numel(), settings.num_dst
         num_src = value.shape[0]
-        rev_rowptr, rev_pos = _reverse_csr(
+        rev_rowptr, rev_pos = reverse_csr(
             settings.edge_index, csr, num_src, settings.num_loops
         )
         dst_s = ptr2index(rowptr, output_size=num_edges)
@@ -533,7 +423,10 @@ def _double_backward(saved, settings, grad_alpha, grad_out):
     backward saves, and differentiates it with :obj:`create_graph=True`."""
     from torch_geometric.utils import softmax
 
-    from torch_geometric_gate.ops.chunked import EdgeAggregate, EdgeScore
+    from torch_geometric_gate.ops.chunked_steps import (
+        EdgeAggregate,
+        EdgeScore,
+    )
 
     (
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
@@ -642,7 +535,7 @@ def triton_attention(
         raise ValueError('The Triton kernels need negative_slope >= 0')
     _check_dtypes(params, q_src, q_dst, value, edge_attr)
     heads = value.size(1)
-    csr = _forward_csr(graph)
+    csr = forward_csr(graph)
     kind = graph.loop.to(torch.int8)
     if graph.masked is not None:
         kind = kind + 2 * graph.masked.to(torch.int8)
