@@ -38,14 +38,22 @@ README = Path('README.md')
 PR_URL = 'https://github.com/pyg-team/pytorch_geometric/pull/'
 
 
-def _load_make_pr():
-    spec = importlib.util.spec_from_file_location('make_pr', MAKE_PR)
+def _load(name: str):
+    # As `python upstream/make_pr.py` runs it: its folder first on the
+    # module search path, where its own modules (pr_files,
+    # attentivefp_rename) are.
+    if str(MAKE_PR.parent) not in sys.path:
+        sys.path.insert(0, str(MAKE_PR.parent))
+    if name != 'make_pr':
+        return importlib.import_module(name)
+    spec = importlib.util.spec_from_file_location(name, MAKE_PR)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-make_pr = _load_make_pr()
+make_pr = _load('make_pr')
+rename = _load('attentivefp_rename')
 
 
 def _extract(tmp: Path) -> Path:
@@ -634,7 +642,7 @@ def test_pr_number_must_be_a_positive_integer(fresh, number, capsys):
         assert repr(number) in err
     assert _snapshot(fresh) == before
     with pytest.raises(make_pr.PRError, match='positive integer'):
-        make_pr.changelog('', make_pr.RENAME_ENTRY, number)
+        make_pr.changelog('', rename.RENAME_ENTRY, number)
 
 
 def test_source_is_refused_with_the_rename(fresh, layer, capsys):
