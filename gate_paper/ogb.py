@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from gate_paper.paper_numbers import TABLE4_OGB
 from gate_paper.runner import (
     add_runner_args,
-    check_out_dir,
+    check_folders,
     check_unique,
     run_all,
 )
@@ -244,9 +244,7 @@ def parse_args(argv=None):
             check_offline(args.dataset, args.root)
         except FileNotFoundError as e:
             parser.error(f'argument --root: {e}')
-    check_out_dir(parser, args.out_dir, '--out-dir')
-    args.tables_dir = args.tables_dir or args.out_dir
-    check_out_dir(parser, args.tables_dir, '--tables-dir')
+    check_folders(parser, args)
     if args.device == 'auto':
         args.device = 'cuda' if torch.cuda.is_available() else 'cpu'
     return args

@@ -48,7 +48,7 @@ from gate_paper.paper_numbers import LEARNING_RATES
 from gate_paper.real_graphs_tables import tables
 from gate_paper.runner import (
     add_runner_args,
-    check_out_dir,
+    check_folders,
     check_unique,
     run_all,
 )
@@ -503,9 +503,7 @@ def parse_args(argv=None):
             gp_data.check_offline(args.datasets, args.data_root)
         except FileNotFoundError as e:
             parser.error(f'argument --data-root: {e}')
-    check_out_dir(parser, args.out_dir, '--out-dir')
-    args.tables_dir = args.tables_dir or args.out_dir
-    check_out_dir(parser, args.tables_dir, '--tables-dir')
+    check_folders(parser, args)
     if args.device == 'auto':
         args.device = 'cuda' if torch.cuda.is_available() else 'cpu'
     return args

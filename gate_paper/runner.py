@@ -83,6 +83,14 @@ def check_out_dir(parser: argparse.ArgumentParser, path: str, flag: str):
         parser.error(f'argument {flag}: cannot write into {path!r} ({e})')
 
 
+def check_folders(parser: argparse.ArgumentParser, args):
+    r"""``--out-dir`` and ``--tables-dir`` (default: ``--out-dir``) are
+    folders this process can write, or a usage error (exit 2)."""
+    check_out_dir(parser, args.out_dir, '--out-dir')
+    args.tables_dir = args.tables_dir or args.out_dir
+    check_out_dir(parser, args.tables_dir, '--tables-dir')
+
+
 def _probe(path):
     import tempfile
 

@@ -15,7 +15,7 @@ import torch
 
 from gate_paper.metrics import accuracy
 from gate_paper.models import SYNTHETIC_MODELS, build_model
-from gate_paper.runner import add_runner_args, check_out_dir, run_all
+from gate_paper.runner import add_runner_args, run_all
 from gate_paper.store import load
 from gate_paper.training import Selector, mask_index, train
 from torch_geometric_gate._cli import int_at_least, positive_float
@@ -91,14 +91,6 @@ def add_training_args(parser: argparse.ArgumentParser, study: str):
         help='where the tables go (default: --out-dir)',
     )
     add_runner_args(parser)
-
-
-def check_folders(parser: argparse.ArgumentParser, args):
-    r"""``--out-dir`` and ``--tables-dir`` (default: ``--out-dir``) are
-    folders this process can write, or a usage error."""
-    check_out_dir(parser, args.out_dir, '--out-dir')
-    args.tables_dir = args.tables_dir or args.out_dir
-    check_out_dir(parser, args.tables_dir, '--tables-dir')
 
 
 def run_study(

@@ -27,13 +27,12 @@ from torch_geometric.datasets import Planetoid
 from torch_geometric.transforms import Compose
 
 from gate_paper import data as gp_data
-from gate_paper.runner import check_unique
+from gate_paper.runner import check_folders, check_unique
 from gate_paper.synthetic import (
     RESULTS,
     add_training_args,
     alpha_text,
     cell_at,
-    check_folders,
     config,
     in_order,
     int_text,

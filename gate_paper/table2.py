@@ -25,7 +25,7 @@ import os
 import pandas as pd
 
 from gate_paper.data import npz_graph
-from gate_paper.runner import check_unique
+from gate_paper.runner import check_folders, check_unique
 from gate_paper.stats import mean_ci95
 from gate_paper.synthetic import (
     MODELS,
@@ -33,7 +33,6 @@ from gate_paper.synthetic import (
     add_training_args,
     alpha_text,
     cell_at,
-    check_folders,
     config,
     in_order,
     int_text,
