@@ -93,3 +93,21 @@ def test_ci_has_the_sparse_accelerators():
     data = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
     batch = next(iter(NeighborLoader(data, num_neighbors=[1], batch_size=1)))
     assert batch.num_nodes == 2
+
+
+def test_no_code_outside_the_tests_edits_sys_path():
+    # Scripts, examples, benchmarks, the docs and the paper's package import
+    # installed packages (the editable install puts the repository's
+    # top-level packages on the path), never each other through sys.path.
+    offenders = []
+    for path in ROOT.rglob('*.py'):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in {'test', 'build', 'dist'} or any(
+                part.startswith('.') for part in rel.parts):
+            continue
+        if 'docs' in rel.parts and 'build' in rel.parts:
+            continue
+        text = path.read_text()
+        if re.search(r'\bsys\.path\b', text):
+            offenders.append(str(rel))
+    assert offenders == [], f'sys.path edited in {offenders}'

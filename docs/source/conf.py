@@ -11,21 +11,15 @@ Environment variables:
   ``mathjax@3`` package), to render math without the MathJax CDN.
 - ``GATE_DOCS_INTERSPHINX=1``: link PyTorch, PyG and Python through their
   intersphinx inventories (needs network). Without it, the offline resolver
-  in ``_ext/gate_xref.py`` builds those links.
+  in ``gate_sphinx/xref.py`` builds those links.
 """
 
 import datetime
 import doctest
 import os
-import sys
 from pathlib import Path
 
 import torch_geometric_gate  # installed: pip install -e ".[docs]"
-
-# The two local extensions, as Sphinx loads an extension of the project's
-# own (its tutorial's way):
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / '_ext'))
 
 project = 'torch-geometric-gate'
 author = 'torch-geometric-gate developers'
@@ -40,8 +34,9 @@ extensions = [
     'sphinx.ext.napoleon',
     'sphinx.ext.viewcode',
     'myst_parser',
-    'gate_autosummary',
-    'gate_xref',
+    # The project's own (gate_sphinx/, importable after the editable install):
+    'gate_sphinx.autosummary',
+    'gate_sphinx.xref',
 ]
 
 source_suffix = {'.rst': 'restructuredtext', '.md': 'markdown'}
@@ -54,7 +49,8 @@ html_static_path = []
 pygments_style = 'sphinx'
 pygments_dark_style = 'monokai'
 
-# API pages: stubs come from `gate_autosummary` (one per name in `__all__`).
+# API pages: stubs come from `gate_sphinx.autosummary` (one per name in
+# `__all__`).
 autosummary_generate = False
 autodoc_member_order = 'bysource'
 autodoc_typehints = 'none'  # arguments are described in `Args:` (PyG style)
