@@ -678,6 +678,13 @@ def test_one_overflowing_head_leaves_the_others_finite(kernel):
     # Head 1 is untouched (it was NaN with a block-diagonal score GEMM):
     assert torch.isfinite(alpha[:, 1]).all()
     assert torch.allclose(out[:, 3:], expected[:, 3:])
+    # So are head 1's gradients (a product over all heads' score gradients
+    # would carry head 0's NaN into them):
+    out[:, 3:].sum().backward()
+    for weight in (conv.lin_src.weight, conv.lin_dst.weight):
+        assert torch.isfinite(weight.grad[3:]).all()
+    for att in (conv.att_neighbor, conv.att_self):
+        assert torch.isfinite(att.grad[:, 1]).all()
 
 
 @pytest.mark.parametrize('kernel', ['chunked', 'reference'])

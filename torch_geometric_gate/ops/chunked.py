@@ -83,14 +83,55 @@ def _scores(
     negative_slope: float,
 ) -> Tensor:
     dtype = torch.promote_types(q_src.dtype, att.dtype)
-    e = q_src.new_empty(src.numel(), att.size(1), dtype=dtype)
-    for s in _chunks(src.numel(), att.size(1) * att.size(2), att.device):
+    heads, channels = att.shape[1:]
+    e = q_src.new_empty(src.numel(), heads, dtype=dtype)
+    # On the CPU both scores of every head come from one matrix product
+    # with the block-diagonal [H * C, 2 * H] form of the attention vectors
+    # (batched products of [c, C] by [C, 2] are several times slower). Its
+    # work grows with H^2: up to 16 heads.
+    cpu_block = att.device.type == 'cpu' and heads <= _BLOCK_HEADS
+    block = _block_diagonal(att) if cpu_block else None
+    for s in _chunks(src.numel(), heads * channels, att.device):
         act = _activation(
             q_src, q_dst, edge_attr, weight_edge, src, dst, s, negative_slope
-        )
-        both = torch.einsum('chd,khd->chk', act.to(dtype), att)
-        e[s] = torch.where(loop[s].view(-1, 1), both[..., 1], both[..., 0])
+        ).to(dtype)
+        both = None
+        if block is not None:
+            both = (act.view(act.size(0), -1) @ block).view(-1, 2, heads)
+            # An infinite activation times the zeros of the other heads'
+            # blocks is NaN in every head: that chunk is scored per head.
+            if both.isnan().any():
+                both = None
+        if both is None:
+            both = torch.einsum('chd,khd->ckh', act, att)
+        e[s] = torch.where(loop[s].view(-1, 1), both[:, 1], both[:, 0])
     return e
+
+
+_BLOCK_HEADS = 16
+# The key of tensors batched by `is_grads_batched=True`:
+_BATCHED = torch._C._parse_dispatch_key('Batched')
+
+
+def _finite(t: Tensor) -> bool:
+    r"""Whether :obj:`t` is finite, :obj:`False` where that cannot be asked
+    (a batched tensor under :func:`torch.vmap` or batched gradients, or
+    inside any :mod:`torch.func` transform)."""
+    if torch._C._functorch.maybe_current_level() is not None:
+        return False
+    if torch._C._dispatch_keys(t).has(_BATCHED):
+        return False
+    return bool(torch.isfinite(t).all())
+
+
+def _block_diagonal(att: Tensor) -> Tensor:
+    r"""The attention vectors :obj:`[2, H, C]` as the block-diagonal
+    :obj:`[H * C, 2 * H]` matrix whose column :obj:`k * H + h` holds
+    :obj:`att[k, h]` in the rows of head :obj:`h`."""
+    heads, channels = att.shape[1:]
+    eye = torch.eye(heads, dtype=att.dtype, device=att.device)
+    block = att.permute(1, 2, 0).unsqueeze(-1) * eye.view(heads, 1, 1, heads)
+    return block.reshape(heads * channels, 2 * heads)
 
 
 # The backward accumulates chunk by chunk into gradient buffers, in place.
@@ -133,6 +174,9 @@ def _score_backward(
     # no in-place op on a tensor that autograd saves (accumulating into the
     # fresh gradient buffers in place is safe, and avoids a copy of them per
     # chunk).
+    heads = att.size(1)
+    cpu_block = att.device.type == 'cpu' and heads <= _BLOCK_HEADS
+    block = _block_diagonal(att) if cpu_block else None
     for s in _chunks(src.numel(), att.size(1) * att.size(2), att.device):
         act = _activation(
             q_src, q_dst, edge_attr, weight_edge, src, dst, s, slope
@@ -140,15 +184,31 @@ def _score_backward(
         is_loop = loop[s].view(-1, 1)
         g = grad_e[s]
         if grad_att is not None:
-            # [c, H, 2]: the gradients of the neighbor and self scores
+            # [c, 2, H]: the gradients of the neighbor and self scores
             g_loop = g.masked_fill(~is_loop, 0.0)
-            g2 = torch.stack([g - g_loop, g_loop], dim=-1)
-            # 'chk,chd->khd' as a batched product ([H, 2, c] @ [H, c, C]):
-            # `einsum` has no batching rule under `is_grads_batched=True`.
-            g_att = g2.permute(1, 2, 0) @ act.to(g2.dtype).transpose(0, 1)
-            grad_att += g_att.transpose(0, 1)
-        g_z = torch.where(is_loop.unsqueeze(-1), att[1], att[0])
-        g_z = (g_z * g.unsqueeze(-1)).to(act.dtype)
+            g2 = torch.stack([g - g_loop, g_loop], dim=1)
+            act_g = act.to(g2.dtype)
+            if cpu_block:
+                # 'ckh,chd->khd' as one product [2H, c] @ [c, H * C] whose
+                # diagonal blocks are kept (what the other blocks may hold,
+                # NaN from an infinite activation included, is dropped):
+                rows = g2.size(0)
+                full = g2.view(rows, -1).t() @ act_g.view(rows, -1)
+                g_att = full.view(2, heads, heads, -1).diagonal(0, 1, 2)
+                grad_att += g_att.transpose(1, 2)
+            else:
+                # A batched product ([H, 2, c] @ [H, c, C]): `einsum` has no
+                # batching rule under `is_grads_batched=True`.
+                g_att = g2.permute(2, 1, 0) @ act_g.transpose(0, 1)
+                grad_att += g_att.transpose(0, 1)
+        if block is not None and grad_att is not None and _finite(g2):
+            # [c, 2H] @ [2H, H * C]: each head's vector times its gradient
+            # (a non-finite gradient would leak NaN into the other heads).
+            g_z = (g2.view(g2.size(0), -1) @ block.t()).view_as(act)
+            g_z = g_z.to(act.dtype)
+        else:
+            g_z = torch.where(is_loop.unsqueeze(-1), att[1], att[0])
+            g_z = (g_z * g.unsqueeze(-1)).to(act.dtype)
         if slope == 0.0:
             g_z = torch.ops.aten.threshold_backward(g_z, act, 0.0)
         else:
