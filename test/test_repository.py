@@ -103,7 +103,8 @@ def test_no_code_outside_the_tests_edits_sys_path():
     for path in ROOT.rglob('*.py'):
         rel = path.relative_to(ROOT)
         if rel.parts[0] in {'test', 'build', 'dist'} or any(
-                part.startswith('.') for part in rel.parts):
+            part.startswith('.') for part in rel.parts
+        ):
             continue
         if 'docs' in rel.parts and 'build' in rel.parts:
             continue

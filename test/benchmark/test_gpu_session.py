@@ -26,7 +26,7 @@ def test_dry_run_keeps_the_results_of_a_faulting_and_a_hung_phase(tmp_path):
     out = tmp_path / 'out'
     env = dict(os.environ, DRY='1', OUT=str(out), PATH=PATH,
                GATE_FAULT_PHASE='deep', GATE_HANG_PHASE='tests',
-               LIMIT_tests='3')  # fmt: skip
+               LIMIT_tests='1')  # fmt: skip
     proc = subprocess.run(
         ['bash', SCRIPT],
         cwd=ROOT,

@@ -15,7 +15,7 @@ INTERPRET = os.environ.get('TRITON_INTERPRET') == '1'
 
 @pytest.mark.slow
 def test_kernel_suite_rows_ratios_and_files(tmp_path):
-    argv = ['--devices', 'cpu', '--graphs', 'products-size', 'random-300',
+    argv = ['--devices', 'cpu', '--graphs', 'products-size', 'random-100',
             '--scale', '2e-6', '--heads', '2', '--hidden', '4',
             '--channels', '8', '--dtypes', 'float32', 'bfloat16',
             '--reps', '1', '--warmup', '0', '--threads', '1',
@@ -48,7 +48,7 @@ def test_kernel_suite_rows_ratios_and_files(tmp_path):
     saved = {(r['graph'], r['heads'], r['dtype'], r['kernel']): r['saved_mb']
              for r in rows}  # fmt: skip
     for dtype in ('float32', 'bfloat16'):
-        key = ('random-300', 2, dtype)
+        key = ('random-100', 2, dtype)
         assert saved[key + ('chunked',)] < saved[key + ('reference',)]
     with open(tmp_path / 'kernels.csv') as f:
         assert len(list(csv.DictReader(f))) == len(rows)

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 import torch
+from script_testing import run_in_one_interpreter, script
 from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -20,19 +21,40 @@ SMALL = ['--num-nodes', '400', '--num-classes', '3', '--hidden-channels',
          '3', '--lr', '0.01']  # fmt: skip
 
 
-def _run(*cmd):
+def _env():
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
     for key in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK'):
         env.pop(key, None)
+    return env
+
+
+def _run(*cmd):
     return subprocess.run(
-        [*cmd], capture_output=True, text=True, env=env, timeout=600
+        [*cmd], capture_output=True, text=True, env=_env(), timeout=600
     )
 
 
+@pytest.fixture(scope='module')
+def one_process(tmp_path_factory) -> dict:
+    r"""The script's runs in one process (``python examples/distributed.py``)
+    of the tests below, in one interpreter, the first in a fresh one: too
+    few training nodes for a step, and the run that two processes must
+    match (its parameters saved in ``1.pt``)."""
+    save = tmp_path_factory.mktemp('distributed') / '1.pt'
+    usage, one = run_in_one_interpreter(
+        [
+            script(SCRIPT, '--num-nodes', '100', '--epochs', '1'),
+            script(SCRIPT, *SMALL, '--save', save),
+        ],
+        env=_env(),
+    )
+    return {'usage': usage, 'one': one, 'save': save}
+
+
 @pytest.mark.slow
-def test_no_step_in_an_epoch_is_a_usage_error():
+def test_no_step_in_an_epoch_is_a_usage_error(one_process):
     # It used to train nothing and then divide by zero steps.
-    proc = _run(sys.executable, SCRIPT, '--num-nodes', '100', '--epochs', '1')
+    proc = one_process['usage']
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert (
         'argument --batch-size: 1024 is more than the 50 training nodes of '
@@ -46,14 +68,12 @@ def test_no_step_in_an_epoch_is_a_usage_error():
     not (WITH_PYG_LIB or WITH_TORCH_SPARSE),
     reason="NeighborLoader's sampling needs pyg-lib or torch-sparse",
 )
-def test_two_processes_match_one_process(tmp_path):
+def test_two_processes_match_one_process(tmp_path, one_process):
     torchrun = [sys.executable, '-m', 'torch.distributed.run', '--standalone',
                 '--nproc-per-node', '2']  # fmt: skip
     two = _run(*torchrun, SCRIPT, *SMALL, '--save', str(tmp_path / '2.pt'))
     assert two.returncode == 0, two.stdout[-2000:] + two.stderr[-3000:]
-    one = _run(
-        sys.executable, SCRIPT, *SMALL, '--save', str(tmp_path / '1.pt')
-    )
+    one = one_process['one']
     assert one.returncode == 0, one.stderr[-3000:]
     assert '2 process(es) (gloo)' in two.stdout
     # 200 training nodes, global batch 40: 5 steps per epoch either way.
@@ -72,7 +92,7 @@ def test_two_processes_match_one_process(tmp_path):
     # The same parameters as one process on the same global batches, and
     # moved away from the (shared) initialisation:
     state2 = torch.load(tmp_path / '2.pt')
-    state1 = torch.load(tmp_path / '1.pt')
+    state1 = torch.load(one_process['save'])
     for key in state1:
         assert torch.allclose(state2[key], state1[key], atol=1e-5), key
     assert any(v.abs().sum() > 0 for k, v in state2.items() if 'att' in k)

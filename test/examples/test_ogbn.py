@@ -4,12 +4,14 @@ on-disk layout (no OGB data is available offline)."""
 import os
 import os.path as osp
 import re
+import shutil
 import subprocess
 import sys
 
 import pytest
 import torch
 from ogb_testing import write_arxiv
+from script_testing import run_in_one_interpreter, script
 from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
 
 pytest.importorskip('ogb')
@@ -55,12 +57,15 @@ def write_fake_arxiv(root, num_nodes=120, num_classes=3, seed=0, relabel=None):
     return x, y, edge_index, (train, valid, test)
 
 
+ENV = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+
+
 def _run(*argv):
     proc = subprocess.run(
         [sys.executable, SCRIPT, *argv],
         capture_output=True,
         text=True,
-        env=dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1'),
+        env=ENV,
         timeout=600,
     )
     return proc
@@ -75,9 +80,41 @@ def _epochs(stdout):
     return [tuple(map(float, row)) for row in rows]
 
 
-def _check_training(tmp_path, *argv):
-    write_fake_arxiv(str(tmp_path / 'a'))
-    proc = _run('--root', str(tmp_path / 'a'), *SMALL, *argv)
+LOADERS = {
+    'full': [],
+    'neighbor': ['--loader', 'neighbor', '--batch-size', '16',
+                 '--num-neighbors', '5', '-1'],
+}  # fmt: skip
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory) -> dict:
+    r"""The script's runs of the tests below, in one interpreter (each as
+    ``python examples/ogbn.py`` runs it, the first in a fresh one): a
+    missing --root, and per loader a run on the graph and one on the same
+    graph with the validation and test labels changed."""
+    tmp = tmp_path_factory.mktemp('ogbn')
+    write_fake_arxiv(str(tmp / 'a'))
+    write_fake_arxiv(str(tmp / 'b'), relabel=0)
+    invocations = {'missing': ['--root', str(tmp / 'missing')]}
+    loaders = ['full']
+    if WITH_PYG_LIB or WITH_TORCH_SPARSE:
+        loaders.append('neighbor')
+    for loader in loaders:
+        for graph in ('a', 'b'):
+            invocations[loader, graph] = [
+                '--root', str(tmp / f'{loader}-{graph}'), *SMALL,
+                *LOADERS[loader],
+            ]  # fmt: skip
+            shutil.copytree(tmp / graph, tmp / f'{loader}-{graph}')
+    results = run_in_one_interpreter(
+        [script(SCRIPT, *argv) for argv in invocations.values()], env=ENV
+    )
+    return {'tmp': tmp, **dict(zip(invocations, results))}
+
+
+def _check_training(runs, loader):
+    proc = runs[loader, 'a']
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert '120 nodes' in proc.stdout and 'Downloading' not in proc.stderr
     rows = _epochs(proc.stdout)
@@ -91,36 +128,32 @@ def _check_training(tmp_path, *argv):
 
     # Validation and test labels never enter training: the same graph with
     # all of them changed trains identically (same losses, same train acc).
-    write_fake_arxiv(str(tmp_path / 'b'), relabel=0)
-    other = _run('--root', str(tmp_path / 'b'), *SMALL, *argv)
+    other = runs[loader, 'b']
     assert other.returncode == 0, other.stderr[-3000:]
     assert [r[:2] for r in _epochs(other.stdout)] == [r[:2] for r in rows]
     assert [r[2:] for r in _epochs(other.stdout)] != [r[2:] for r in rows]
 
 
 @pytest.mark.slow
-def test_full_batch(tmp_path):
-    _check_training(tmp_path)
+def test_full_batch(runs):
+    _check_training(runs, 'full')
 
 
 @pytest.mark.slow
 @needs_sampler
-def test_neighbor_loader(tmp_path):
-    _check_training(
-        tmp_path, '--loader', 'neighbor', '--batch-size', '16',
-        '--num-neighbors', '5', '-1',
-    )  # fmt: skip
+def test_neighbor_loader(runs):
+    _check_training(runs, 'neighbor')
 
 
 @pytest.mark.slow
-def test_usage_errors(tmp_path):
-    proc = _run('--root', str(tmp_path / 'missing'))
+def test_usage_errors(runs):
+    proc = runs['missing']
     assert proc.returncode == 2
     assert 'no copy of ogbn-arxiv under --root' in proc.stderr
     assert (
         'ogbn_arxiv' in proc.stderr and 'nothing is downloaded' in proc.stderr
     )
-    assert not osp.exists(tmp_path / 'missing')  # nothing created either
+    assert not osp.exists(runs['tmp'] / 'missing')  # nothing created either
 
 
 @pytest.mark.slow

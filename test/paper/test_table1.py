@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+from script_testing import module, run_in_one_interpreter
 
 from gate_paper import store, table1
 from gate_paper.data import SHARED_DATA
@@ -99,26 +100,69 @@ def test_missing_data_root_is_a_usage_error_before_any_folder(
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not osp.isdir(SHARED_DATA), reason='needs ../shared/data')
-def test_tiny_run_resume_and_determinism(tmp_path):
-    a, b = str(tmp_path / 'a'), str(tmp_path / 'b')
+def _env():
+    return dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+
+
+@pytest.fixture(scope='module')
+def first_run(tmp_path_factory):
+    r"""A tiny run of two models on two datasets (``python -m
+    gate_paper.table1``): its result, and its folder's files and run
+    records as it left them; :obj:`None` without ``../shared/data``."""
+    if not osp.isdir(SHARED_DATA):
+        return None
+    a = str(tmp_path_factory.mktemp('table1') / 'a')
     out = script(*TINY, 'cora-rand', '--models', 'GATE', 'GAT', '--out-dir', a)
+    files = {f: open(osp.join(a, f)).read() for f in os.listdir(a)}
+    return a, out, files, store.load(a)
+
+
+@pytest.fixture(scope='module')
+def later_runs(tmp_path_factory, first_run):
+    r"""The runs of the tests below after :func:`first_run`, in one
+    interpreter (each as ``python -m gate_paper.table1`` runs it, in this
+    order): the first run resumed with one more model and the same run as
+    one of the first in a worker process (``--jobs 2``), both with
+    ``../shared/data`` only, and a sweep whose runs diverge."""
+    tmp = tmp_path_factory.mktemp('table1-later')
+    b, diverged = str(tmp / 'b'), str(tmp / 'diverged')
+    argv = '--datasets er8 --depths 5 --models GATE GAT --lr 1e9 '
+    argv += '--max-epochs 20 --no-plots --out-dir'
+    invocations = [module('gate_paper.table1', *argv.split(), diverged)]
+    if first_run is not None:
+        a = first_run[0]
+        invocations = [
+            module('gate_paper.table1', *TINY, '--models', 'GATE', 'GAT',
+                   'GATE_S', '--resume', '--out-dir', a),
+            module('gate_paper.table1', *TINY, '--models', 'GATE',
+                   '--jobs', '2', '--out-dir', b),
+        ] + invocations  # fmt: skip
+    *resumed, diverging = run_in_one_interpreter(
+        invocations, env=_env(), timeout=300
+    )
+    runs = {'diverged': (diverged, diverging)}
+    if resumed:
+        runs['resumed'], runs['worker'] = resumed[0], (b, resumed[1])
+    return runs
+
+
+@pytest.mark.slow
+def test_tiny_run_resume_and_determinism(first_run, later_runs):
+    if first_run is None:
+        pytest.skip('needs ../shared/data')
+    a, out, before, records = first_run
     assert out.returncode == 0, out.stderr
-    records = store.load(a)
     assert sorted(
         (r['config']['dataset'], r['config']['model']) for r in records
     ) == [('cora-rand', 'GAT'), ('cora-rand', 'GATE'), ('er8', 'GAT'),
           ('er8', 'GATE')]  # fmt: skip
     assert all(r['result']['epochs_run'] == 15 for r in records)
-    summary = (tmp_path / 'a' / 'table1_summary.csv').read_text()
+    summary = before['table1_summary.csv']
     assert summary.splitlines()[1].startswith('er8,1,')
     assert summary.splitlines()[2].startswith('cora-rand,1,')
 
     # Resumed with one more model: only that one runs, the others are kept.
-    before = {f: open(osp.join(a, f)).read() for f in os.listdir(a)}
-    out = script(*TINY, '--models', *'GATE GAT GATE_S'.split(), '--resume',
-                 '--out-dir', a)  # fmt: skip
+    out = later_runs['resumed']
     assert out.returncode == 0, out.stderr
     for name, text in before.items():
         if name.endswith('.json'):
@@ -126,7 +170,7 @@ def test_tiny_run_resume_and_determinism(tmp_path):
     assert len(store.load(a)) == 5
 
     # The same run in a worker process (--jobs 2) gives the same numbers.
-    out = script(*TINY, '--models', 'GATE', '--jobs', '2', '--out-dir', b)
+    b, out = later_runs['worker']
     assert out.returncode == 0, out.stderr
     (again,) = store.load(b)
     (first,) = [r for r in records if r['config'] == again['config']]
@@ -135,19 +179,17 @@ def test_tiny_run_resume_and_determinism(tmp_path):
 
 
 @pytest.mark.slow
-def test_diverged_runs_do_not_end_the_sweep(tmp_path):
+def test_diverged_runs_do_not_end_the_sweep(later_runs):
     # --lr 1e9 made the recorder raise and ended the sweep, and --resume
     # died the same way (issue 35, item 8; the runner's tests show that a
     # recorded diverged run is not run again).
-    argv = '--datasets er8 --depths 5 --models GATE GAT --lr 1e9 '
-    argv += '--max-epochs 20 --no-plots --out-dir'
-    out = script(*argv.split(), str(tmp_path))
+    folder, out = later_runs['diverged']
     assert out.returncode == 0, out.stderr
     assert (
         'recorded as diverged (NaN metrics), the sweep goes on' in out.stderr
     )
-    records = store.load(str(tmp_path))
+    records = store.load(folder)
     assert [r['status'] for r in records] == ['diverged', 'diverged']
     assert all(r['message'].startswith('diverged at epoch') for r in records)
-    summary = (tmp_path / 'table1_summary.csv').read_text()
+    summary = open(osp.join(folder, 'table1_summary.csv')).read()
     assert 'er8,5,diverged,diverged,' in summary

@@ -5,7 +5,9 @@ AttentiveFP rename), applied to a snapshot of PyG's source
 """
 
 import importlib.util
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -156,21 +158,68 @@ def _run(script, tree: Path, **kwargs) -> subprocess.CompletedProcess:
     )
 
 
-def _check(result: subprocess.CompletedProcess):
-    output = result.stdout + result.stderr
-    print(output)
-    assert result.returncode == 0, output
+PYTEST = ['-q', '-p', 'no:cacheprovider']
+# Runs the checks of one tree in one interpreter (importing torch and PyG
+# costs seconds): each script as `python -c` would (its own globals, as
+# `__main__`), then PyG's tests as `python -m pytest` would. The first part
+# runs in a fresh interpreter; each part's output, traceback and exit code
+# are its own section of stdout.
+_PARTS = r"""
+import json, sys, traceback
+
+for name, kind, payload in json.loads(sys.argv[1]):
+    print(f'\n=== begin {name} ===', flush=True)
+    try:
+        if kind == 'script':
+            script = compile(payload, f'<{name}>', 'exec')
+            exec(script, {'__name__': '__main__'})
+            code = 0
+        else:
+            import pytest
+
+            code = int(pytest.main(payload))
+    except BaseException:
+        traceback.print_exc(file=sys.stdout)
+        code = 1
+    sys.stdout.flush(), sys.stderr.flush()
+    print(f'\n=== end {name}: exit {code} ===', flush=True)
+"""
 
 
-def _pytest(tree: Path, *paths: str) -> str:
-    result = _run(
-        ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', *paths],
-        tree,
-        timeout=900,
-    )
-    _check(result)
-    assert ' passed' in result.stdout and ' failed' not in result.stdout
-    return result.stdout
+def _run_parts(tree: Path, *parts) -> dict:
+    r"""Runs :obj:`parts` (:obj:`(name, 'script', code)` or :obj:`(name,
+    'pytest', paths)`) in one interpreter in :obj:`tree`; returns each
+    part's :obj:`(exit code, output)`."""
+    parts = [
+        (name, kind, code if kind == 'script' else PYTEST + list(code))
+        for name, kind, code in parts
+    ]
+    result = _run(['-c', _PARTS, json.dumps(parts)], tree, timeout=900)
+    print(result.stdout + result.stderr)
+    assert result.returncode == 0, result.stdout + result.stderr
+    sections = {}
+    for name, _, _ in parts:
+        match = re.search(
+            rf'\n=== begin {re.escape(name)} ===\n(.*)'
+            rf'\n=== end {re.escape(name)}: exit (-?\d+) ===\n',
+            result.stdout,
+            re.S,
+        )
+        assert match, f'no output of {name}: {result.stdout[-3000:]}'
+        sections[name] = (int(match.group(2)), match.group(1))
+    return sections
+
+
+def _check_part(sections: dict, name: str) -> str:
+    code, output = sections[name]
+    assert code == 0, output
+    return output
+
+
+def _check_pytest(sections: dict, name: str) -> str:
+    output = _check_part(sections, name)
+    assert ' passed' in output and ' failed' not in output
+    return output
 
 
 def _unreleased(tree: Path, section: str) -> str:
@@ -218,15 +267,28 @@ def test_generated_files_are_copies(pyg, layer):
     assert tree.joinpath(TEST).read_text() == TEMPLATE.read_text()
 
 
-@pytest.mark.slow
-def test_pyg_tests_pass(pyg):
+@pytest.fixture(scope='module')
+def pyg_checks(pyg) -> dict:
+    r"""The exports check, PyG's tests and the equivalence check in the
+    tree of the GATEConv pull request (one interpreter)."""
     tree, _ = pyg
-    out = _pytest(
-        tree,
+    equivalence = f'import sys\nROOT = {str(ROOT)!r}\n' + EQUIVALENCE
+    tests = [
         str(TEST),
         'test/nn/conv/test_gatv2_conv.py',
         'test/nn/models/test_attentive_fp.py',
+    ]
+    return _run_parts(
+        tree,
+        ('exports', 'script', EXPORTS),
+        ('pytest', 'pytest', tests),
+        ('equivalence', 'script', equivalence),
     )
+
+
+@pytest.mark.slow
+def test_pyg_tests_pass(pyg_checks):
+    out = _check_pytest(pyg_checks, 'pytest')
     assert 'test_gate_conv.py' in out
 
 
@@ -244,13 +306,11 @@ print('exports ok')
 
 
 @pytest.mark.slow
-def test_no_export_clash_with_attentive_fp(pyg):
+def test_no_export_clash_with_attentive_fp(pyg_checks):
     # Without the rename, `torch_geometric.nn.GATEConv` and AttentiveFP's
-    # internal class live in different modules:
-    tree, _ = pyg
-    result = _run(['-c', EXPORTS], tree, timeout=300)
-    _check(result)
-    assert 'exports ok' in result.stdout
+    # internal class live in different modules (checked first, in a fresh
+    # interpreter):
+    assert 'exports ok' in _check_part(pyg_checks, 'exports')
 
 
 def test_pyg_pre_commit_formatting(pyg, contrib, renamed, layer):
@@ -368,12 +428,9 @@ print(f'{num_checked} configurations equal')
 
 
 @pytest.mark.slow
-def test_generated_layer_is_our_reference_path(pyg):
-    tree, _ = pyg
-    script = f'import sys\nROOT = {str(ROOT)!r}\n' + EQUIVALENCE
-    result = _run(['-c', script], tree, timeout=600)
-    _check(result)
-    assert '16 configurations equal' in result.stdout
+def test_generated_layer_is_our_reference_path(pyg_checks):
+    out = _check_part(pyg_checks, 'equivalence')
+    assert '16 configurations equal' in out
 
 
 # The contrib pull request ####################################################
@@ -423,13 +480,17 @@ print('exports ok')
 @pytest.mark.slow
 def test_contrib_pr_passes_pyg_tests(contrib):
     tree, _ = contrib
-    out = _pytest(
-        tree, 'test/contrib/nn', 'test/nn/models/test_attentive_fp.py'
+    checks = _run_parts(
+        tree,
+        ('exports', 'script', CONTRIB_EXPORTS),
+        (
+            'pytest',
+            'pytest',
+            ['test/contrib/nn', 'test/nn/models/test_attentive_fp.py'],
+        ),
     )
-    assert 'test_gate_conv.py' in out
-    result = _run(['-c', CONTRIB_EXPORTS], tree, timeout=300)
-    _check(result)
-    assert 'exports ok' in result.stdout
+    assert 'test_gate_conv.py' in _check_pytest(checks, 'pytest')
+    assert 'exports ok' in _check_part(checks, 'exports')
 
 
 def test_other_home_is_refused(pyg, layer):
@@ -509,10 +570,14 @@ print('state dicts and outputs equal')
 def test_attentive_fp_rename_keeps_checkpoints(renamed):
     tree, original, _ = renamed
     script = f'PATH = {str(original)!r}\n' + ATTENTIVE_FP_CHECK
-    result = _run(['-c', script], tree, timeout=300)
-    _check(result)
-    assert 'state dicts and outputs equal' in result.stdout
-    _pytest(tree, 'test/nn/models/test_attentive_fp.py')
+    checks = _run_parts(
+        tree,
+        ('checkpoints', 'script', script),
+        ('pytest', 'pytest', ['test/nn/models/test_attentive_fp.py']),
+    )
+    out = _check_part(checks, 'checkpoints')
+    assert 'state dicts and outputs equal' in out
+    _check_pytest(checks, 'pytest')
 
 
 # Refusals: nothing is written ################################################
