@@ -405,6 +405,31 @@ def test_chunked_custom_ops_pass_opcheck(edge_dim, slope):
     ]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    'heads,channels,edge_dim,slope,bipartite,loops',
+    [CASES[0], CASES[1], CASES[3]],  # One head; heads last (see ops.fused).
+)
+def test_cpu_operator_equals_dense_and_the_eager_dropout(
+    heads, channels, edge_dim, slope, bipartite, loops
+):
+    # On CPU tensors the operator that torch.compile calls runs the
+    # Inductor-compiled functions of `ops.fused`: outputs and every gradient
+    # equal the dense computation (float64), and with dropout the eager
+    # kernels' for the same seed.
+    graph = make_graph(bipartite, loops)
+    inputs = make_inputs(graph, heads, channels, edge_dim)
+    op = torch.ops.torch_geometric_gate.chunked_attention
+    got = op(*op_args(graph, inputs, slope))[:2]
+    assert_equal_to(got, dense(graph, inputs, slope), inputs)
+    torch.manual_seed(3)
+    got = op(*op_args(graph, inputs, slope, dropout=0.4))[:2]
+    torch.manual_seed(3)
+    want = run(graph, inputs, slope, dropout=0.4, training=True)
+    assert_equal_to(got, want, inputs)
+    assert (got[0] == 0).any()  # Some attention weights were dropped.
+
+
 def saved(fn):
     r"""The distinct storages saved for backward by :obj:`fn()`: their
     bytes by the dtype and shape of the first tensor seen in each."""

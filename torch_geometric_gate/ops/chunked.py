@@ -24,8 +24,11 @@ share every computation:
   and autograd), whose backward is the custom operator
   ``torch_geometric_gate::chunked_attention_backward``: the compiler
   traces both as single opaque nodes (no graph break, no chunk loop
-  unrolled into the graph). A custom operator's backward cannot be
-  differentiated again (nor can :func:`torch.compile`'s backward).
+  unrolled into the graph). On CPU tensors the operators run the same
+  computation compiled by Inductor (:mod:`~torch_geometric_gate.ops.fused`):
+  fused loops instead of chunks of ATen operations, the same saved
+  tensors. A custom operator's backward cannot be differentiated again (nor
+  can :func:`torch.compile`'s backward).
 """
 
 from typing import Dict, List, Optional, Tuple
@@ -34,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from torch_geometric_gate.ops import fused
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
 # Elements (edges times `heads * out_channels`) per chunk, by device kind.
@@ -330,8 +334,9 @@ def _forward(
     # PyG's softmax (`torch_geometric.utils.softmax`), in place:
     heads = e.size(1)
     index = dst.view(-1, 1).expand_as(e)
-    e_max = e.new_zeros(num_dst, heads)
-    e_max.scatter_reduce_(0, index, e, 'amax', include_self=False)
+    # -inf where a node has no edge (never read): no pass to exclude it.
+    e_max = e.new_full((num_dst, heads), float('-inf'))
+    e_max.scatter_reduce_(0, index, e, 'amax')
     alpha = e.sub_(e_max.index_select(0, dst)).exp_()
     total = e.new_zeros(num_dst, heads).index_add_(0, dst, alpha).add_(1e-16)
     alpha.div_(total.index_select(0, dst))
@@ -530,6 +535,72 @@ def _op_backward(ctx, grad_alpha, grad_out, grad_softmax, _edges, _seed):
 
 
 _attention_op.register_autograd(_op_backward, setup_context=_setup_context)
+
+
+# On CPU tensors the operators run the Inductor-compiled functions of
+# `fused` (the chunked loops above are opaque to the compiler and would set
+# a compiled GATE's pace); same outputs, same saved tensors.
+@_attention_op.register_kernel('cpu')
+def _(*inputs):
+    (
+        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
+        src, dst, loop, masked, num_dst, negative_slope, dropout,
+    ) = inputs  # fmt: skip
+    src, dst = src.long(), dst.long()
+    dtype = torch.promote_types(q_src.dtype, att_self.dtype)
+    seed, noise = torch.empty(0, dtype=torch.int64), None
+    shape = [src.numel(), att_self.size(1)]
+    if dropout > 0.0:
+        seed = torch.randint(2**62, (1,), dtype=torch.int64)
+        like = q_src.new_empty(0, dtype=dtype)
+        noise = _dropout_noise(seed, shape, dropout, like)
+    if masked is None:
+        masked = torch.zeros_like(loop)
+    alpha, out, softmax = fused.forward(
+        q_src, q_dst, value, edge_attr, weight_edge,
+        torch.cat([att_neighbor, att_self]), src, dst, loop, masked, noise,
+        num_dst, negative_slope,
+    )  # fmt: skip
+    if noise is None:
+        softmax = alpha.new_empty(0, att_self.size(1))
+    edges = torch.stack([src, dst]).to(_index_dtype(q_src.size(0), num_dst))
+    return alpha, out, softmax, edges, seed
+
+
+@_attention_backward_op.register_kernel('cpu')
+def _(*args):
+    (
+        grad_alpha, grad_out, grad_softmax, q_src, q_dst, value, edge_attr,
+        weight_edge, att_neighbor, att_self, loop, alpha, softmax, edges,
+        seed, num_dst, negative_slope, dropout, need,
+    ) = args  # fmt: skip
+    src, dst = edges[0].long(), edges[1].long()
+    noise = None
+    if dropout > 0.0:
+        noise = _dropout_noise(seed, list(alpha.shape), dropout, alpha)
+    else:
+        softmax = alpha
+    # Dense gradients (one compiled setting whatever autograd passes):
+    if grad_alpha is None:
+        grad_alpha = torch.zeros_like(alpha)
+    if grad_out is None:
+        shape = (num_dst, value.size(1), value.size(2))
+        grad_out = alpha.new_zeros(shape)
+    if grad_softmax is None or grad_softmax.numel() == 0:
+        grad_softmax = torch.zeros_like(softmax)
+    grad_alpha, grad_out = grad_alpha.contiguous(), grad_out.contiguous()
+    grad_softmax = grad_softmax.contiguous()
+    grads = fused.backward(
+        grad_alpha, grad_out, grad_softmax, q_src, q_dst, value, edge_attr,
+        weight_edge, torch.cat([att_neighbor, att_self]), loop, softmax,
+        noise, src, dst, num_dst, negative_slope,
+    )  # fmt: skip
+    grad_att = grads[5]
+    grads = grads[:5] + [
+        grad_att[:1].clone() if need[5] else None,
+        grad_att[1:].clone() if need[6] else None,
+    ]
+    return [g for g, n in zip(grads, need) if n and g is not None]
 
 
 def chunked_attention(

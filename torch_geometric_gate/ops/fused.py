@@ -1,0 +1,153 @@
+r"""The chunked kernels' CPU implementation under :func:`torch.compile`.
+
+Under :func:`torch.compile` the layer calls the custom operators of
+:mod:`~torch_geometric_gate.ops.chunked`, whose saved tensors (node
+tensors, the edge index, the :obj:`[E, H]` attention weights) keep the
+memory of a training step lean. Their bodies are opaque to the compiler:
+the chunked ATen loops would leave a compiled GATE at the speed of an eager
+one, several times slower than a compiled
+:class:`~torch_geometric.nn.conv.GATv2Conv`. On CPU tensors the operators
+therefore run the two functions below instead, compiled by Inductor once per
+setting (with dynamic shapes): each gathers, scores, normalizes and scatters
+in a few fused loops, with the same results and the same saved tensors.
+
+Eager calls keep the chunked ATen kernels (no compiler needed).
+"""
+
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def _activation(q_src, q_dst, edge_attr, weight_edge, src, dst, slope):
+    z = q_src.index_select(0, src) + q_dst.index_select(0, dst)
+    if edge_attr is not None and weight_edge is not None:
+        z = z + (edge_attr @ weight_edge.t()).view_as(z)
+    return F.leaky_relu(z, slope) if slope != 0.0 else z.relu()
+
+
+def _forward(
+    q_src: Tensor,
+    q_dst: Tensor,
+    value: Tensor,
+    edge_attr: Optional[Tensor],
+    weight_edge: Optional[Tensor],
+    att: Tensor,
+    src: Tensor,
+    dst: Tensor,
+    loop: Tensor,
+    masked: Tensor,
+    noise: Optional[Tensor],
+    num_dst: int,
+    slope: float,
+) -> Tuple[Tensor, Tensor, Tensor]:
+    dtype = torch.promote_types(q_src.dtype, att.dtype)
+    act = _activation(q_src, q_dst, edge_attr, weight_edge, src, dst, slope)
+    vector = torch.where(loop.view(-1, 1, 1), att[1], att[0])
+    e = (act.to(dtype) * vector).sum(-1)  # [E, H]
+    e = e.masked_fill(masked.view(-1, 1), float('-inf'))
+    heads = e.size(1)
+    e_max = e.new_full((num_dst, heads), float('-inf')).scatter_reduce(
+        0, dst.view(-1, 1).expand_as(e), e, 'amax'
+    )  # -inf where no edge: never read.
+    alpha = (e - e_max.index_select(0, dst)).exp()
+    total = e.new_zeros(num_dst, heads).index_add(0, dst, alpha) + 1e-16
+    softmax = alpha / total.index_select(0, dst)
+    alpha = softmax if noise is None else softmax * noise
+    out_dtype = torch.promote_types(value.dtype, dtype)
+    msg = value.index_select(0, src).to(out_dtype) * alpha.unsqueeze(-1)
+    out = value.new_zeros((num_dst,) + value.shape[1:], dtype=out_dtype)
+    return alpha, out.index_add(0, dst, msg), softmax
+
+
+def _backward(
+    grad_alpha: Tensor,
+    grad_out: Tensor,
+    grad_softmax: Tensor,
+    q_src: Tensor,
+    q_dst: Tensor,
+    value: Tensor,
+    edge_attr: Optional[Tensor],
+    weight_edge: Optional[Tensor],
+    att: Tensor,
+    loop: Tensor,
+    softmax: Tensor,
+    noise: Optional[Tensor],
+    src: Tensor,
+    dst: Tensor,
+    num_dst: int,
+    slope: float,
+) -> List[Optional[Tensor]]:
+    alpha = softmax if noise is None else softmax * noise
+    g_dst = grad_out.index_select(0, dst)  # [E, H, C]
+    g_x = (g_dst * alpha.unsqueeze(-1)).to(value.dtype)
+    grad_value = torch.zeros_like(value).index_add(0, src, g_x)
+    x_j = value.index_select(0, src).to(g_dst.dtype)
+    g = (g_dst * x_j).sum(-1).to(softmax.dtype) + grad_alpha
+    if noise is not None:
+        g = g * noise
+    g = softmax * (g + grad_softmax)
+    total = g.new_zeros(num_dst, g.size(1)).index_add(0, dst, g)
+    grad_e = (g - softmax * total.index_select(0, dst)).unsqueeze(-1)
+    act = _activation(q_src, q_dst, edge_attr, weight_edge, src, dst, slope)
+    is_loop = loop.view(-1, 1, 1)
+    vector = torch.where(is_loop, att[1], att[0])
+    g_z = (vector * grad_e).to(act.dtype)
+    g_z = torch.where(act > 0, g_z, g_z * slope if slope != 0.0 else 0.0)
+    grad_src = torch.zeros_like(q_src).index_add(0, src, g_z.to(q_src.dtype))
+    grad_dst = torch.zeros_like(q_dst).index_add(0, dst, g_z.to(q_dst.dtype))
+    grad_attr = grad_weight = None
+    if edge_attr is not None and weight_edge is not None:
+        g_flat = g_z.view(g_z.size(0), -1)
+        grad_attr = (g_flat @ weight_edge.to(g_flat.dtype)).to(edge_attr.dtype)
+        grad_weight = (g_flat.t() @ edge_attr.to(g_flat.dtype)).to(
+            weight_edge.dtype
+        )
+    g_act = act.to(grad_e.dtype) * grad_e
+    grad_att = torch.stack(
+        [
+            g_act.masked_fill(is_loop, 0.0).sum(0),
+            g_act.masked_fill(~is_loop, 0.0).sum(0),
+        ]
+    ).to(att.dtype)
+    return [grad_src, grad_dst, grad_value, grad_attr, grad_weight, grad_att]
+
+
+def forward(*args) -> Tuple[Tensor, Tensor, Tensor]:
+    r"""The attention weights after dropout (:obj:`noise`), the aggregated
+    values :obj:`[N_dst, H, C]` and the softmax before dropout, compiled,
+    from :obj:`q_src, q_dst, value, edge_attr, weight_edge, att ([2, H, C]),
+    src, dst` (:obj:`int64`), :obj:`loop, masked, noise, num_dst,
+    slope`."""
+    return _run(_forward, *args)
+
+
+def backward(*args) -> List[Optional[Tensor]]:
+    r"""The gradients of :func:`forward`'s :obj:`q_src, q_dst, value,
+    edge_attr, weight_edge` (:obj:`None` for the last two without
+    :obj:`edge_attr`) and :obj:`att`, compiled, from :obj:`grad_alpha,
+    grad_out, grad_softmax` (dense), :obj:`q_src, q_dst, value, edge_attr,
+    weight_edge, att, loop, softmax, noise, src, dst, num_dst, slope`. A
+    training step needs them all: no variant is compiled per subset."""
+    return _run(_backward, *args)
+
+
+_COMPILED: Dict[object, object] = {}
+
+
+def _run(fn, *args):
+    r"""Runs :obj:`fn` compiled by Inductor on :obj:`args`, detached and
+    without autograd (the operators' own autograd formula differentiates
+    them), so that no setting is compiled twice. Shapes are dynamic (a new
+    graph size needs no recompilation; a new dtype, slope, or edge features
+    and dropout or not, do); past Dynamo's recompilation limit a new
+    setting runs uncompiled."""
+    if fn not in _COMPILED:
+        _COMPILED[fn] = torch.compile(fn, dynamic=True)
+    args = tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
+    # Below autograd whether or not the operator was called through it
+    # (Dynamo's guards see the dispatch keys a context leaves a tensor):
+    with torch.no_grad(), torch._C._AutoDispatchBelowADInplaceOrView():
+        return _COMPILED[fn](*args)
