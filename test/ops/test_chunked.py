@@ -430,6 +430,19 @@ def test_cpu_operator_equals_dense_and_the_eager_dropout(
     assert (got[0] == 0).any()  # Some attention weights were dropped.
 
 
+def test_cpu_operator_past_the_fused_size_runs_the_chunks(monkeypatch):
+    # Past FUSED_MAX_ELEMENTS the operator runs the chunked ATen loops (in
+    # chunks of 5 edges here), equal to the dense computation too.
+    monkeypatch.setattr(chunked, 'FUSED_MAX_ELEMENTS', 0)
+    monkeypatch.setitem(chunked.CHUNK_ELEMENTS, 'cpu', 5 * 3 * 2)
+    monkeypatch.setattr(chunked.fused, '_run', None)  # Never compiled.
+    graph = make_graph()
+    inputs = make_inputs(graph, 3, 2, 3)
+    op = torch.ops.torch_geometric_gate.chunked_attention
+    got = op(*op_args(graph, inputs, 0.2))[:2]
+    assert_equal_to(got, dense(graph, inputs, 0.2), inputs)
+
+
 def saved(fn):
     r"""The distinct storages saved for backward by :obj:`fn()`: their
     bytes by the dtype and shape of the first tensor seen in each."""

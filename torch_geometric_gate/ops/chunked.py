@@ -539,13 +539,24 @@ _attention_op.register_autograd(_op_backward, setup_context=_setup_context)
 
 # On CPU tensors the operators run the Inductor-compiled functions of
 # `fused` (the chunked loops above are opaque to the compiler and would set
-# a compiled GATE's pace); same outputs, same saved tensors.
+# a compiled GATE's pace); same outputs, same saved tensors. Past
+# `FUSED_MAX_ELEMENTS` edge elements (edges times `heads * out_channels`)
+# the chunks, whose tensors stay in the cache, are faster again.
+FUSED_MAX_ELEMENTS = 2**24
+
+
+def _fused(src: Tensor, value: Tensor) -> bool:
+    return src.numel() * value.size(1) * value.size(2) <= FUSED_MAX_ELEMENTS
+
+
 @_attention_op.register_kernel('cpu')
 def _(*inputs):
     (
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
         src, dst, loop, masked, num_dst, negative_slope, dropout,
     ) = inputs  # fmt: skip
+    if not _fused(src, value):
+        return _forward(*inputs)
     src, dst = src.long(), dst.long()
     dtype = torch.promote_types(q_src.dtype, att_self.dtype)
     seed, noise = torch.empty(0, dtype=torch.int64), None
@@ -574,6 +585,8 @@ def _(*args):
         weight_edge, att_neighbor, att_self, loop, alpha, softmax, edges,
         seed, num_dst, negative_slope, dropout, need,
     ) = args  # fmt: skip
+    if not _fused(edges[0], value):
+        return _backward(*args)
     src, dst = edges[0].long(), edges[1].long()
     noise = None
     if dropout > 0.0:
