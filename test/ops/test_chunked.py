@@ -18,7 +18,7 @@ from torch import Tensor
 from torch_geometric.nn import GATv2Conv
 
 from torch_geometric_gate import GATEConv
-from torch_geometric_gate.ops import attention_kernel, chunked
+from torch_geometric_gate.ops import attention_kernel, chunked, fused
 from torch_geometric_gate.ops.chunked import chunked_attention
 from torch_geometric_gate.ops.chunked_steps import EdgeAggregate, EdgeScore
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
@@ -433,9 +433,9 @@ def test_cpu_operator_equals_dense_and_the_eager_dropout(
 def test_cpu_operator_past_the_fused_size_runs_the_chunks(monkeypatch):
     # Past FUSED_MAX_ELEMENTS the operator runs the chunked ATen loops (in
     # chunks of 5 edges here), equal to the dense computation too.
-    monkeypatch.setattr(chunked, 'FUSED_MAX_ELEMENTS', 0)
+    monkeypatch.setattr(fused, 'FUSED_MAX_ELEMENTS', 0)
     monkeypatch.setitem(chunked.CHUNK_ELEMENTS, 'cpu', 5 * 3 * 2)
-    monkeypatch.setattr(chunked.fused, '_run', None)  # Never compiled.
+    monkeypatch.setattr(fused, '_run', None)  # Never compiled.
     graph = make_graph()
     inputs = make_inputs(graph, 3, 2, 3)
     op = torch.ops.torch_geometric_gate.chunked_attention

@@ -37,7 +37,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from torch_geometric_gate.ops import fused
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
 # Elements (edges times `heads * out_channels`) per chunk, by device kind.
@@ -537,85 +536,6 @@ def _op_backward(ctx, grad_alpha, grad_out, grad_softmax, _edges, _seed):
 _attention_op.register_autograd(_op_backward, setup_context=_setup_context)
 
 
-# On CPU tensors the operators run the Inductor-compiled functions of
-# `fused` (the chunked loops above are opaque to the compiler and would set
-# a compiled GATE's pace); same outputs, same saved tensors. Past
-# `FUSED_MAX_ELEMENTS` edge elements (edges times `heads * out_channels`)
-# the chunks, whose tensors stay in the cache, are faster again.
-FUSED_MAX_ELEMENTS = 2**24
-
-
-def _fused(src: Tensor, value: Tensor) -> bool:
-    return src.numel() * value.size(1) * value.size(2) <= FUSED_MAX_ELEMENTS
-
-
-@_attention_op.register_kernel('cpu')
-def _(*inputs):
-    (
-        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
-        src, dst, loop, masked, num_dst, negative_slope, dropout,
-    ) = inputs  # fmt: skip
-    if not _fused(src, value):
-        return _forward(*inputs)
-    src, dst = src.long(), dst.long()
-    dtype = torch.promote_types(q_src.dtype, att_self.dtype)
-    seed, noise = torch.empty(0, dtype=torch.int64), None
-    shape = [src.numel(), att_self.size(1)]
-    if dropout > 0.0:
-        seed = torch.randint(2**62, (1,), dtype=torch.int64)
-        like = q_src.new_empty(0, dtype=dtype)
-        noise = _dropout_noise(seed, shape, dropout, like)
-    if masked is None:
-        masked = torch.zeros_like(loop)
-    alpha, out, softmax = fused.forward(
-        q_src, q_dst, value, edge_attr, weight_edge,
-        torch.cat([att_neighbor, att_self]), src, dst, loop, masked, noise,
-        num_dst, negative_slope,
-    )  # fmt: skip
-    if noise is None:
-        softmax = alpha.new_empty(0, att_self.size(1))
-    edges = torch.stack([src, dst]).to(_index_dtype(q_src.size(0), num_dst))
-    return alpha, out, softmax, edges, seed
-
-
-@_attention_backward_op.register_kernel('cpu')
-def _(*args):
-    (
-        grad_alpha, grad_out, grad_softmax, q_src, q_dst, value, edge_attr,
-        weight_edge, att_neighbor, att_self, loop, alpha, softmax, edges,
-        seed, num_dst, negative_slope, dropout, need,
-    ) = args  # fmt: skip
-    if not _fused(edges[0], value):
-        return _backward(*args)
-    src, dst = edges[0].long(), edges[1].long()
-    noise = None
-    if dropout > 0.0:
-        noise = _dropout_noise(seed, list(alpha.shape), dropout, alpha)
-    else:
-        softmax = alpha
-    # Dense gradients (one compiled setting whatever autograd passes):
-    if grad_alpha is None:
-        grad_alpha = torch.zeros_like(alpha)
-    if grad_out is None:
-        shape = (num_dst, value.size(1), value.size(2))
-        grad_out = alpha.new_zeros(shape)
-    if grad_softmax is None or grad_softmax.numel() == 0:
-        grad_softmax = torch.zeros_like(softmax)
-    grad_alpha, grad_out = grad_alpha.contiguous(), grad_out.contiguous()
-    grad_softmax = grad_softmax.contiguous()
-    grads = fused.backward(
-        grad_alpha, grad_out, grad_softmax, q_src, q_dst, value, edge_attr,
-        weight_edge, torch.cat([att_neighbor, att_self]), loop, softmax,
-        noise, src, dst, num_dst, negative_slope,
-    )  # fmt: skip
-    grad_att = grads[5]
-    grads = grads[:5] + [
-        grad_att[:1].clone() if need[5] else None,
-        grad_att[1:].clone() if need[6] else None,
-    ]
-    return [g for g, n in zip(grads, need) if n and g is not None]
-
-
 def chunked_attention(
     graph: AttentionGraph,
     params: AttentionParams,
@@ -673,3 +593,7 @@ def chunked_attention(
     else:
         out = _ChunkedAttention.apply(*inputs)
     return out[0], out[1]
+
+
+# The operators' CPU kernels (compiled by Inductor) register on import:
+from torch_geometric_gate.ops import fused  # noqa: E402, F401
