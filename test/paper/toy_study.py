@@ -51,8 +51,12 @@ def _workers_of(pid):
 def run_one(settings, config):
     kind, n, marks = config['kind'], config['n'], settings['marks']
     if kind == 'wait':
-        with open(os.path.join(marks, f'pid-{n}'), 'w') as f:
+        # Written whole, then moved into place: a test that sees the file
+        # reads the pid (it polls for the file while this writes).
+        path = os.path.join(marks, f'pid-{n}')
+        with open(path + '.tmp', 'w') as f:
             f.write(str(os.getpid()))
+        os.replace(path + '.tmp', path)
         _wait_for(lambda: os.path.exists(os.path.join(marks, 'go')), 'go')
     elif kind == 'kill':
         _wait_for(
