@@ -340,17 +340,38 @@ def _forward(
     total = e.new_zeros(num_dst, heads).index_add_(0, dst, alpha).add_(1e-16)
     alpha.div_(total.index_select(0, dst))
     softmax = alpha.new_empty(0, heads)
-    seed = torch.empty(0, dtype=torch.int64)
+    seed = _draw_seed(dropout)
     if dropout > 0.0:
-        # A seed drawn from PyTorch's CPU generator (so that
-        # `torch.manual_seed` reproduces the mask) draws the mask, again in
-        # backward: the mask itself is never saved.
-        seed = torch.randint(2**62, (1,), dtype=torch.int64)
         softmax = alpha
         alpha = alpha * _dropout_noise(seed, list(alpha.shape), dropout, alpha)
     out = _aggregate(value, alpha, src, dst, num_dst)
     edges = torch.stack([src, dst]).to(_index_dtype(q_src.size(0), num_dst))
     return alpha, out, softmax, edges, seed
+
+
+def _draw_seed(dropout: float) -> Tensor:
+    r"""The dropout seed :obj:`[1]` (empty without dropout), drawn from
+    PyTorch's CPU generator so that :func:`torch.manual_seed` reproduces
+    the mask, which backward draws again from it (it is never saved)."""
+    if dropout > 0.0:
+        return torch.randint(2**62, (1,), dtype=torch.int64)
+    return torch.empty(0, dtype=torch.int64)
+
+
+def _needed_grads(grads: List[Optional[Tensor]], need: List[bool]):
+    r"""From the gradients of :obj:`q_src, q_dst, value, edge_attr,
+    weight_edge` and of :obj:`[a_s; a_t]` (:obj:`[2, H, C]`), those that
+    :obj:`need` asks for (of the backward's seven inputs), in order, as the
+    custom operator returns them."""
+    grad_att = grads[5]
+    grads = (
+        list(grads[:5])
+        + [  # Halves of one tensor: cloned.
+            grad_att[:1].clone() if need[5] and grad_att is not None else None,
+            grad_att[1:].clone() if need[6] and grad_att is not None else None,
+        ]
+    )
+    return [g for g, n in zip(grads, need) if n and g is not None]
 
 
 def _backward(
@@ -415,16 +436,8 @@ def _backward(
         grad_e, q_src, q_dst, edge_attr, weight_edge, src, dst, loop, att,
         negative_slope, need_score,
     )  # fmt: skip
-    # The attention vectors' gradients are halves of one tensor: cloned.
-    grad_att_neighbor = grad_att_self = None
-    if grad_att is not None:
-        grad_att_neighbor, grad_att_self = grad_att[:1], grad_att[1:]
-    grads = [
-        grad_src, grad_dst, grad_value, grad_attr, grad_weight,
-        grad_att_neighbor.clone() if need[5] else None,
-        grad_att_self.clone() if need[6] else None,
-    ]  # fmt: skip
-    return [g for g, n in zip(grads, need) if n and g is not None]
+    grads = [grad_src, grad_dst, grad_value, grad_attr, grad_weight, grad_att]
+    return _needed_grads(grads, need)
 
 
 # The inputs of `_forward` (and of the custom operator), by position:

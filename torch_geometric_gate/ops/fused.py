@@ -23,7 +23,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from torch_geometric_gate.ops import chunked
-from torch_geometric_gate.ops.chunked import _dropout_noise, _index_dtype
+from torch_geometric_gate.ops.chunked import (
+    _draw_seed,
+    _dropout_noise,
+    _index_dtype,
+    _needed_grads,
+)
 
 
 def _activation(q_src, q_dst, edge_attr, weight_edge, src, dst, slope):
@@ -173,7 +178,9 @@ def _run(fn, *args):
 # chunked loops of `chunked` are opaque to the compiler and would set
 # a compiled GATE's pace); same outputs, same saved tensors. Past
 # `FUSED_MAX_ELEMENTS` edge elements (edges times `heads * out_channels`)
-# the chunks, whose tensors stay in the cache, are faster again.
+# they run the chunks, whose tensors stay in the cache: measured faster at
+# 10^6 edges * 64 (benchmark/pair.py), slower at 10^5 * 64; the crossing
+# between is not measured.
 FUSED_MAX_ELEMENTS = 2**24
 
 
@@ -191,10 +198,9 @@ def _(*inputs):
         return chunked._forward(*inputs)
     src, dst = src.long(), dst.long()
     dtype = torch.promote_types(q_src.dtype, att_self.dtype)
-    seed, noise = torch.empty(0, dtype=torch.int64), None
-    shape = [src.numel(), att_self.size(1)]
+    seed, noise = _draw_seed(dropout), None
     if dropout > 0.0:
-        seed = torch.randint(2**62, (1,), dtype=torch.int64)
+        shape = [src.numel(), att_self.size(1)]
         like = q_src.new_empty(0, dtype=dtype)
         noise = _dropout_noise(seed, shape, dropout, like)
     if masked is None:
@@ -240,9 +246,4 @@ def _(*args):
         weight_edge, torch.cat([att_neighbor, att_self]), loop, softmax,
         noise, src, dst, num_dst, negative_slope,
     )  # fmt: skip
-    grad_att = grads[5]
-    grads = grads[:5] + [
-        grad_att[:1].clone() if need[5] else None,
-        grad_att[1:].clone() if need[6] else None,
-    ]
-    return [g for g, n in zip(grads, need) if n and g is not None]
+    return _needed_grads(grads, need)
