@@ -4,12 +4,14 @@ GATE under each attention kernel (reference, chunked, Triton) and
 GATv2Conv (eager, and compiled with :func:`torch.compile`) run one training
 step (forward, :obj:`out.float().sum()`, backward) on each graph, heads and
 dtype: the median time of the repetitions (CUDA events on CUDA), the peak
-allocated on CUDA, the bytes saved for backward (eager), each as a ratio
-over GATv2Conv of the same graph, heads and dtype. With the Triton kernels
-on CUDA, the forward kernel alone (under :func:`torch.no_grad`, no
-attention weights) against the bytes it must move gives its bandwidth,
-next to the device's copy bandwidth. Written after every configuration;
-configurations past :obj:`--max-seconds` are recorded as skipped::
+allocated on CUDA during a step above what was allocated before it (the
+inputs, the weights and the previous step's gradients), the bytes saved for
+backward (eager), each as a ratio over GATv2Conv of the same graph, heads
+and dtype. With the Triton kernels on CUDA, the forward kernel alone (under
+:func:`torch.no_grad`, no attention weights) against the bytes it must move
+gives its bandwidth, next to the device's copy bandwidth. Written after
+every configuration; configurations past :obj:`--max-seconds` are recorded
+as skipped::
 
     python benchmark/kernels.py --devices cuda --graphs products-size \
         arxiv-size random-1e6 cora --heads 1 8 --dtypes float32 bfloat16
@@ -26,6 +28,7 @@ from common import (
     Step,
     add_layer_args,
     command_line,
+    cuda_peak_bytes,
     describe,
     free,
     load_graph,
@@ -186,9 +189,7 @@ def measure(layer, kernel, x, edge_index, heads, device, args, compiled):
     if device.type == 'cuda':
         step()
         torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        step()
-        res['peak_mb'] = torch.cuda.max_memory_allocated(device) / 2**20
+        res['peak_mb'] = cuda_peak_bytes(step, device) / 2**20
     res['step_ms'] = time_step(step, device, warmup, args.reps)
     res['ns_per_edge'] = 1e6 * res['step_ms'] / edge_index.size(1)
     if kernel != 'compiled':  # Compiled code saves inside its own graph.
