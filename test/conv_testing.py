@@ -27,9 +27,12 @@ def randomize_attention(conv: GATEConv, scale: float = 1.0):
             conv.bias.normal_()
 
 
-def selected_kernel(conv: GATEConv, x: torch.Tensor) -> str:
+def selected_kernel(
+    conv: GATEConv, x: torch.Tensor, num_edges: int = 100
+) -> str:
     r"""The kernel that a call of :obj:`conv` on node features like :obj:`x`
-    runs under the current :func:`attention_kernel` (its private choice)."""
+    and :obj:`num_edges` edges runs under the current
+    :func:`attention_kernel` (its private choice)."""
     from torch_geometric_gate.ops.dispatch import _select_kernel
 
-    return _select_kernel(x, conv._reference_only())
+    return _select_kernel(x, conv._reference_only(), num_edges)

@@ -160,27 +160,40 @@ def test_forcing_triton_without_a_gpu_says_why(monkeypatch):
     assert selected_kernel(conv, x) == 'chunked'
 
 
-def test_auto_runs_the_reference_on_cuda_until_triton_passed_there(
-    monkeypatch,
-):
-    # Issue 34: the chunked kernels were tuned on one CPU thread; on CUDA
-    # 'auto' runs the reference until the Triton kernels have passed there.
+def test_auto_on_cuda_runs_triton_from_its_size(monkeypatch):
+    # Issue 34: measured on an H100, the reference is faster on small
+    # graphs and Triton from 10^6 edges; Triton only once it passed there.
     cuda = types.SimpleNamespace(device=torch.device('cuda'))
-    assert not dispatch.TRITON_VERIFIED_ON_GPU
-    assert dispatch._select_kernel(cuda, []) == 'reference'
-    meta = torch.empty(1, device='meta')
-    assert dispatch._select_kernel(meta, []) == 'reference'
-    assert dispatch._select_kernel(torch.empty(1), []) == 'chunked'
-    monkeypatch.setattr(dispatch, 'TRITON_VERIFIED_ON_GPU', True)
     monkeypatch.setattr(dispatch, '_triton_missing', lambda x: None)
-    assert dispatch._select_kernel(cuda, []) == 'triton'
+    large = dispatch.TRITON_MIN_EDGES
+    assert dispatch._select_kernel(cuda, [], large) == 'triton'
+    assert dispatch._select_kernel(cuda, [], large - 1) == 'reference'
+    assert dispatch._select_kernel(cuda, ['hooks'], large) == 'reference'
+    meta = torch.empty(1, device='meta')
+    assert dispatch._select_kernel(meta, [], large) == 'reference'
+    assert dispatch._select_kernel(torch.empty(1), [], 0) == 'chunked'
+    # Tracing with torch.compile (the Triton kernels are no custom ops):
+    monkeypatch.setattr(torch.compiler, 'is_compiling', lambda: True)
+    assert dispatch._select_kernel(cuda, [], large) == 'reference'
+    monkeypatch.undo()
+    monkeypatch.setattr(dispatch, 'TRITON_VERIFIED_ON_GPU', False)
+    monkeypatch.setattr(dispatch, '_triton_missing', lambda x: None)
+    assert dispatch._select_kernel(cuda, [], large) == 'reference'
+
+
+def test_auto_on_cuda_needs_triton(monkeypatch):
+    cuda = types.SimpleNamespace(device=torch.device('cuda'))
+    monkeypatch.setattr(dispatch, '_triton_missing', lambda x: 'no Triton')
+    large = dispatch.TRITON_MIN_EDGES
+    assert dispatch._select_kernel(cuda, [], large) == 'reference'
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA')
-def test_auto_runs_the_reference_on_a_gpu():
+def test_auto_on_a_gpu_runs_the_reference_on_a_small_graph():
     conv, x = conv_and_input()
     conv, x = conv.cuda(), x.cuda()
     assert selected_kernel(conv, x) == 'reference'
+    assert selected_kernel(conv, x, dispatch.TRITON_MIN_EDGES) == 'triton'
     with attention_kernel('reference'):
         expected = conv(x, EDGE_INDEX.cuda())
     assert torch.equal(conv(x, EDGE_INDEX.cuda()), expected)

@@ -23,12 +23,21 @@ from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 #: The kernels :func:`attention_kernel` accepts.
 KERNELS = ('auto', 'reference', 'chunked', 'triton')
 
-#: Whether the Triton kernels have passed the test suite on a GPU; until
-#: then :obj:`'auto'` never picks them, and runs the reference on CUDA
-#: tensors (the Triton interpreter accepts code that a GPU compiler may
-#: reject; the tests compile them for sm_80 and sm_90 without a GPU, but
-#: compiling is not running).
-TRITON_VERIFIED_ON_GPU = False
+#: Whether the Triton kernels have passed the test suite and the at-scale
+#: parity check (``benchmark/parity.py``) on a GPU: on an NVIDIA H100
+#: (``benchmark/results/h100-parity.md``). Without it :obj:`'auto'` never
+#: picks them.
+TRITON_VERIFIED_ON_GPU = True
+
+#: From how many edges (self-loops included) :obj:`'auto'` runs the Triton
+#: kernels on CUDA rather than the reference. Measured on an H100
+#: (``benchmark/results/h100-kernels-*.md``): at 10^4 and 10^5 edges the
+#: reference's training step took 2.0-4.2 ms and Triton's 3.3-11.7 ms (both
+#: bound by launches, not by the GPU); from 10^6 edges Triton took 0.39-0.89x
+#: :class:`~torch_geometric.nn.conv.GATv2Conv`'s step and the reference
+#: 1.08-1.16x, and at 1.2 * 10^8 edges only Triton and the chunked kernels
+#: fit. The crossing between 10^5 and 10^6 was not measured.
+TRITON_MIN_EDGES = 2**18
 
 _KERNEL: contextvars.ContextVar[str] = contextvars.ContextVar(
     'attention_kernel', default='auto'
@@ -42,13 +51,15 @@ def attention_kernel(name: str) -> Iterator[None]:
     :mod:`contextvars` context: other threads and :mod:`asyncio` tasks keep
     their own).
 
-    * :obj:`'auto'` (the default): the chunked kernels on CPU tensors, the
-      reference elsewhere (on CUDA until the Triton kernels have passed on
-      a GPU, :data:`TRITON_VERIFIED_ON_GPU`), and the reference wherever the
-      kernels do not apply: under a :mod:`torch.func`
-      transform or forward-mode AD (:mod:`torch.autograd.forward_ad`), in
-      explain mode, with message-passing hooks registered (a kernel would
-      skip them), with another aggregation than a sum, the
+    * :obj:`'auto'` (the default): the chunked kernels on CPU tensors; on
+      CUDA the Triton kernels from :data:`TRITON_MIN_EDGES` edges (the
+      reference below, faster on small graphs, and under
+      :func:`torch.compile`, which cannot trace the Triton kernels yet); the
+      reference on other devices, and wherever the kernels do not apply:
+      under a :mod:`torch.func` transform or forward-mode AD
+      (:mod:`torch.autograd.forward_ad`), in explain mode, with
+      message-passing hooks registered (a kernel would skip them), with
+      another aggregation than a sum, the
       :obj:`target_to_source` flow, a negative slope, or edge features
       before a lazy :obj:`edge_dim` is initialized.
     * :obj:`'reference'`: PyG's message passing, :meth:`edge_updater` and
@@ -107,10 +118,11 @@ def _selected() -> str:
     return _KERNEL.get()
 
 
-def _select_kernel(value: Tensor, why: List[str]) -> str:
+def _select_kernel(value: Tensor, why: List[str], num_edges: int) -> str:
     r"""Returns the kernel that a call of the layer on projections like
-    :obj:`value` runs, :obj:`'reference'` included; :obj:`why` holds the
-    layer's reasons why its call cannot leave the reference."""
+    :obj:`value` and :obj:`num_edges` edges (self-loops included) runs,
+    :obj:`'reference'` included; :obj:`why` holds the layer's reasons why
+    its call cannot leave the reference."""
     name = _selected()
     if name == 'reference':
         return name
@@ -133,6 +145,8 @@ def _select_kernel(value: Tensor, why: List[str]) -> str:
         if (
             TRITON_VERIFIED_ON_GPU
             and value.device.type == 'cuda'
+            and not torch.compiler.is_compiling()
+            and num_edges >= TRITON_MIN_EDGES
             and _triton_missing(value) is None
         ):
             return 'triton'

@@ -1,8 +1,9 @@
 r"""The Triton kernels: GATE's attention fused per target node.
 
-Reachable only through :func:`~torch_geometric_gate.attention_kernel`
-:obj:`('triton')` until they have passed the test suite on a GPU
-(:data:`~torch_geometric_gate.ops.dispatch.TRITON_VERIFIED_ON_GPU`); on CPU
+:obj:`'auto'` runs them on CUDA tensors from
+:data:`~torch_geometric_gate.ops.dispatch.TRITON_MIN_EDGES` edges; they
+passed the test suite and the at-scale parity check on an NVIDIA H100
+(:data:`~torch_geometric_gate.ops.dispatch.TRITON_VERIFIED_ON_GPU`). On CPU
 they run under the Triton interpreter (:obj:`TRITON_INTERPRET=1`, slow, for
 tests only).
 
@@ -35,7 +36,10 @@ CSR of incoming edges), with GATE's score:
   \mathbf{x}_u`, :math:`\mathbf{W} \mathbf{x}_u` and of the edge
   projection). Scores and weights are recomputed from the saved
   log-sum-exp. Pass 2 splits a source node's outgoing edges into
-  segments likewise (:func:`gate_bwd_src_combine_kernel`).
+  segments likewise (:func:`gate_bwd_src_combine_kernel`). On an H100
+  two identical steps agreed to 9e-7 of the largest value in float32, not
+  bit for bit (``benchmark/parity.py`` records where a difference starts);
+  under the interpreter they repeat bit for bit.
 * **Edge features**: the projection :math:`\mathbf{W}_e \mathbf{e}_{uv}`
   is one :obj:`[E, H * C]` GEMM in PyTorch, computed in CSR order, read by
   the kernels, freed after the forward and recomputed in backward; its

@@ -87,7 +87,9 @@ class GATEConv(gate_conv.GATEConv):
         :func:`~torch_geometric_gate.attention_kernel` selects (see there),
         else by PyG's message passing."""
         if not torch.jit.is_scripting():
-            kernel = _select_kernel(value, self._reference_only())
+            kernel = _select_kernel(
+                value, self._reference_only(), edge_index.size(1)
+            )
             if kernel != 'reference':
                 return self._kernel_attention(
                     kernel, edge_index, x, value, edge_attr, loop, masked,
