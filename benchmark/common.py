@@ -335,7 +335,8 @@ def saved_bytes(fn: Callable) -> int:
     def pack(t: Tensor):
         s = t.untyped_storage()
         storages[(s.data_ptr(), str(t.device))] = s.nbytes()
-        return t
+        # Not `t`: a saved output would hold its own graph in a cycle.
+        return t.detach()
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = fn()
