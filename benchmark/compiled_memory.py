@@ -25,10 +25,11 @@ import argparse
 import functools
 import platform
 import sys
-from typing import Callable, Dict, List
+from typing import List
 
 import torch
 import torch.nn.functional as F
+from common import saved_bytes
 from torch import Tensor
 from torch_geometric.nn import GATv2Conv
 from torch_geometric.utils import softmax
@@ -104,21 +105,6 @@ def random_graph(num_nodes: int, num_edges: int, channels: int, seed=0):
     edge_index = torch.randint(num_nodes, (2, num_edges), generator=gen)
     edge_index = edge_index[:, edge_index[0] != edge_index[1]]
     return torch.randn(num_nodes, channels, generator=gen), edge_index
-
-
-def saved_bytes(fn: Callable[[], Tensor]) -> int:
-    r"""Bytes of the distinct storages saved for backward by :obj:`fn()`."""
-    storages: Dict[int, int] = {}
-
-    def pack(t: Tensor) -> Tensor:
-        storage = t.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = fn()
-    out.sum().backward()  # The graph ran to its end (and is freed).
-    return sum(storages.values())
 
 
 def measure(num_nodes, num_edges, heads, channels, in_channels, dropout):
