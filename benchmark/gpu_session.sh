@@ -138,7 +138,7 @@ main)
         echo "Triton left out: the parity check did not pass" |
             tee -a "$OUT/summary.txt"
     fi
-    phase tests 120 sh -c 'python3 -m pytest -q -p no:cacheprovider \
+    phase tests 180 sh -c 'python3 -m pytest -q -p no:cacheprovider \
         --durations=10 "$@" >"$PHASE_DIR/tests.log" 2>&1; rc=$?;
         tail -n 25 "$PHASE_DIR/tests.log" >"$PHASE_DIR/tests.md"; exit $rc' \
         sh "${TESTS[@]}"

@@ -172,7 +172,8 @@ def test_auto_on_cuda_runs_triton_from_its_size(monkeypatch):
     meta = torch.empty(1, device='meta')
     assert dispatch._select_kernel(meta, [], large) == 'reference'
     assert dispatch._select_kernel(torch.empty(1), [], 0) == 'chunked'
-    # Tracing with torch.compile (the Triton kernels are no custom ops):
+    # Tracing with torch.compile (the Triton kernels' custom operators
+    # have not run on a GPU yet):
     monkeypatch.setattr(torch.compiler, 'is_compiling', lambda: True)
     assert dispatch._select_kernel(cuda, [], large) == 'reference'
     monkeypatch.undo()

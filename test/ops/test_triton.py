@@ -13,6 +13,7 @@ import sys
 
 import pytest
 import torch
+from torch import Tensor
 
 if importlib.util.find_spec('triton') is None:
     pytest.skip('Triton is not installed', allow_module_level=True)
@@ -36,6 +37,7 @@ if not ON_GPU and not INTERPRET:
 
 from torch_geometric_gate.ops import _triton_kernels as kernels  # noqa: E402
 from torch_geometric_gate.ops import triton as tops  # noqa: E402
+from torch_geometric_gate.ops._csr import forward_csr  # noqa: E402
 from torch_geometric_gate.ops.chunked import chunked_attention  # noqa: E402
 from torch_geometric_gate.ops.types import (  # noqa: E402
     AttentionGraph,
@@ -732,6 +734,118 @@ def test_triton_saves_no_index_copies_for_double_backward():
     )
     assert edge_bytes == 9 * num_edges
     assert not any(t.dtype == torch.int64 for t in packed)
+
+
+def _op_args(graph, inputs, need_weights=True):
+    r"""The arguments of the ``triton_attention`` custom operator."""
+    src, dst, loop, masked, num_dst = graph
+    g, _ = bundle(graph, inputs)
+    csr = forward_csr(g)
+    kind = (loop.to(torch.int8) + 2 * masked.to(torch.int8))[csr.perm.long()]
+    return (
+        *(inputs[name] for name in NAMES), csr.perm, csr.src, csr.rowptr,
+        kind, num_dst, 0.0, 0.0, need_weights,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize('edge_dim,need_weights', [(None, False), (2, True)])
+def test_triton_custom_ops_pass_opcheck(edge_dim, need_weights):
+    graph, inputs = _triton_inputs(edge_dim)
+    op = torch.ops.torch_geometric_gate.triton_attention
+    args = _op_args(graph, inputs, need_weights)
+    torch.library.opcheck(op, args)
+    alpha, out, lse, seed = op(*args)
+    assert alpha.size(0) == (graph[0].numel() if need_weights else 0)
+    # The eager kernels' results:
+    want_alpha, want_out = triton_run(graph, inputs, need_weights=True)
+    assert torch.equal(out, want_out)
+    if need_weights:
+        assert torch.equal(alpha, want_alpha)
+    backward = torch.ops.torch_geometric_gate.triton_attention_backward
+    bargs = (
+        torch.randn_like(alpha) if need_weights else None,
+        torch.randn_like(out), *args[:11], lse, seed, graph[-1], 0.0, 0.0,
+        [t is not None for t in args[:7]],
+    )  # fmt: skip
+    # Detached: its own backward is not registered (no double backward).
+    bargs = tuple(a.detach() if isinstance(a, Tensor) else a for a in bargs)
+    torch.library.opcheck(backward, bargs)
+    grads = backward(*bargs)
+    assert [g.shape for g in grads] == [
+        t.shape for t in args[:7] if t is not None
+    ]
+
+
+def _compiled_layer_steps(dropout):
+    r"""The output, the input's gradient and the parameters' gradients of
+    a GATEConv step under the Triton kernels, eager and compiled
+    (:obj:`fullgraph=True`, dynamic shapes), with the same seed."""
+    from torch_geometric_gate import GATEConv, attention_kernel
+
+    torch.manual_seed(0)
+    x = torch.randn(30, 8, device=DEVICE)
+    edge_index = torch.randint(30, (2, 120), device=DEVICE)
+    edge_attr = torch.randn(120, 3, device=DEVICE)
+    conv = GATEConv(8, 4, heads=2, edge_dim=3, dropout=dropout).to(DEVICE)
+    torch.nn.init.normal_(conv.att_neighbor)
+    torch.nn.init.normal_(conv.att_self)
+
+    def step(fn):
+        conv.zero_grad()
+        x_ = x.clone().requires_grad_()
+        torch.manual_seed(1)
+        out, (_, alpha) = fn(x_, edge_index, edge_attr,
+                             return_attention_weights=True)  # fmt: skip
+        (out.square().sum() + alpha.square().sum()).backward()
+        return [out, alpha, x_.grad] + [p.grad for p in conv.parameters()]
+
+    torch._dynamo.reset()
+    with attention_kernel('triton'):
+        eager = step(conv)
+        compiled = step(torch.compile(conv, fullgraph=True, dynamic=True))
+    return eager, compiled
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('dropout', [0.0, 0.4])
+def test_triton_kernels_under_torch_compile(dropout):
+    # The custom operators: no graph break (fullgraph), the eager kernels'
+    # results, the same dropout mask for the same seed.
+    eager, compiled = _compiled_layer_steps(dropout)
+    assert torch.equal(eager[1] == 0, compiled[1] == 0)
+    for want, got in zip(eager, compiled):
+        assert_close(got, want, what='compiled against eager')
+
+
+@pytest.mark.slow
+def test_compiled_triton_kernels_save_what_eager_ones_save():
+    from torch_geometric_gate import GATEConv, attention_kernel
+
+    torch.manual_seed(0)
+    x = torch.randn(60, 16, device=DEVICE)
+    edge_index = torch.randint(60, (2, 1200), device=DEVICE)
+    conv = GATEConv(16, 8, heads=4).to(DEVICE)
+
+    def saved_bytes(fn):
+        storages = {}
+
+        def pack(t):
+            s = t.untyped_storage()
+            storages[s.data_ptr()] = s.nbytes()
+            return t.detach()
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            fn(x, edge_index)
+        return sum(storages.values())
+
+    torch._dynamo.reset()
+    with attention_kernel('triton'):
+        compiled = torch.compile(conv, fullgraph=True)
+        compiled(x, edge_index).sum().backward()  # Compiles.
+        eager, got = saved_bytes(conv), saved_bytes(compiled)
+    # No [E, H, C] tensor either way (1260 edges * 32 channels * 4 bytes):
+    assert eager < 1260 * 32 * 4
+    assert got <= 1.1 * eager
 
 
 @pytest.mark.parametrize('dtype', [torch.bfloat16])

@@ -30,7 +30,7 @@ class CSR(NamedTuple):
 
 
 def _check_int32(num_edges: int, *nums: int) -> None:
-    if num_edges >= 2**31 or max(nums, default=0) >= 2**31:
+    if num_edges >= 2**31 or any(num >= 2**31 for num in nums):
         raise RuntimeError('The Triton kernels index with int32')
 
 

@@ -54,7 +54,8 @@ def attention_kernel(name: str) -> Iterator[None]:
     * :obj:`'auto'` (the default): the chunked kernels on CPU tensors; on
       CUDA the Triton kernels from :data:`TRITON_MIN_EDGES` edges (the
       reference below, faster on small graphs, and under
-      :func:`torch.compile`, which cannot trace the Triton kernels yet); the
+      :func:`torch.compile`, where the Triton kernels' custom operators
+      have not run on a GPU yet); the
       reference on other devices, and wherever the kernels do not apply:
       under a :mod:`torch.func` transform or forward-mode AD
       (:mod:`torch.autograd.forward_ad`), in explain mode, with
@@ -127,12 +128,6 @@ def _select_kernel(value: Tensor, why: List[str], num_edges: int) -> str:
     if name == 'reference':
         return name
     why = list(why)
-    if torch.compiler.is_compiling() and name == 'triton':
-        # The chunked kernels are custom ops that torch.compile traces:
-        why.append(
-            'torch.compile is tracing the layer (the Triton kernels '
-            'are not custom ops yet)'
-        )
     if torch._C._are_functorch_transforms_active():
         why.append('a torch.func transform is active')
     if _forward_ad_active():

@@ -71,13 +71,19 @@ CSR of incoming edges), with GATE's score:
   beyond those the first-order backward saves.
 * Launches run under the tensors' CUDA device
   (:class:`torch.cuda.device`), not the current one.
+* **Under** :func:`torch.compile` the forward and the backward are the
+  custom operators ``torch_geometric_gate::triton_attention`` and
+  ``::triton_attention_backward`` (opaque to the compiler; the CSR is built
+  in the traced graph from plain tensors, the dropout seed drawn inside the
+  forward operator). Their backward is not differentiable: no double
+  backward under compile.
 
 A target node without unmasked incoming edges gets :obj:`out = 0` (the
 reference's softmax would give NaN for a node whose edges are all masked).
 """
 
 import contextlib
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -153,16 +159,29 @@ def _edge_projection(edge_attr, weight_edge, perm) -> Optional[Tensor]:
 
 
 class _Settings:
-    def __init__(self, graph, params, kind, seed, dtypes):
-        self.num_src, self.num_dst = graph.num_src, graph.num_dst
-        self.num_loops = graph.num_loops
-        self.edge_index = edge_index_of(graph)
-        self.slope = float(params.negative_slope)
-        self.p_drop = float(params.dropout) if params.training else 0.0
-        self.seed, self.need_weights = seed, params.need_weights
+    r"""What the kernels read besides tensors (and the kind of each edge)."""
+
+    def __init__(self, num_dst, num_loops, edge_index, slope, p_drop, seed,
+                 need_weights, kind, dtypes):  # fmt: skip
+        self.num_dst, self.num_loops = num_dst, num_loops
+        self.edge_index = edge_index
+        self.slope, self.p_drop = float(slope), float(p_drop)
+        self.seed, self.need_weights = seed, need_weights
         self.scale = 0.0 if self.p_drop >= 1.0 else 1.0 / (1.0 - self.p_drop)
         self.score_dtype, self.out_dtype = dtypes
         self.kind = kind
+
+
+def _dtypes(q_src, value, att_neighbor, att_self):
+    r"""The dtypes of the attention weights and of the output."""
+    att_dtype = torch.promote_types(att_neighbor.dtype, att_self.dtype)
+    score_dtype = torch.promote_types(q_src.dtype, att_dtype)
+    return score_dtype, torch.promote_types(value.dtype, score_dtype)
+
+
+def _draw_seed() -> int:
+    r"""The dropout seed, from PyTorch's CPU generator (no device sync)."""
+    return int(torch.randint(2**31 - 1, (1,)).item())
 
 
 def _keep_mask(settings: _Settings, num_edges: int, heads: int, device):
@@ -244,6 +263,47 @@ def _launch_forward(csr, settings, q_src, q_dst, value, ep, a_s, a_t):
     return out, lse
 
 
+def _forward(
+    q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
+    perm, src_s, rowptr, settings,
+):  # fmt: skip
+    r"""The forward kernels: the attention weights (or :obj:`None`), the
+    output and the log-sum-exp."""
+    from torch_geometric_gate.ops import _triton_kernels as k
+
+    csr = CSR(perm, src_s, rowptr)
+    heads, channels = value.shape[1], value.shape[2]
+    h_pad, c_pad = _pow2(heads), _pow2(channels)
+    num_edges = perm.numel()
+    device = value.device
+    q_src_c, q_dst_c, value_c = (t.contiguous() for t in (q_src, q_dst, value))
+    a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
+    ep = _edge_projection(edge_attr, weight_edge, perm)
+    out, lse = _launch_forward(
+        csr, settings, q_src_c, q_dst_c, value_c, ep, a_s, a_t
+    )
+    alpha = None
+    if settings.need_weights:
+        alpha = torch.empty(
+            num_edges, heads, device=device, dtype=settings.score_dtype
+        )
+        if num_edges > 0:
+            dst_s = ptr2index(rowptr, output_size=num_edges)
+            block_a = BLOCK_EDGES or max(
+                16, min(64, ALPHA_TILE // (h_pad * c_pad))
+            )
+            flags = (ep is not None, settings.p_drop > 0)
+            with _on_device(device):
+                k.gate_alpha_kernel[(_cdiv(num_edges, block_a),)](
+                    q_src_c, q_dst_c, ep if flags[0] else q_src_c, a_s,
+                    a_t, src_s, dst_s, settings.kind, perm, lse, alpha,
+                    num_edges, settings.seed, settings.p_drop,
+                    settings.scale, settings.slope,
+                    heads, channels, h_pad, c_pad, block_a, *flags,
+                )  # fmt: skip
+    return alpha, out, lse
+
+
 class TritonAttention(torch.autograd.Function):
     r"""The autograd function of :func:`triton_attention`; returns
     :obj:`(alpha [E, H] or None, out [N_dst, H, C])`."""
@@ -253,40 +313,10 @@ class TritonAttention(torch.autograd.Function):
         ctx, q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
         att_self, perm, src_s, rowptr, settings,
     ):  # fmt: skip
-        from torch_geometric_gate.ops import _triton_kernels as k
-
-        csr = CSR(perm, src_s, rowptr)
-        heads, channels = value.shape[1], value.shape[2]
-        h_pad, c_pad = _pow2(heads), _pow2(channels)
-        num_edges = perm.numel()
-        device = value.device
-        q_src_c, q_dst_c, value_c = (
-            t.contiguous() for t in (q_src, q_dst, value)
-        )
-        a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
-        ep = _edge_projection(edge_attr, weight_edge, perm)
-        out, lse = _launch_forward(
-            csr, settings, q_src_c, q_dst_c, value_c, ep, a_s, a_t
-        )
-        alpha = None
-        if settings.need_weights:
-            alpha = torch.empty(
-                num_edges, heads, device=device, dtype=settings.score_dtype
-            )
-            if num_edges > 0:
-                dst_s = ptr2index(rowptr, output_size=num_edges)
-                block_a = BLOCK_EDGES or max(
-                    16, min(64, ALPHA_TILE // (h_pad * c_pad))
-                )
-                flags = (ep is not None, settings.p_drop > 0)
-                with _on_device(device):
-                    k.gate_alpha_kernel[(_cdiv(num_edges, block_a),)](
-                        q_src_c, q_dst_c, ep if flags[0] else q_src_c, a_s,
-                        a_t, src_s, dst_s, settings.kind, perm, lse, alpha,
-                        num_edges, settings.seed, settings.p_drop,
-                        settings.scale, settings.slope,
-                        heads, channels, h_pad, c_pad, block_a, *flags,
-                    )  # fmt: skip
+        alpha, out, lse = _forward(
+            q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
+            att_self, perm, src_s, rowptr, settings,
+        )  # fmt: skip
         ctx.save_for_backward(
             q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
             att_self, perm, src_s, rowptr, settings.kind, lse,
@@ -301,124 +331,130 @@ class TritonAttention(torch.autograd.Function):
         settings = ctx.settings
         if torch.is_grad_enabled():
             return (*_double_backward(saved, settings, grad_alpha, grad_out),)
-        from torch_geometric_gate.ops import _triton_kernels as k
+        grads = _backward(
+            saved, settings, grad_alpha, grad_out, ctx.needs_input_grad
+        )
+        return (*grads, None, None, None, None)
 
-        (
-            q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
-            att_self, perm, src_s, rowptr, kind, lse,
-        ) = saved  # fmt: skip
-        csr = CSR(perm, src_s, rowptr)
-        num_edges, num_dst = perm.numel(), settings.num_dst
-        num_src = value.shape[0]
-        rev_rowptr, rev_pos = reverse_csr(
-            settings.edge_index, csr, num_src, settings.num_loops
+
+def _backward(saved, settings, grad_alpha, grad_out, need):
+    r"""The backward kernels: the gradients of :obj:`q_src, q_dst, value,
+    edge_attr, weight_edge, att_neighbor, att_self` (:obj:`None` where
+    :obj:`need` does not ask), from the tensors :func:`_forward`'s caller
+    saved."""
+    from torch_geometric_gate.ops import _triton_kernels as k
+
+    (
+        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
+        att_self, perm, src_s, rowptr, kind, lse,
+    ) = saved  # fmt: skip
+    csr = CSR(perm, src_s, rowptr)
+    num_edges, num_dst = perm.numel(), settings.num_dst
+    num_src = value.shape[0]
+    rev_rowptr, rev_pos = reverse_csr(
+        settings.edge_index, csr, num_src, settings.num_loops
+    )
+    dst_s = ptr2index(rowptr, output_size=num_edges)
+    heads, channels = value.shape[1], value.shape[2]
+    h_pad, c_pad = _pow2(heads), _pow2(channels)
+    block_d = _block_edges(
+        h_pad, c_pad, BACKWARD_TILE, num_edges / max(num_dst, 1)
+    )
+    block_s = _block_edges(
+        h_pad, c_pad, BACKWARD_TILE, num_edges / max(num_src, 1)
+    )
+    device = value.device
+    q_src_c, q_dst_c, value_c = (t.contiguous() for t in (q_src, q_dst, value))
+    a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
+    ep = _edge_projection(edge_attr, weight_edge, perm)
+    if grad_out is None:
+        grad_out = torch.zeros(
+            num_dst, heads, channels, device=device, dtype=torch.float32
         )
-        dst_s = ptr2index(rowptr, output_size=num_edges)
-        heads, channels = value.shape[1], value.shape[2]
-        h_pad, c_pad = _pow2(heads), _pow2(channels)
-        block_d = _block_edges(
-            h_pad, c_pad, BACKWARD_TILE, num_edges / max(num_dst, 1)
-        )
-        block_s = _block_edges(
-            h_pad, c_pad, BACKWARD_TILE, num_edges / max(num_src, 1)
-        )
-        device = value.device
-        q_src_c, q_dst_c, value_c = (
-            t.contiguous() for t in (q_src, q_dst, value)
-        )
-        a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
-        ep = _edge_projection(edge_attr, weight_edge, perm)
-        if grad_out is None:
-            grad_out = torch.zeros(
-                num_dst, heads, channels, device=device, dtype=torch.float32
+    grad_out = grad_out.contiguous()
+    if grad_alpha is not None:
+        grad_alpha = grad_alpha.index_select(0, perm).contiguous()
+    flags = (
+        ep is not None, settings.p_drop > 0, grad_alpha is not None
+    )  # fmt: skip
+    common = (settings.seed, settings.p_drop, settings.scale)
+    f32 = dict(device=device, dtype=torch.float32)
+    d_q_dst = torch.zeros(num_dst, heads, channels, **f32)
+    delta = torch.zeros(num_dst, heads, **f32)
+    seg = max(1, SEGMENT_EDGES // block_d) * block_d
+    segptr, seg_node, partptr, num_segments, slots = _segments(
+        rowptr, num_dst, num_edges, seg
+    )
+    programs = _num_programs(device, num_segments)
+    g_att = torch.zeros(programs, 2, heads, channels, **f32)
+    part = torch.empty(max(slots, 1), 6, heads, channels, **f32)
+    part_delta = torch.empty(max(slots, 1), heads, **f32)
+    programs_c = _num_programs(device, num_dst) if slots > 0 else 0
+    g_att_c = torch.zeros(programs_c, 2, heads, channels, **f32)
+    ep_arg = ep if flags[0] else q_src_c
+    ga_arg = grad_alpha if flags[2] else lse
+    d_q_src = torch.zeros(num_src, heads, channels, **f32)
+    d_value = torch.zeros(num_src, heads, channels, **f32)
+    d_ep = (
+        torch.zeros(num_edges, heads * channels, **f32) if flags[0] else None
+    )
+    with _on_device(device):
+        if num_dst > 0:
+            k.gate_bwd_dst_kernel[(programs,)](
+                q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
+                src_s, kind, rowptr, segptr, seg_node, partptr,
+                lse, grad_out, ga_arg,
+                d_q_dst, delta, g_att, part, part_delta,
+                num_dst, num_segments, *common, settings.slope,
+                heads, channels, h_pad, c_pad, block_d, seg, *flags,
+            )  # fmt: skip
+            if slots > 0:
+                k.gate_bwd_combine_kernel[(programs_c,)](
+                    segptr, partptr, part, part_delta, d_q_dst, delta,
+                    g_att_c, num_dst, heads, channels, h_pad, c_pad,
+                )  # fmt: skip
+        if num_src > 0:
+            seg = max(1, SEGMENT_EDGES // block_s) * block_s
+            segptr, seg_node, partptr, grid, slots = _segments(
+                rev_rowptr, num_src, num_edges, seg
             )
-        grad_out = grad_out.contiguous()
-        if grad_alpha is not None:
-            grad_alpha = grad_alpha.index_select(0, perm).contiguous()
-        flags = (
-            ep is not None, settings.p_drop > 0, grad_alpha is not None
-        )  # fmt: skip
-        common = (settings.seed, settings.p_drop, settings.scale)
-        f32 = dict(device=device, dtype=torch.float32)
-        d_q_dst = torch.zeros(num_dst, heads, channels, **f32)
-        delta = torch.zeros(num_dst, heads, **f32)
-        seg = max(1, SEGMENT_EDGES // block_d) * block_d
-        segptr, seg_node, partptr, num_segments, slots = _segments(
-            rowptr, num_dst, num_edges, seg
-        )
-        programs = _num_programs(device, num_segments)
-        g_att = torch.zeros(programs, 2, heads, channels, **f32)
-        part = torch.empty(max(slots, 1), 6, heads, channels, **f32)
-        part_delta = torch.empty(max(slots, 1), heads, **f32)
-        programs_c = _num_programs(device, num_dst) if slots > 0 else 0
-        g_att_c = torch.zeros(programs_c, 2, heads, channels, **f32)
-        ep_arg = ep if flags[0] else q_src_c
-        ga_arg = grad_alpha if flags[2] else lse
-        d_q_src = torch.zeros(num_src, heads, channels, **f32)
-        d_value = torch.zeros(num_src, heads, channels, **f32)
-        d_ep = (
-            torch.zeros(num_edges, heads * channels, **f32)
-            if flags[0]
-            else None
-        )
-        with _on_device(device):
-            if num_dst > 0:
-                k.gate_bwd_dst_kernel[(programs,)](
-                    q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
-                    src_s, kind, rowptr, segptr, seg_node, partptr,
-                    lse, grad_out, ga_arg,
-                    d_q_dst, delta, g_att, part, part_delta,
-                    num_dst, num_segments, *common, settings.slope,
-                    heads, channels, h_pad, c_pad, block_d, seg, *flags,
+            part = torch.empty(max(slots, 1), 2, heads, channels, **f32)
+            k.gate_bwd_src_kernel[(grid,)](
+                q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
+                dst_s, kind, rev_rowptr, segptr, seg_node, partptr,
+                rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
+                d_ep if flags[0] else d_q_src, part,
+                num_src, *common, settings.slope,
+                heads, channels, h_pad, c_pad, block_s, seg, *flags,
+            )  # fmt: skip
+            if slots > 0:
+                k.gate_bwd_src_combine_kernel[(num_src,)](
+                    segptr, partptr, part, d_q_src, d_value,
+                    heads, channels, h_pad, c_pad,
                 )  # fmt: skip
-                if slots > 0:
-                    k.gate_bwd_combine_kernel[(programs_c,)](
-                        segptr, partptr, part, part_delta, d_q_dst, delta,
-                        g_att_c, num_dst, heads, channels, h_pad, c_pad,
-                    )  # fmt: skip
-            if num_src > 0:
-                seg = max(1, SEGMENT_EDGES // block_s) * block_s
-                segptr, seg_node, partptr, grid, slots = _segments(
-                    rev_rowptr, num_src, num_edges, seg
-                )
-                part = torch.empty(max(slots, 1), 2, heads, channels, **f32)
-                k.gate_bwd_src_kernel[(grid,)](
-                    q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
-                    dst_s, kind, rev_rowptr, segptr, seg_node, partptr,
-                    rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
-                    d_ep if flags[0] else d_q_src, part,
-                    num_src, *common, settings.slope,
-                    heads, channels, h_pad, c_pad, block_s, seg, *flags,
-                )  # fmt: skip
-                if slots > 0:
-                    k.gate_bwd_src_combine_kernel[(num_src,)](
-                        segptr, partptr, part, d_q_src, d_value,
-                        heads, channels, h_pad, c_pad,
-                    )  # fmt: skip
-        need = ctx.needs_input_grad
-        g_att = g_att.sum(0) + g_att_c.sum(0)
-        d_attr = d_weight = None
-        if d_ep is not None:
-            if need[3]:
-                d_attr = torch.empty_like(edge_attr)
-                d_attr[perm.long()] = (
-                    d_ep @ weight_edge.to(torch.float32)
-                ).to(edge_attr.dtype)
-            if need[4]:
-                attr = edge_attr.index_select(0, perm)
-                d_weight = (d_ep.t() @ attr.to(torch.float32)).to(
-                    weight_edge.dtype
-                )
-        return (
-            d_q_src.to(q_src.dtype) if need[0] else None,
-            d_q_dst.to(q_dst.dtype) if need[1] else None,
-            d_value.to(value.dtype) if need[2] else None,
-            d_attr,
-            d_weight,
-            g_att[:1].to(att_neighbor.dtype) if need[5] else None,
-            g_att[1:].to(att_self.dtype) if need[6] else None,
-            None, None, None, None,
-        )  # fmt: skip
+    g_att = g_att.sum(0) + g_att_c.sum(0)
+    d_attr = d_weight = None
+    if d_ep is not None:
+        if need[3]:
+            d_attr = torch.empty_like(edge_attr)
+            d_attr[perm.long()] = (d_ep @ weight_edge.to(torch.float32)).to(
+                edge_attr.dtype
+            )
+        if need[4]:
+            attr = edge_attr.index_select(0, perm)
+            d_weight = (d_ep.t() @ attr.to(torch.float32)).to(
+                weight_edge.dtype
+            )
+    return (
+        d_q_src.to(q_src.dtype) if need[0] else None,
+        d_q_dst.to(q_dst.dtype) if need[1] else None,
+        d_value.to(value.dtype) if need[2] else None,
+        d_attr,
+        d_weight,
+        # Copies, not views of one tensor (a custom operator's returns):
+        g_att[:1].to(att_neighbor.dtype, copy=True) if need[5] else None,
+        g_att[1:].to(att_self.dtype, copy=True) if need[6] else None,
+    )  # fmt: skip
 
 
 def _double_backward(saved, settings, grad_alpha, grad_out):
@@ -539,27 +575,181 @@ def triton_attention(
         raise ValueError('The Triton kernels need negative_slope >= 0')
     _check_dtypes(params, q_src, q_dst, value, edge_attr)
     heads = value.size(1)
+    compiling = torch.compiler.is_compiling()
+    if compiling:  # The CSR from plain tensors, in the traced graph.
+        graph = graph._replace(edge_index=None)
     csr = forward_csr(graph)
     kind = graph.loop.to(torch.int8)
     if graph.masked is not None:
         kind = kind + 2 * graph.masked.to(torch.int8)
     kind = kind.index_select(0, csr.perm).contiguous()
-    seed = 0
-    if params.training and params.dropout > 0:
-        if graph.src.numel() * heads >= 2**31:
-            raise RuntimeError('Dropout needs E * heads < 2**31')
-        seed = int(torch.randint(2**31 - 1, (1,)).item())  # CPU: no sync.
-    att_dtype = torch.promote_types(
-        params.att_neighbor.dtype, params.att_self.dtype
-    )
-    score_dtype = torch.promote_types(q_src.dtype, att_dtype)
-    out_dtype = torch.promote_types(value.dtype, score_dtype)
-    settings = _Settings(graph, params, kind, seed, (score_dtype, out_dtype))
+    p_drop = float(params.dropout) if params.training else 0.0
+    if p_drop > 0 and graph.src.numel() * heads >= 2**31:
+        raise RuntimeError('Dropout needs E * heads < 2**31')
+    if compiling:
+        alpha, out, _, _ = torch.ops.torch_geometric_gate.triton_attention(
+            q_src, q_dst, value, edge_attr, params.weight_edge,
+            params.att_neighbor, params.att_self, csr.perm, csr.src,
+            csr.rowptr, kind, graph.num_dst, float(params.negative_slope),
+            p_drop, params.need_weights,
+        )  # fmt: skip
+        return (alpha if params.need_weights else None), out
+    settings = _Settings(
+        graph.num_dst, graph.num_loops, edge_index_of(graph),
+        params.negative_slope, p_drop, _draw_seed() if p_drop > 0 else 0,
+        params.need_weights, kind,
+        _dtypes(q_src, value, params.att_neighbor, params.att_self),
+    )  # fmt: skip
     return TritonAttention.apply(
         q_src, q_dst, value, edge_attr, params.weight_edge,
         params.att_neighbor, params.att_self, csr.perm, csr.src, csr.rowptr,
         settings,
     )  # fmt: skip
+
+
+# The compiled form: the forward and the backward as custom operators -------
+# (opaque to torch.compile, as the chunked kernels' are; no double backward)
+
+_NUM_DIFFERENTIABLE = 7
+
+
+def _op_settings(q_src, value, att_neighbor, att_self, kind, num_dst,
+                 slope, p_drop, seed, need_weights) -> _Settings:  # fmt: skip
+    dtypes = _dtypes(q_src, value, att_neighbor, att_self)
+    return _Settings(num_dst, 0, None, slope, p_drop, seed, need_weights,
+                     kind, dtypes)  # fmt: skip
+
+
+@torch.library.custom_op(
+    'torch_geometric_gate::triton_attention', mutates_args=()
+)
+def _attention_op(
+    q_src: Tensor,
+    q_dst: Tensor,
+    value: Tensor,
+    edge_attr: Optional[Tensor],
+    weight_edge: Optional[Tensor],
+    att_neighbor: Tensor,
+    att_self: Tensor,
+    perm: Tensor,
+    src_s: Tensor,
+    rowptr: Tensor,
+    kind: Tensor,
+    num_dst: int,
+    slope: float,
+    p_drop: float,
+    need_weights: bool,
+) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    r"""The weights (empty unless :obj:`need_weights`), the output, the
+    log-sum-exp and the dropout seed :obj:`[1]` (drawn here)."""
+    seed = _draw_seed() if p_drop > 0 else 0
+    settings = _op_settings(
+        q_src, value, att_neighbor, att_self, kind, num_dst, slope, p_drop,
+        seed, need_weights,
+    )  # fmt: skip
+    alpha, out, lse = _forward(
+        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
+        perm, src_s, rowptr, settings,
+    )  # fmt: skip
+    if alpha is None:
+        alpha = q_src.new_empty(0, value.size(1), dtype=settings.score_dtype)
+    return alpha, out, lse, torch.tensor([seed], dtype=torch.int64)
+
+
+@_attention_op.register_fake
+def _(
+    q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
+    perm, src_s, rowptr, kind, num_dst, slope, p_drop, need_weights,
+):  # fmt: skip
+    score_dtype, out_dtype = _dtypes(q_src, value, att_neighbor, att_self)
+    heads, channels = value.shape[1], value.shape[2]
+    alpha = q_src.new_empty(
+        perm.size(0) if need_weights else 0, heads, dtype=score_dtype
+    )
+    out = value.new_empty(num_dst, heads, channels, dtype=out_dtype)
+    lse = value.new_empty(num_dst, heads, dtype=torch.float32)
+    return alpha, out, lse, torch.empty(1, dtype=torch.int64)
+
+
+@torch.library.custom_op(
+    'torch_geometric_gate::triton_attention_backward', mutates_args=()
+)
+def _attention_backward_op(
+    grad_alpha: Optional[Tensor],
+    grad_out: Optional[Tensor],
+    q_src: Tensor,
+    q_dst: Tensor,
+    value: Tensor,
+    edge_attr: Optional[Tensor],
+    weight_edge: Optional[Tensor],
+    att_neighbor: Tensor,
+    att_self: Tensor,
+    perm: Tensor,
+    src_s: Tensor,
+    rowptr: Tensor,
+    kind: Tensor,
+    lse: Tensor,
+    seed: Tensor,
+    num_dst: int,
+    slope: float,
+    p_drop: float,
+    need: List[bool],
+) -> List[Tensor]:
+    r"""The gradients that :obj:`need` asks for, in the order of
+    :func:`_backward`'s."""
+    settings = _op_settings(q_src, value, att_neighbor, att_self, kind,
+                            num_dst, slope, p_drop, int(seed.item()),
+                            False)  # fmt: skip
+    saved = (
+        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
+        perm, src_s, rowptr, kind, lse,
+    )  # fmt: skip
+    grads = _backward(saved, settings, grad_alpha, grad_out, need)
+    return [g for g in grads if g is not None]
+
+
+@_attention_backward_op.register_fake
+def _(grad_alpha, grad_out, *args):
+    inputs, need = args[:_NUM_DIFFERENTIABLE], args[-1]
+    return [
+        torch.empty_like(t)
+        for t, n in zip(inputs, need)
+        if n and t is not None
+    ]
+
+
+def _setup_context(ctx, inputs, output):
+    (
+        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
+        perm, src_s, rowptr, kind, num_dst, slope, p_drop, _,
+    ) = inputs  # fmt: skip
+    _, _, lse, seed = output
+    ctx.mark_non_differentiable(lse, seed)
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(
+        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
+        perm, src_s, rowptr, kind, lse, seed,
+    )  # fmt: skip
+    ctx.settings = (num_dst, slope, p_drop)
+
+
+def _op_backward(ctx, grad_alpha, grad_out, _grad_lse, _grad_seed):
+    saved = ctx.saved_tensors
+    need = [
+        bool(n) and t is not None
+        for n, t in zip(ctx.needs_input_grad, saved[:_NUM_DIFFERENTIABLE])
+    ]
+    if grad_alpha is not None and grad_alpha.numel() == 0:
+        grad_alpha = None
+    grads = iter(
+        torch.ops.torch_geometric_gate.triton_attention_backward(
+            grad_alpha, grad_out, *saved, *ctx.settings, need
+        )
+    )
+    return tuple(next(grads) if n else None for n in need) + (None,) * 8
+
+
+_attention_op.register_autograd(_op_backward, setup_context=_setup_context)
 
 
 __all__ = ['triton_attention']
