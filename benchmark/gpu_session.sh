@@ -111,6 +111,7 @@ done
 if [ "$DRY" = 1 ]; then
     PARITY=(--nodes 12 --edges 40 --isolated 2 --input-loops 2 --heads 2
         --channels 2 --edge-dim 2 --dtypes float32)
+    DTYPES=(float32)
     TESTS=(test/ops/test_triton.py -k 'dropout_seeded')
     SIZE=(--scale 5e-6 --hidden 4 --channels 8 --heads 2 --reps 1
         --warmup 0 --devices cpu)
@@ -124,6 +125,7 @@ else
     DEEP=(--devices cuda)
     LARGE=(products-size arxiv-size random-1e6)
     SMALL=(random-1e5 random-1e4)
+    DTYPES=(float32 bfloat16)
     [ ${#DATA[@]} -gt 0 ] && SMALL+=(cora)
 fi
 
@@ -150,12 +152,12 @@ main)
     phase kernels-large 140 sh -c 'python3 benchmark/kernels.py \
         --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" \
         --name kernels-large "$@"' sh "${SIZE[@]}" --graphs "${LARGE[@]}" \
-        --dtypes float32 bfloat16 --gatv2 eager --kernels "${KERNELS[@]}"
+        --dtypes "${DTYPES[@]}" --gatv2 eager --kernels "${KERNELS[@]}"
     # shellcheck disable=SC2016
     phase kernels-small 90 sh -c 'python3 benchmark/kernels.py \
         --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" \
         --name kernels-small "$@"' sh "${SIZE[@]}" --graphs "${SMALL[@]}" \
-        "${DATA[@]}" --dtypes float32 bfloat16 --gatv2 eager \
+        "${DATA[@]}" --dtypes "${DTYPES[@]}" --gatv2 eager \
         --kernels "${KERNELS[@]}"
     ;;
 compiled)
@@ -163,7 +165,7 @@ compiled)
     phase kernels-compiled 500 sh -c 'python3 benchmark/kernels.py \
         --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" \
         --name kernels-compiled "$@"' sh "${SIZE[@]}" \
-        --graphs "${LARGE[@]:1}" --dtypes float32 bfloat16 \
+        --graphs "${LARGE[@]:1}" --dtypes "${DTYPES[@]}" \
         --gatv2 eager compiled --kernels triton
     ;;
 tune)
