@@ -16,7 +16,8 @@
 # call runs the at-scale parity check (Triton is left out of the rest if
 # it fails), the CUDA tests, the deep products-size step and the largest
 # graphs before the small ones; compiled GATv2Conv (30-60 s of Inductor
-# per heads and dtype) beside Triton GATE is the second call's. On an H100
+# per heads and dtype) beside Triton GATE, eager and compiled, is the
+# second call's. On an H100
 # the first call took 330 s: with 15 minutes of device time, give the
 # second what is left: TOTAL_SECONDS=<s> caps a call (default 565 s).
 #
@@ -166,7 +167,7 @@ compiled)
         --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" \
         --name kernels-compiled "$@"' sh "${SIZE[@]}" \
         --graphs "${LARGE[@]:1}" --dtypes "${DTYPES[@]}" \
-        --gatv2 eager compiled --kernels triton
+        --gatv2 eager compiled --kernels triton --gate-compiled
     ;;
 tune)
     # shellcheck disable=SC2016

@@ -73,6 +73,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="GATE's attention kernels",
     )
     parser.add_argument(
+        '--gate-compiled',
+        action='store_true',
+        help="also each of GATE's kernels under torch.compile (rows "
+        "'<kernel>-compiled')",
+    )
+    parser.add_argument(
         '--gatv2',
         nargs='+',
         default=['eager'],
@@ -177,14 +183,17 @@ def measure(layer, kernel, x, edge_index, heads, device, args, compiled):
     model = make_layer(layer, x.size(1), args.hidden, heads)
     model = model.to(device, x.dtype)
     warmup = args.warmup
-    if kernel == 'compiled':
-        key = (heads, x.dtype, device.type)
+    # 'compiled' (GATv2Conv) or '<GATE kernel>-compiled':
+    is_compiled = kernel == 'compiled' or kernel.endswith('-compiled')
+    attention = kernel.removesuffix('-compiled') if layer == 'GATE' else None
+    if is_compiled:
+        key = (layer, attention, heads, x.dtype, device.type)
         if key not in compiled:
             compiled[key] = torch.compile(model, dynamic=True)
         else:  # Same weights' shapes: the compiled code is reused.
             compiled[key]._orig_mod.load_state_dict(model.state_dict())
         model, warmup = compiled[key], max(warmup, 2)
-    step = Step(model, x, edge_index, kernel if layer == 'GATE' else None)
+    step = Step(model, x, edge_index, attention)
     res = dict(reps=args.reps)
     if device.type == 'cuda':
         step()
@@ -192,7 +201,7 @@ def measure(layer, kernel, x, edge_index, heads, device, args, compiled):
         res['peak_mb'] = cuda_peak_bytes(step, device) / 2**20
     res['step_ms'] = time_step(step, device, warmup, args.reps)
     res['ns_per_edge'] = 1e6 * res['step_ms'] / edge_index.size(1)
-    if kernel != 'compiled':  # Compiled code saves inside its own graph.
+    if not is_compiled:  # Compiled code saves inside its own graph.
         step.mode = 'forward'
         res['saved_mb'] = saved_bytes(step) / 2**20
     return res
@@ -228,6 +237,8 @@ def main(argv=None):
     notes = [f'Command: `{command_line("kernels.py", argv)}`', '',
              *machine_info(), '', describe(__doc__)]  # fmt: skip
     variants = [('GATE', k) for k in args.kernels]
+    if args.gate_compiled:
+        variants += [('GATE', f'{k}-compiled') for k in args.kernels]
     variants += [('GATv2', v) for v in args.gatv2 if v != 'none']
     interpret = os.environ.get('TRITON_INTERPRET') == '1'
     rows, compiled = [], {}
@@ -271,7 +282,8 @@ def main(argv=None):
                         rows.append(row)
                         if time.perf_counter() - started > args.max_seconds:
                             row['status'] = 'skipped (time budget)'
-                        elif (kernel == 'triton' and device.type != 'cuda'
+                        elif (kernel.startswith('triton')
+                              and device.type != 'cuda'
                               and not interpret):  # fmt: skip
                             row['status'] = 'skipped (needs CUDA)'
                         else:

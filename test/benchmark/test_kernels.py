@@ -59,6 +59,39 @@ def test_kernel_suite_rows_ratios_and_files(tmp_path):
     assert (tmp_path / 'kernels.png').stat().st_size > 0
 
 
+def test_gate_kernels_compiled_are_their_own_rows(tmp_path, monkeypatch):
+    compiled, attention = [], []
+
+    def fake_compile(model, **kwargs):  # The plumbing, not Inductor.
+        compiled.append(type(model).__name__)
+        return model
+
+    class Step(kernels.Step):
+        def __init__(self, model, x, edge_index, kernel=None, **kwargs):
+            attention.append(kernel)
+            super().__init__(model, x, edge_index, kernel, **kwargs)
+
+    monkeypatch.setattr(torch, 'compile', fake_compile)
+    monkeypatch.setattr(kernels, 'Step', Step)
+    rows = kernels.main(['--devices', 'cpu', '--graphs', 'random-100',
+                         '--heads', '1', '--hidden', '4', '--channels', '8',
+                         '--kernels', 'reference', 'chunked',
+                         '--gate-compiled', '--gatv2', 'eager', 'compiled',
+                         '--reps', '1', '--warmup', '0', '--threads', '1',
+                         '--out', str(tmp_path)])  # fmt: skip
+    assert [r['kernel'] for r in rows] == [
+        'reference', 'chunked', 'reference-compiled', 'chunked-compiled',
+        'eager', 'compiled',
+    ]  # fmt: skip
+    assert compiled == ['GATEConv', 'GATEConv', 'GATv2Conv']
+    # Each row's step runs its attention kernel (GATv2Conv: none):
+    assert attention == ['reference', 'chunked'] * 2 + [None, None]
+    for r in rows:
+        assert r['status'] == 'ok'
+        assert ('saved_mb' in r) == ('compiled' not in r['kernel'])
+        assert r['time_vs_gatv2_compiled'] > 0
+
+
 def test_a_missing_graph_and_the_time_budget_are_recorded(tmp_path):
     argv = [
         '--devices',
