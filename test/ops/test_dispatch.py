@@ -190,7 +190,7 @@ def test_auto_on_cuda_needs_triton(monkeypatch):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA')
-def test_auto_on_a_gpu_runs_the_reference_on_a_small_graph():
+def test_auto_on_a_cuda_device_picks_by_the_size():
     conv, x = conv_and_input()
     conv, x = conv.cuda(), x.cuda()
     assert selected_kernel(conv, x) == 'reference'
