@@ -163,11 +163,15 @@ def test_forcing_triton_without_a_gpu_says_why(monkeypatch):
 def test_auto_on_cuda_runs_triton_from_its_size(monkeypatch):
     # Issue 34: measured on an H100, the reference is faster on small
     # graphs and Triton from 10^6 edges; Triton only once it passed there.
-    cuda = types.SimpleNamespace(device=torch.device('cuda'))
+    cuda = types.SimpleNamespace(device=torch.device('cuda'),
+                                 dtype=torch.bfloat16)  # fmt: skip
     monkeypatch.setattr(dispatch, '_triton_missing', lambda x: None)
     large = dispatch.TRITON_MIN_EDGES
     assert dispatch._select_kernel(cuda, [], large) == 'triton'
     assert dispatch._select_kernel(cuda, [], large - 1) == 'reference'
+    # float64 (the Triton kernels compute in float32 and refuse it):
+    double = types.SimpleNamespace(device=cuda.device, dtype=torch.float64)
+    assert dispatch._select_kernel(double, [], large) == 'reference'
     assert dispatch._select_kernel(cuda, ['hooks'], large) == 'reference'
     meta = torch.empty(1, device='meta')
     assert dispatch._select_kernel(meta, [], large) == 'reference'
@@ -183,7 +187,8 @@ def test_auto_on_cuda_runs_triton_from_its_size(monkeypatch):
 
 
 def test_auto_on_cuda_needs_triton(monkeypatch):
-    cuda = types.SimpleNamespace(device=torch.device('cuda'))
+    cuda = types.SimpleNamespace(device=torch.device('cuda'),
+                                 dtype=torch.float32)  # fmt: skip
     monkeypatch.setattr(dispatch, '_triton_missing', lambda x: 'no Triton')
     large = dispatch.TRITON_MIN_EDGES
     assert dispatch._select_kernel(cuda, [], large) == 'reference'

@@ -39,6 +39,10 @@ TRITON_VERIFIED_ON_GPU = True
 #: fit. The crossing between 10^5 and 10^6 was not measured.
 TRITON_MIN_EDGES = 2**18
 
+# What the Triton kernels take (they compute in float32; float64 runs the
+# reference under 'auto'):
+_TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
 _KERNEL: contextvars.ContextVar[str] = contextvars.ContextVar(
     'attention_kernel', default='auto'
 )
@@ -53,7 +57,7 @@ def attention_kernel(name: str) -> Iterator[None]:
 
     * :obj:`'auto'` (the default): the chunked kernels on CPU tensors; on
       CUDA the Triton kernels from :data:`TRITON_MIN_EDGES` edges (the
-      reference below, faster on small graphs, and under
+      reference below, faster on small graphs, for float64, and under
       :func:`torch.compile`, where the Triton kernels' custom operators
       have not run on a GPU yet); the
       reference on other devices, and wherever the kernels do not apply:
@@ -142,6 +146,7 @@ def _select_kernel(value: Tensor, why: List[str], num_edges: int) -> str:
             and value.device.type == 'cuda'
             and not torch.compiler.is_compiling()
             and num_edges >= TRITON_MIN_EDGES
+            and value.dtype in _TRITON_DTYPES
             and _triton_missing(value) is None
         ):
             return 'triton'
