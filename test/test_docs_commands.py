@@ -13,16 +13,15 @@ must pass ``bash -n``. Commands with a placeholder (``DATASET``,
 
 import ast
 import importlib.util
-import json
 import os
 import re
 import shlex
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from script_testing import module, run_in_one_interpreter, script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / 'docs' / 'source'
@@ -173,38 +172,11 @@ def _flags(args):
     return sorted({a.split('=', 1)[0] for a in args if a.startswith('--')})
 
 
-# Runs `--help` of every target in one interpreter (one import of torch, not
-# one per target), each as `python SCRIPT` or `python -m MODULE` would: the
-# script's folder first on the module search path, `__name__ == '__main__'`.
-_HELP_ALL = r"""
-import contextlib, io, json, os, runpy, sys
-results = {}
-for kind, target in json.loads(sys.argv[1]):
-    out, err, code = io.StringIO(), io.StringIO(), 0
-    argv, path = sys.argv[:], sys.path[:]
-    sys.argv = [target, '--help']
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            if kind == 'module':
-                runpy.run_module(target, run_name='__main__', alter_sys=True)
-            else:
-                sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
-                runpy.run_path(target, run_name='__main__')
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 1
-        code = 0 if stop.code is None else code
-    except BaseException as e:
-        code, err = 1, io.StringIO(err.getvalue() + repr(e))
-    sys.argv, sys.path[:] = argv, path
-    results[target] = (code, out.getvalue(), err.getvalue())
-print(json.dumps(results))
-"""
-
-
 @pytest.fixture(scope='module')
 def helps():
     r""":obj:`target: (exit code, stdout, stderr)` of every cited Python
-    script's and module's :obj:`--help`."""
+    script's and module's :obj:`--help`, all in one interpreter (one import
+    of torch, not one per target)."""
     targets = [(k, t) for k, t in TARGETS if k in ('script', 'module')]
     targets = [
         (k, t) for k, t in targets if k == 'module' or _uses_argparse(ROOT / t)
@@ -216,16 +188,15 @@ def helps():
             [str(ROOT)] + os.environ.get('PYTHONPATH', '').split(os.pathsep)
         ).rstrip(os.pathsep),
     )
-    proc = subprocess.run(
-        [sys.executable, '-c', _HELP_ALL, json.dumps(targets)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.splitlines()[-1])
+    invocations = [
+        (module if kind == 'module' else script)(target, '--help')
+        for kind, target in targets
+    ]
+    results = run_in_one_interpreter(invocations, env=env, cwd=ROOT)
+    return {
+        target: (r.returncode, r.stdout, r.stderr)
+        for (_, target), r in zip(targets, results)
+    }
 
 
 def _uses_argparse(path):
