@@ -216,11 +216,12 @@ def record_launches(configs, double_backward=False):
     kernel)."""
     import torch
 
+    from torch_geometric_gate.ops import _triton_launch as launch
     from torch_geometric_gate.ops import triton as tops
     from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
     num = 6  # node 5: no edges but its self-loop; 4 -> 0: a hub both ways
-    hub = tops.SEGMENT_EDGES + 1
+    hub = launch.SEGMENT_EDGES + 1
     src = torch.tensor([1, 2, 3, 0, 2, 0, 1, 2, 3] + [4] * hub + [0, 1, 2])
     dst = torch.tensor([0, 0, 0, 1, 1, 2, 3, 2, 3] + [0] * hub + [0, 1, 2])
     loop = src == dst
@@ -300,11 +301,11 @@ def main(argv=None):
     )  # fmt: skip
     parser.add_argument(
         '--forward-tile', type=int, default=None,
-        help='ops.triton.FORWARD_TILE for these launches (default: as set)',
+        help='FORWARD_TILE of ops/_triton_launch.py (default: as set)',
     )  # fmt: skip
     parser.add_argument(
         '--backward-tile', type=int, default=None,
-        help='ops.triton.BACKWARD_TILE for these launches (default: as set)',
+        help='BACKWARD_TILE of ops/_triton_launch.py (default: as set)',
     )  # fmt: skip
     parser.add_argument('--out', help='a markdown file for the table')
     parser.add_argument(
@@ -333,12 +334,12 @@ def main(argv=None):
         for h, c in zip(args.heads, args.channels)
     ]
     if args.record:  # The interpreted half, in a process of its own:
-        from torch_geometric_gate.ops import triton as tops
+        from torch_geometric_gate.ops import _triton_launch as launch
 
         if args.forward_tile is not None:
-            tops.FORWARD_TILE = args.forward_tile
+            launch.FORWARD_TILE = args.forward_tile
         if args.backward_tile is not None:
-            tops.BACKWARD_TILE = args.backward_tile
+            launch.BACKWARD_TILE = args.backward_tile
         with open(args.record, 'w') as f:
             json.dump(record_launches(configs), f)
         return None

@@ -1,7 +1,7 @@
 r"""Tunes the Triton kernels' edge blocks on a GPU: the training step of
 :class:`GATEConv` under ``attention_kernel('triton')`` for each pair of
 tile sizes (``FORWARD_TILE`` and ``BACKWARD_TILE`` of
-:mod:`torch_geometric_gate.ops.triton`: float32 per ``[BLOCK_E, H, C]``
+:mod:`torch_geometric_gate.ops._triton_launch`: float32 per ``[BLOCK_E, H, C]``
 tile, from which each kernel's edge block follows), next to eager
 :class:`GATv2Conv` in the same run, on the graphs, heads and dtypes given.
 It writes ``triton_tune.csv`` and ``triton_tune.md`` (step time, peak
@@ -43,7 +43,7 @@ def _measure(step: Step, device: torch.device, args) -> tuple:
 
 
 def main(argv=None):
-    from torch_geometric_gate.ops import triton as tops
+    from torch_geometric_gate.ops import _triton_launch as launch
 
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--device', default='cuda')
@@ -70,7 +70,7 @@ def main(argv=None):
     parser.add_argument('--out', required=True, help='a folder')
     args = parser.parse_args(argv)
     device = torch.device(args.device)
-    current = (tops.FORWARD_TILE, tops.BACKWARD_TILE)
+    current = (launch.FORWARD_TILE, launch.BACKWARD_TILE)
     tiles = [(f, b) for f in args.forward_tiles for b in args.backward_tiles]
     if current not in tiles:
         tiles.append(current)
@@ -100,7 +100,7 @@ def main(argv=None):
                     )
                     measured = {}
                     for tile in tiles:
-                        tops.FORWARD_TILE, tops.BACKWARD_TILE = tile
+                        launch.FORWARD_TILE, launch.BACKWARD_TILE = tile
                         measured[tile] = _measure(step, device, args)
                     now = measured[current][0]
                     for (forward, backward), (ms, peak) in measured.items():
@@ -117,7 +117,7 @@ def main(argv=None):
                         'Triton kernels: step time against the tiles', notes,
                     )  # fmt: skip
     finally:
-        tops.FORWARD_TILE, tops.BACKWARD_TILE = current
+        launch.FORWARD_TILE, launch.BACKWARD_TILE = current
     return rows
 
 

@@ -12,25 +12,25 @@ from benchmark_testing import load_benchmark
 def test_tiles_reach_the_kernels_and_defaults_come_back(tmp_path, monkeypatch):
     if os.environ.get('TRITON_INTERPRET') != '1':
         pytest.skip('runs the Triton kernels under the interpreter')
-    from torch_geometric_gate.ops import triton as tops
+    from torch_geometric_gate.ops import _triton_launch as launch
 
     tune = load_benchmark('triton_tune')
-    defaults = (tops.FORWARD_TILE, tops.BACKWARD_TILE)
+    defaults = (launch.FORWARD_TILE, launch.BACKWARD_TILE)
     tiles = []
-    block_edges = tops._block_edges
+    block_edges = launch._block_edges
 
     def spy(h_pad, c_pad, tile, degree):
         tiles.append(tile)
         return block_edges(h_pad, c_pad, tile, degree)
 
-    monkeypatch.setattr(tops, '_block_edges', spy)
+    monkeypatch.setattr(launch, '_block_edges', spy)
     rows = tune.main(
         ['--device', 'cpu', '--graphs', 'arxiv-size', '--scale', '3e-5',
          '--heads', '1', '2', '--hidden', '4', '--channels', '4',
          '--forward-tiles', '16', '64', '--backward-tiles', '32',
          '--warmup', '0', '--reps', '1', '--out', str(tmp_path)]
     )  # fmt: skip
-    assert (tops.FORWARD_TILE, tops.BACKWARD_TILE) == defaults
+    assert (launch.FORWARD_TILE, launch.BACKWARD_TILE) == defaults
     # 2 heads x (2 x 1 tiles + the defaults):
     assert len(rows) == 2 * 3
     pairs = {(r['forward_tile'], r['backward_tile']) for r in rows}

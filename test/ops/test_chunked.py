@@ -18,7 +18,11 @@ from torch import Tensor
 from torch_geometric.nn import GATv2Conv
 
 from torch_geometric_gate import GATEConv
-from torch_geometric_gate.ops import attention_kernel, chunked, fused
+from torch_geometric_gate.ops import (
+    attention_kernel,
+    chunked_steps,
+    fused,
+)
 from torch_geometric_gate.ops.chunked import chunked_attention
 from torch_geometric_gate.ops.chunked_steps import EdgeAggregate, EdgeScore
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
@@ -153,7 +157,7 @@ def test_chunked_attention_equals_dense(
 ):
     if chunk is not None:  # Chunks of 5 edges: boundaries crossed.
         monkeypatch.setitem(
-            chunked.CHUNK_ELEMENTS, 'cpu', chunk * heads * channels
+            chunked_steps.CHUNK_ELEMENTS, 'cpu', chunk * heads * channels
         )
     graph = make_graph(bipartite, loops)
     inputs = make_inputs(graph, heads, channels, edge_dim)
@@ -336,7 +340,7 @@ def test_chunked_double_backward_keeps_the_dropout_mask():
 def test_chunked_attention_gradgradcheck_across_chunks(
     monkeypatch, slope, dropout
 ):
-    monkeypatch.setitem(chunked.CHUNK_ELEMENTS, 'cpu', 3 * 2 * 2)
+    monkeypatch.setitem(chunked_steps.CHUNK_ELEMENTS, 'cpu', 3 * 2 * 2)
     graph = make_graph()
     inputs = make_inputs(graph, 2, 2, 2)
     present = [k for k in NAMES if inputs[k] is not None]
@@ -435,7 +439,7 @@ def test_cpu_operator_past_the_fused_size_runs_the_chunks(monkeypatch):
     # Past FUSED_MAX_ELEMENTS the operator runs the chunked ATen loops (in
     # chunks of 5 edges here), equal to the dense computation too.
     monkeypatch.setattr(fused, 'FUSED_MAX_ELEMENTS', 0)
-    monkeypatch.setitem(chunked.CHUNK_ELEMENTS, 'cpu', 5 * 3 * 2)
+    monkeypatch.setitem(chunked_steps.CHUNK_ELEMENTS, 'cpu', 5 * 3 * 2)
     monkeypatch.setattr(fused, '_run', None)  # Never compiled.
     graph = make_graph()
     inputs = make_inputs(graph, 3, 2, 3)
@@ -601,7 +605,7 @@ def test_chunked_kernels_equal_reference(
 @pytest.mark.parametrize('slope', [0.0, 0.2])
 def test_chunked_functions_gradcheck_across_chunks(monkeypatch, slope):
     # Chunks of 3 edges, so that chunk boundaries are crossed:
-    monkeypatch.setitem(chunked.CHUNK_ELEMENTS, 'cpu', 3 * 2 * 2)
+    monkeypatch.setitem(chunked_steps.CHUNK_ELEMENTS, 'cpu', 3 * 2 * 2)
     torch.manual_seed(0)
     kw = dict(dtype=torch.double, requires_grad=True)
     heads, channels, num_edges = 2, 2, 11

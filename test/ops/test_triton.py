@@ -36,6 +36,7 @@ if not ON_GPU and not INTERPRET:
         )
 
 from torch_geometric_gate.ops import _triton_kernels as kernels  # noqa: E402
+from torch_geometric_gate.ops import _triton_launch as launch  # noqa: E402
 from torch_geometric_gate.ops import triton as tops  # noqa: E402
 from torch_geometric_gate.ops._csr import forward_csr  # noqa: E402
 from torch_geometric_gate.ops.chunked import chunked_attention  # noqa: E402
@@ -266,7 +267,7 @@ def _star(degree):
 
 @pytest.mark.parametrize('block', [2, None])
 def test_triton_degree_above_block_size(block, monkeypatch):
-    monkeypatch.setattr(tops, 'BLOCK_EDGES', block)
+    monkeypatch.setattr(launch, 'BLOCK_EDGES', block)
     degree = 11 if block else 150  # The default block: 4 edges here.
     graph = _star(degree)
     n = graph[-1]
@@ -612,14 +613,14 @@ def test_triton_weights_kernel_only_when_asked(monkeypatch):
 
 
 def test_triton_tile_follows_the_average_degree(monkeypatch):
-    monkeypatch.setattr(tops, 'BLOCK_EDGES', None)
+    monkeypatch.setattr(launch, 'BLOCK_EDGES', None)
     # Average in-degree 7 and 11: tiles of 8 and 16 edges, not 64; the
     # tile's register budget still caps it.
-    assert tops._block_edges(1, 64, 4096, 7.0) == 8
-    assert tops._block_edges(1, 64, 4096, 11.0) == 16
-    assert tops._block_edges(1, 64, 4096, 500.0) == 64
-    assert tops._block_edges(8, 64, 4096, 500.0) == 8
-    assert tops._block_edges(1, 4, 4096, 1.0) == tops.MIN_BLOCK_EDGES
+    assert launch._block_edges(1, 64, 4096, 7.0) == 8
+    assert launch._block_edges(1, 64, 4096, 11.0) == 16
+    assert launch._block_edges(1, 64, 4096, 500.0) == 64
+    assert launch._block_edges(8, 64, 4096, 500.0) == 8
+    assert launch._block_edges(1, 4, 4096, 1.0) == launch.MIN_BLOCK_EDGES
 
 
 def test_triton_hub_split_across_programs(monkeypatch):
@@ -627,8 +628,8 @@ def test_triton_hub_split_across_programs(monkeypatch):
     # programs share it, in the forward and in the backward's first pass,
     # and the combine kernels merge them; likewise a source hub in the
     # backward's second pass.
-    monkeypatch.setattr(tops, 'BLOCK_EDGES', 2)
-    monkeypatch.setattr(tops, 'SEGMENT_EDGES', 8)
+    monkeypatch.setattr(launch, 'BLOCK_EDGES', 2)
+    monkeypatch.setattr(launch, 'SEGMENT_EDGES', 8)
     grids = []
     run_fwd = kernels.gate_fwd_kernel.run
 
@@ -676,7 +677,7 @@ def test_triton_hub_split_across_programs(monkeypatch):
 def test_triton_launches_under_the_tensors_device(monkeypatch):
     entered = []
     inside = []
-    on_device = tops._on_device
+    on_device = launch._on_device
 
     class Guard:
         def __init__(self, device):
@@ -700,7 +701,7 @@ def test_triton_launches_under_the_tensors_device(monkeypatch):
             return _run(*args, **kwargs)
 
         monkeypatch.setattr(kernel, 'run', spy)
-    monkeypatch.setattr(tops, '_on_device', Guard)
+    monkeypatch.setattr(launch, '_on_device', Guard)
     graph, inputs = _triton_inputs()
     alpha, out = triton_run(graph, inputs)
     (alpha.sum() + out.sum()).backward()

@@ -12,7 +12,8 @@ The design follows the Triton graph-transformer kernel of
 CSR of incoming edges), with GATE's score:
 
 * **Forward** (:func:`gate_fwd_kernel`): one program per segment of at most
-  :data:`SEGMENT_EDGES` incoming edges of a target node :math:`v` (a node
+  :data:`~torch_geometric_gate.ops._triton_launch.SEGMENT_EDGES` incoming
+  edges of a target node :math:`v` (a node
   of low in-degree is one segment; a hub is split across programs), walked
   in blocks of :obj:`BLOCK_E` edges: it scores them (:math:`\mathbf{a}_t`
   on self-loops, :math:`\mathbf{a}_s` elsewhere, masked edges excluded),
@@ -83,226 +84,22 @@ A target node without unmasked incoming edges gets :obj:`out = 0` (the
 reference's softmax would give NaN for a node whose edges are all masked).
 """
 
-import contextlib
 from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
 from torch_geometric.index import ptr2index
 
-from torch_geometric_gate.ops._csr import (
-    CSR,
-    edge_index_of,
-    forward_csr,
-    reverse_csr,
+from torch_geometric_gate.ops._csr import edge_index_of, forward_csr
+from torch_geometric_gate.ops._triton_launch import (
+    _backward,
+    _draw_seed,
+    _dtypes,
+    _forward,
+    _keep_mask,
+    _Settings,
 )
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
-
-#: Edges per block in the kernels' loops; :obj:`None` picks it from the
-#: heads, channels and average degree (tests set a small one to cover
-#: degrees above it).
-BLOCK_EDGES: Optional[int] = None
-
-#: Without :obj:`BLOCK_EDGES`, the block holds at most about this many
-#: float32 per :obj:`[BLOCK_E, H, C]` tile (registers of 4 warps), in the
-#: forward and in the backward kernels, which hold more tiles at once: at
-#: 4096 ``ptxas`` gives the backward up to 255 registers and spills for
-#: sm_90, at 2048 none (``benchmark/triton_compile.py``). Within that, the
-#: block is the average in-degree rounded up to a power of two (at least
-#: :data:`MIN_BLOCK_EDGES`), so that low-degree graphs run small tiles.
-#: ``triton_tune.py`` times other values on a GPU.
-FORWARD_TILE = 4096
-BACKWARD_TILE = 2048
-#: The edge-parallel attention-weights kernel's tile (at least 16 edges):
-#: at 4096, 8 heads of 64 channels spill for sm_90.
-ALPHA_TILE = 2048
-MIN_BLOCK_EDGES = 4
-
-#: The forward splits a target node's incoming edges into segments of at
-#: most this many edges (rounded down to whole blocks), one program each.
-SEGMENT_EDGES = 1024
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def _block_edges(h_pad: int, c_pad: int, tile: int, degree: float) -> int:
-    if BLOCK_EDGES is not None:
-        return BLOCK_EDGES
-    cap = max(1, min(64, tile // (h_pad * c_pad)))
-    return min(cap, max(MIN_BLOCK_EDGES, _pow2(int(-(-degree // 1)))))
-
-
-def _num_programs(device: torch.device, n: int) -> int:
-    if device.type == 'cuda':
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        return max(1, min(n, 8 * sms))
-    return max(1, min(n, 4))
-
-
-def _on_device(device: torch.device):
-    r"""Launches go to the tensors' CUDA device, not the current one."""
-    if device.type == 'cuda':
-        return torch.cuda.device(device)
-    return contextlib.nullcontext()
-
-
-def _edge_projection(edge_attr, weight_edge, perm) -> Optional[Tensor]:
-    if edge_attr is None or weight_edge is None:
-        return None
-    attr = edge_attr.index_select(0, perm)
-    return (attr @ weight_edge.t()).contiguous()
-
-
-class _Settings:
-    r"""What the kernels read besides tensors (and the kind of each edge)."""
-
-    def __init__(self, num_dst, num_loops, edge_index, slope, p_drop, seed,
-                 need_weights, kind, dtypes):  # fmt: skip
-        self.num_dst, self.num_loops = num_dst, num_loops
-        self.edge_index = edge_index
-        self.slope, self.p_drop = float(slope), float(p_drop)
-        self.seed, self.need_weights = seed, need_weights
-        self.scale = 0.0 if self.p_drop >= 1.0 else 1.0 / (1.0 - self.p_drop)
-        self.score_dtype, self.out_dtype = dtypes
-        self.kind = kind
-
-
-def _dtypes(q_src, value, att_neighbor, att_self):
-    r"""The dtypes of the attention weights and of the output."""
-    att_dtype = torch.promote_types(att_neighbor.dtype, att_self.dtype)
-    score_dtype = torch.promote_types(q_src.dtype, att_dtype)
-    return score_dtype, torch.promote_types(value.dtype, score_dtype)
-
-
-def _draw_seed() -> int:
-    r"""The dropout seed, from PyTorch's CPU generator (no device sync)."""
-    return int(torch.randint(2**31 - 1, (1,)).item())
-
-
-def _keep_mask(settings: _Settings, num_edges: int, heads: int, device):
-    r"""The dropout mask :obj:`[E, H]` in CSR order."""
-    from torch_geometric_gate.ops import _triton_kernels as k
-
-    keep = torch.ones(num_edges, heads, dtype=torch.int8, device=device)
-    if settings.p_drop > 0 and num_edges > 0:
-        block = 128
-        with _on_device(device):
-            k.gate_keep_kernel[(_cdiv(num_edges, block),)](
-                keep, num_edges, settings.seed, settings.p_drop,
-                heads, _pow2(heads), block,
-            )  # fmt: skip
-    return keep.bool()
-
-
-def _segments(rowptr: Tensor, num_dst: int, num_edges: int, seg: int):
-    r"""The forward's work list: node :obj:`v` gets :obj:`max(1,
-    ceil(deg / seg))` segments, :obj:`segptr[v]` the first; the program
-    :obj:`j` finds its node in :obj:`seg_node[j]` (:obj:`num_dst` past the
-    last segment). The grid, :obj:`num_dst + E // seg`, bounds the number
-    of segments from the shapes alone (no sync); so does :obj:`2 * (E //
-    seg)` the partial results of split nodes, at :obj:`partptr[v]`."""
-    deg = rowptr[1:] - rowptr[:-1]
-    count = torch.div(deg + (seg - 1), seg, rounding_mode='floor')
-    count = count.clamp_(min=1).int()
-    segptr = torch.zeros(num_dst + 1, dtype=torch.int32, device=rowptr.device)
-    torch.cumsum(count, 0, out=segptr[1:])
-    grid = num_dst + num_edges // seg
-    programs = torch.arange(grid, dtype=torch.int32, device=rowptr.device)
-    seg_node = torch.searchsorted(segptr, programs, right=True, out_int32=True)
-    seg_node -= 1
-    split = torch.where(count > 1, count, 0)
-    partptr = (torch.cumsum(split, 0) - split).int()
-    return segptr, seg_node, partptr, grid, 2 * (num_edges // seg)
-
-
-def _launch_forward(csr, settings, q_src, q_dst, value, ep, a_s, a_t):
-    r"""Runs :func:`gate_fwd_kernel` (and :func:`gate_combine_kernel` when
-    a node may be split) on contiguous inputs: returns :obj:`out` and the
-    log-sum-exp."""
-    from torch_geometric_gate.ops import _triton_kernels as k
-
-    heads, channels = value.shape[1], value.shape[2]
-    h_pad, c_pad = _pow2(heads), _pow2(channels)
-    num_dst, num_edges = settings.num_dst, csr.src.numel()
-    device = value.device
-    block = _block_edges(
-        h_pad, c_pad, FORWARD_TILE, num_edges / max(num_dst, 1)
-    )
-    seg = max(1, SEGMENT_EDGES // block) * block
-    out = torch.empty(
-        num_dst, heads, channels, device=device, dtype=settings.out_dtype
-    )
-    lse = torch.empty(num_dst, heads, device=device, dtype=torch.float32)
-    if num_dst == 0:
-        return out, lse
-    segptr, seg_node, partptr, grid, slots = _segments(
-        csr.rowptr, num_dst, num_edges, seg
-    )
-    f32 = dict(device=device, dtype=torch.float32)
-    part_acc = torch.empty(max(slots, 1), heads, channels, **f32)
-    part_ml = torch.empty(max(slots, 1), 2, heads, **f32)
-    with _on_device(device):
-        k.gate_fwd_kernel[(grid,)](
-            q_src, q_dst, value, ep if ep is not None else q_src, a_s, a_t,
-            csr.src, settings.kind, csr.rowptr, segptr, seg_node, partptr,
-            out, lse, part_acc, part_ml, num_dst,
-            settings.seed, settings.p_drop, settings.scale, settings.slope,
-            heads, channels, h_pad, c_pad, block, seg,
-            ep is not None, settings.p_drop > 0,
-        )  # fmt: skip
-        if slots > 0:
-            k.gate_combine_kernel[(num_dst,)](
-                segptr, partptr, part_acc, part_ml, out, lse,
-                settings.scale, heads, channels, h_pad, c_pad,
-            )  # fmt: skip
-    return out, lse
-
-
-def _forward(
-    q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
-    perm, src_s, rowptr, settings,
-):  # fmt: skip
-    r"""The forward kernels: the attention weights (or :obj:`None`), the
-    output and the log-sum-exp."""
-    from torch_geometric_gate.ops import _triton_kernels as k
-
-    csr = CSR(perm, src_s, rowptr)
-    heads, channels = value.shape[1], value.shape[2]
-    h_pad, c_pad = _pow2(heads), _pow2(channels)
-    num_edges = perm.numel()
-    device = value.device
-    q_src_c, q_dst_c, value_c = (t.contiguous() for t in (q_src, q_dst, value))
-    a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
-    ep = _edge_projection(edge_attr, weight_edge, perm)
-    out, lse = _launch_forward(
-        csr, settings, q_src_c, q_dst_c, value_c, ep, a_s, a_t
-    )
-    alpha = None
-    if settings.need_weights:
-        alpha = torch.empty(
-            num_edges, heads, device=device, dtype=settings.score_dtype
-        )
-        if num_edges > 0:
-            dst_s = ptr2index(rowptr, output_size=num_edges)
-            block_a = BLOCK_EDGES or max(
-                16, min(64, ALPHA_TILE // (h_pad * c_pad))
-            )
-            flags = (ep is not None, settings.p_drop > 0)
-            with _on_device(device):
-                k.gate_alpha_kernel[(_cdiv(num_edges, block_a),)](
-                    q_src_c, q_dst_c, ep if flags[0] else q_src_c, a_s,
-                    a_t, src_s, dst_s, settings.kind, perm, lse, alpha,
-                    num_edges, settings.seed, settings.p_drop,
-                    settings.scale, settings.slope,
-                    heads, channels, h_pad, c_pad, block_a, *flags,
-                )  # fmt: skip
-    return alpha, out, lse
 
 
 class TritonAttention(torch.autograd.Function):
@@ -336,126 +133,6 @@ class TritonAttention(torch.autograd.Function):
             saved, settings, grad_alpha, grad_out, ctx.needs_input_grad
         )
         return (*grads, None, None, None, None)
-
-
-def _backward(saved, settings, grad_alpha, grad_out, need):
-    r"""The backward kernels: the gradients of :obj:`q_src, q_dst, value,
-    edge_attr, weight_edge, att_neighbor, att_self` (:obj:`None` where
-    :obj:`need` does not ask), from the tensors :func:`_forward`'s caller
-    saved."""
-    from torch_geometric_gate.ops import _triton_kernels as k
-
-    (
-        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
-        att_self, perm, src_s, rowptr, kind, lse,
-    ) = saved  # fmt: skip
-    csr = CSR(perm, src_s, rowptr)
-    num_edges, num_dst = perm.numel(), settings.num_dst
-    num_src = value.shape[0]
-    rev_rowptr, rev_pos = reverse_csr(
-        settings.edge_index, csr, num_src, settings.num_loops
-    )
-    dst_s = ptr2index(rowptr, output_size=num_edges)
-    heads, channels = value.shape[1], value.shape[2]
-    h_pad, c_pad = _pow2(heads), _pow2(channels)
-    block_d = _block_edges(
-        h_pad, c_pad, BACKWARD_TILE, num_edges / max(num_dst, 1)
-    )
-    block_s = _block_edges(
-        h_pad, c_pad, BACKWARD_TILE, num_edges / max(num_src, 1)
-    )
-    device = value.device
-    q_src_c, q_dst_c, value_c = (t.contiguous() for t in (q_src, q_dst, value))
-    a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
-    ep = _edge_projection(edge_attr, weight_edge, perm)
-    if grad_out is None:
-        grad_out = torch.zeros(
-            num_dst, heads, channels, device=device, dtype=torch.float32
-        )
-    grad_out = grad_out.contiguous()
-    if grad_alpha is not None:
-        grad_alpha = grad_alpha.index_select(0, perm).contiguous()
-    flags = (
-        ep is not None, settings.p_drop > 0, grad_alpha is not None
-    )  # fmt: skip
-    common = (settings.seed, settings.p_drop, settings.scale)
-    f32 = dict(device=device, dtype=torch.float32)
-    d_q_dst = torch.zeros(num_dst, heads, channels, **f32)
-    delta = torch.zeros(num_dst, heads, **f32)
-    seg = max(1, SEGMENT_EDGES // block_d) * block_d
-    segptr, seg_node, partptr, num_segments, slots = _segments(
-        rowptr, num_dst, num_edges, seg
-    )
-    programs = _num_programs(device, num_segments)
-    g_att = torch.zeros(programs, 2, heads, channels, **f32)
-    part = torch.empty(max(slots, 1), 6, heads, channels, **f32)
-    part_delta = torch.empty(max(slots, 1), heads, **f32)
-    programs_c = _num_programs(device, num_dst) if slots > 0 else 0
-    g_att_c = torch.zeros(programs_c, 2, heads, channels, **f32)
-    ep_arg = ep if flags[0] else q_src_c
-    ga_arg = grad_alpha if flags[2] else lse
-    d_q_src = torch.zeros(num_src, heads, channels, **f32)
-    d_value = torch.zeros(num_src, heads, channels, **f32)
-    d_ep = (
-        torch.zeros(num_edges, heads * channels, **f32) if flags[0] else None
-    )
-    with _on_device(device):
-        if num_dst > 0:
-            k.gate_bwd_dst_kernel[(programs,)](
-                q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
-                src_s, kind, rowptr, segptr, seg_node, partptr,
-                lse, grad_out, ga_arg,
-                d_q_dst, delta, g_att, part, part_delta,
-                num_dst, num_segments, *common, settings.slope,
-                heads, channels, h_pad, c_pad, block_d, seg, *flags,
-            )  # fmt: skip
-            if slots > 0:
-                k.gate_bwd_combine_kernel[(programs_c,)](
-                    segptr, partptr, part, part_delta, d_q_dst, delta,
-                    g_att_c, num_dst, heads, channels, h_pad, c_pad,
-                )  # fmt: skip
-        if num_src > 0:
-            seg = max(1, SEGMENT_EDGES // block_s) * block_s
-            segptr, seg_node, partptr, grid, slots = _segments(
-                rev_rowptr, num_src, num_edges, seg
-            )
-            part = torch.empty(max(slots, 1), 2, heads, channels, **f32)
-            k.gate_bwd_src_kernel[(grid,)](
-                q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
-                dst_s, kind, rev_rowptr, segptr, seg_node, partptr,
-                rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
-                d_ep if flags[0] else d_q_src, part,
-                num_src, *common, settings.slope,
-                heads, channels, h_pad, c_pad, block_s, seg, *flags,
-            )  # fmt: skip
-            if slots > 0:
-                k.gate_bwd_src_combine_kernel[(num_src,)](
-                    segptr, partptr, part, d_q_src, d_value,
-                    heads, channels, h_pad, c_pad,
-                )  # fmt: skip
-    g_att = g_att.sum(0) + g_att_c.sum(0)
-    d_attr = d_weight = None
-    if d_ep is not None:
-        if need[3]:
-            d_attr = torch.empty_like(edge_attr)
-            d_attr[perm.long()] = (d_ep @ weight_edge.to(torch.float32)).to(
-                edge_attr.dtype
-            )
-        if need[4]:
-            attr = edge_attr.index_select(0, perm)
-            d_weight = (d_ep.t() @ attr.to(torch.float32)).to(
-                weight_edge.dtype
-            )
-    return (
-        d_q_src.to(q_src.dtype) if need[0] else None,
-        d_q_dst.to(q_dst.dtype) if need[1] else None,
-        d_value.to(value.dtype) if need[2] else None,
-        d_attr,
-        d_weight,
-        # Copies, not views of one tensor (a custom operator's returns):
-        g_att[:1].to(att_neighbor.dtype, copy=True) if need[5] else None,
-        g_att[1:].to(att_self.dtype, copy=True) if need[6] else None,
-    )  # fmt: skip
 
 
 def _double_backward(saved, settings, grad_alpha, grad_out):
@@ -596,10 +273,10 @@ def triton_attention(
         )  # fmt: skip
         return (alpha if params.need_weights else None), out
     settings = _Settings(
-        graph.num_dst, graph.num_loops, edge_index_of(graph),
-        params.negative_slope, p_drop, _draw_seed() if p_drop > 0 else 0,
-        params.need_weights, kind,
-        _dtypes(q_src, value, params.att_neighbor, params.att_self),
+        q_src, value, params.att_neighbor, params.att_self, kind,
+        graph.num_dst, params.negative_slope, p_drop,
+        _draw_seed() if p_drop > 0 else 0, params.need_weights,
+        graph.num_loops, edge_index_of(graph),
     )  # fmt: skip
     return TritonAttention.apply(
         q_src, q_dst, value, edge_attr, params.weight_edge,
@@ -612,13 +289,6 @@ def triton_attention(
 # (opaque to torch.compile, as the chunked kernels' are; no double backward)
 
 _NUM_DIFFERENTIABLE = 7
-
-
-def _op_settings(q_src, value, att_neighbor, att_self, kind, num_dst,
-                 slope, p_drop, seed, need_weights) -> _Settings:  # fmt: skip
-    dtypes = _dtypes(q_src, value, att_neighbor, att_self)
-    return _Settings(num_dst, 0, None, slope, p_drop, seed, need_weights,
-                     kind, dtypes)  # fmt: skip
 
 
 @torch.library.custom_op(
@@ -644,7 +314,7 @@ def _attention_op(
     r"""The weights (empty unless :obj:`need_weights`), the output, the
     log-sum-exp and the dropout seed :obj:`[1]` (drawn here)."""
     seed = _draw_seed() if p_drop > 0 else 0
-    settings = _op_settings(
+    settings = _Settings(
         q_src, value, att_neighbor, att_self, kind, num_dst, slope, p_drop,
         seed, need_weights,
     )  # fmt: skip
@@ -698,9 +368,10 @@ def _attention_backward_op(
 ) -> List[Tensor]:
     r"""The gradients that :obj:`need` asks for, in the order of
     :func:`_backward`'s."""
-    settings = _op_settings(q_src, value, att_neighbor, att_self, kind,
-                            num_dst, slope, p_drop, int(seed.item()),
-                            False)  # fmt: skip
+    settings = _Settings(
+        q_src, value, att_neighbor, att_self, kind, num_dst, slope, p_drop,
+        int(seed.item()), False,
+    )  # fmt: skip
     saved = (
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
         perm, src_s, rowptr, kind, lse,
