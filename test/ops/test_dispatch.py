@@ -186,6 +186,24 @@ def test_auto_on_cuda_runs_triton_from_its_size(monkeypatch):
     assert dispatch._select_kernel(cuda, [], large) == 'reference'
 
 
+def test_triton_is_looked_up_once(monkeypatch):
+    # `find_spec` takes about 0.1 ms: once, not on every layer call.
+    calls = []
+
+    def find_spec(name, *args):
+        calls.append(name)
+        return None
+
+    dispatch._triton_installed.cache_clear()
+    monkeypatch.setattr(dispatch.importlib.util, 'find_spec', find_spec)
+    x = torch.empty(1, device='meta')
+    assert dispatch._triton_missing(x) == 'Triton is not installed'
+    assert dispatch._triton_missing(x) == 'Triton is not installed'
+    assert calls == ['triton']
+    monkeypatch.undo()
+    dispatch._triton_installed.cache_clear()
+
+
 def test_auto_on_cuda_needs_triton(monkeypatch):
     cuda = types.SimpleNamespace(device=torch.device('cuda'),
                                  dtype=torch.float32)  # fmt: skip
