@@ -19,7 +19,6 @@ chunked ATen kernels (no compiler needed).
 from typing import Dict, List, Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from torch_geometric_gate.ops import chunked
@@ -29,13 +28,9 @@ from torch_geometric_gate.ops.chunked import (
     _index_dtype,
     _needed_grads,
 )
+from torch_geometric_gate.ops.chunked_steps import _activation
 
-
-def _activation(q_src, q_dst, edge_attr, weight_edge, src, dst, slope):
-    z = q_src.index_select(0, src) + q_dst.index_select(0, dst)
-    if edge_attr is not None and weight_edge is not None:
-        z = z + (edge_attr @ weight_edge.t()).view_as(z)
-    return F.leaky_relu(z, slope) if slope != 0.0 else z.relu()
+_ALL = slice(None)  # All the edges at once: no chunks.
 
 
 def _forward(
@@ -54,7 +49,9 @@ def _forward(
     slope: float,
 ) -> Tuple[Tensor, Tensor, Tensor]:
     dtype = torch.promote_types(q_src.dtype, att.dtype)
-    act = _activation(q_src, q_dst, edge_attr, weight_edge, src, dst, slope)
+    act = _activation(
+        q_src, q_dst, edge_attr, weight_edge, src, dst, _ALL, slope
+    )
     vector = torch.where(loop.view(-1, 1, 1), att[1], att[0])
     e = (act.to(dtype) * vector).sum(-1)  # [E, H]
     e = e.masked_fill(masked.view(-1, 1), float('-inf'))
@@ -101,7 +98,9 @@ def _backward(
     g = softmax * (g + grad_softmax)
     total = g.new_zeros(num_dst, g.size(1)).index_add(0, dst, g)
     grad_e = (g - softmax * total.index_select(0, dst)).unsqueeze(-1)
-    act = _activation(q_src, q_dst, edge_attr, weight_edge, src, dst, slope)
+    act = _activation(
+        q_src, q_dst, edge_attr, weight_edge, src, dst, _ALL, slope
+    )
     is_loop = loop.view(-1, 1, 1)
     vector = torch.where(is_loop, att[1], att[0])
     g_z = (vector * grad_e).to(act.dtype)
