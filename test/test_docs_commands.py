@@ -175,8 +175,8 @@ def _flags(args):
 @pytest.fixture(scope='module')
 def helps():
     r""":obj:`target: (exit code, stdout, stderr)` of every cited Python
-    script's and module's :obj:`--help`, all in one interpreter (one import
-    of torch, not one per target)."""
+    script's and module's :obj:`--help`, all in one process forked from a
+    warm interpreter (no import of torch per target)."""
     targets = [(k, t) for k, t in TARGETS if k in ('script', 'module')]
     targets = [
         (k, t) for k, t in targets if k == 'module' or _uses_argparse(ROOT / t)

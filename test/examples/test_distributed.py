@@ -37,7 +37,7 @@ def _run(*cmd):
 @pytest.fixture(scope='module')
 def one_process(tmp_path_factory) -> dict:
     r"""The script's runs in one process (``python examples/distributed.py``)
-    of the tests below, in one interpreter, the first in a fresh one: too
+    of the tests below, in one process forked from a warm interpreter: too
     few training nodes for a step, and the run that two processes must
     match (its parameters saved in ``1.pt``)."""
     save = tmp_path_factory.mktemp('distributed') / '1.pt'

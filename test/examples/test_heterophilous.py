@@ -6,10 +6,9 @@ import os
 import os.path as osp
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
+from script_testing import run_in_one_interpreter, script
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 SCRIPT = osp.join(ROOT, 'examples', 'heterophilous.py')
@@ -18,13 +17,11 @@ SMALL = ['--epochs', '3', '--num-layers', '2', '--hidden-channels', '8']
 
 
 def _run(*argv):
-    return subprocess.run(
-        [sys.executable, SCRIPT, *argv],
-        capture_output=True,
-        text=True,
+    (result,) = run_in_one_interpreter(
+        [script(SCRIPT, *argv)],
         env=dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1'),
-        timeout=600,
     )
+    return result
 
 
 def _files(root):

@@ -89,8 +89,8 @@ LOADERS = {
 
 @pytest.fixture(scope='module')
 def runs(tmp_path_factory) -> dict:
-    r"""The script's runs of the tests below, in one interpreter (each as
-    ``python examples/ogbn.py`` runs it, the first in a fresh one): a
+    r"""The script's runs of the tests below, in one process forked from a
+    warm interpreter (each as ``python examples/ogbn.py`` runs it): a
     missing --root, and per loader a run on the graph and one on the same
     graph with the validation and test labels changed."""
     tmp = tmp_path_factory.mktemp('ogbn')

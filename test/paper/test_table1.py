@@ -1,7 +1,5 @@
 import os
 import os.path as osp
-import subprocess
-import sys
 
 import pytest
 from script_testing import module, run_in_one_interpreter
@@ -14,16 +12,11 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY = '--quick --depths 1 --max-epochs 15 --no-plots --datasets er8'.split()
 
 
-def script(*argv, cwd=None):
-    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
-    return subprocess.run(
-        [sys.executable, '-m', 'gate_paper.table1', *argv],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
+def script(*argv):
+    (result,) = run_in_one_interpreter(
+        [module('gate_paper.table1', *argv)], env=_env(), timeout=300
     )
+    return result
 
 
 def test_quick_defaults():

@@ -1,10 +1,9 @@
 import os
 import os.path as osp
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from script_testing import module, run_in_one_interpreter
 
 from gate_paper import store, table2
 
@@ -114,31 +113,11 @@ def test_out_dir_naming_a_file_is_a_usage_error(tmp_path, capsys):
 def test_tiny_run_on_paper_data(tmp_path):
     write_graph(tmp_path / 'neighbor_dependent_k1.npz')
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
-    out = subprocess.run(
-        [
-            sys.executable,
-            '-m',
-            'gate_paper.table2',
-            '--quick',
-            '--ks',
-            '1',
-            '--extra-depths',
-            '0',
-            '--models',
-            'GATE',
-            'GAT',
-            '--max-epochs',
-            '10',
-            '--no-plots',
-            '--paper-data',
-            str(tmp_path),
-            '--out-dir',
-            str(tmp_path / 'runs'),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    argv = '--quick --ks 1 --extra-depths 0 --models GATE GAT --max-epochs 10'
+    argv = argv.split() + ['--no-plots', '--paper-data', str(tmp_path),
+                           '--out-dir', str(tmp_path / 'runs')]  # fmt: skip
+    (out,) = run_in_one_interpreter(
+        [module('gate_paper.table2', *argv)], env=env, timeout=300
     )
     assert out.returncode == 0, out.stderr
     records = store.load(str(tmp_path / 'runs'))
