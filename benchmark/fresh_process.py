@@ -1,7 +1,6 @@
-r"""One training step in a fresh process (spawned, so nothing of the
-caller's memory is counted), on CPU under a cap on the address space it may
-add after its imports: what :obj:`deep.py` and :obj:`pair.py --rss`
-measure."""
+r"""One training step in a fresh process (nothing of the caller's memory is
+counted), on CPU under a cap on the address space it may add after its
+imports: what :obj:`deep.py` and :obj:`pair.py --rss` measure."""
 
 import resource
 import sys
@@ -60,14 +59,23 @@ def cap_address_space(cap_gb: float):
 
 
 def fresh_process_step(spec: dict) -> dict:
-    r"""Runs :func:`measure_step` on :obj:`spec` in a fresh process (spawned:
-    nothing of this process' memory is counted), and returns its result, or
-    :obj:`{'status': 'exceeds cap'}` when the process died (the out-of-memory
-    killer, a signal), or an error status when it raised."""
+    r"""Runs :func:`measure_step` on :obj:`spec` in a fresh process, and
+    returns its result, or :obj:`{'status': 'exceeds cap'}` when the process
+    died (the out-of-memory killer, a signal), or an error status when it
+    raised. On CPU the process is forked from :mod:`multiprocessing`'s fork
+    server, which imports torch and PyG once for all the steps (a spawned
+    process spends seconds on them every time); CUDA steps are spawned
+    (CUDA cannot run in a fork of a process that has asked for devices).
+    Either way the step's process has done nothing but the imports."""
     import concurrent.futures as cf
     import multiprocessing as mp
 
-    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context('spawn')) as ex:
+    if torch.device(spec['device']).type == 'cpu':
+        context = mp.get_context('forkserver')
+        context.set_forkserver_preload(['torch', 'common'])
+    else:
+        context = mp.get_context('spawn')
+    with cf.ProcessPoolExecutor(1, mp_context=context) as ex:
         try:
             return ex.submit(measure_step, spec).result()
         except cf.process.BrokenProcessPool as err:
