@@ -22,9 +22,9 @@
 # second what is left: TOTAL_SECONDS=<s> caps a call (default 565 s).
 #
 # DRY=1 runs the same phases on the CPU, the Triton kernels under the
-# interpreter, at tiny sizes. Test hooks: GATE_FAULT_PHASE=<phase> makes
-# that phase's process die of SIGSEGV, GATE_HANG_PHASE=<phase> makes it
-# hang until its timeout; LIMIT_<phase>=<s> sets a phase's time limit
+# interpreter, at tiny sizes. Test hooks: GATE_FAULT_PHASE="<phase> ..."
+# makes those phases' processes die of SIGSEGV, GATE_HANG_PHASE=<phase>
+# makes that one hang until its timeout; LIMIT_<phase>=<s> sets a phase's time limit
 # (a dash in the name as an underscore: LIMIT_kernels_large).
 set -u
 OUT="${OUT:-$PWD/gpu-out}"
@@ -66,7 +66,7 @@ phase() {  # phase NAME DEFAULT_LIMIT COMMAND...: runs it in $WORK/NAME.
     fi
     [ "$limit" -gt "$left" ] && limit=$left
     mkdir -p "$WORK/$name"
-    if [ "${GATE_FAULT_PHASE:-}" = "$name" ]; then
+    if [[ " ${GATE_FAULT_PHASE:-} " == *" $name "* ]]; then
         set -- python3 -c 'import os, signal; os.kill(os.getpid(), signal.SIGSEGV)'
     elif [ "${GATE_HANG_PHASE:-}" = "$name" ]; then
         set -- sleep 100000
