@@ -477,20 +477,32 @@ print('exports ok')
 """
 
 
-@pytest.mark.slow
-def test_contrib_pr_passes_pyg_tests(contrib):
-    tree, _ = contrib
-    checks = _run_parts(
+@pytest.fixture(scope='module')
+def contrib_route_checks(tmp_path_factory, layer) -> dict:
+    r"""The exports check, the AttentiveFP checkpoint check and PyG's tests
+    in one tree with both pull requests of the contrib route applied, the
+    layer into ``contrib`` and the AttentiveFP rename (one interpreter)."""
+    tmp = tmp_path_factory.mktemp('contrib-route')
+    tree = _extract(tmp)
+    original = tmp / 'attentive_fp_original.py'
+    original.write_bytes(tree.joinpath(ATTENTIVE_FP).read_bytes())
+    assert make_pr.main([str(tree), '--contrib', '--source', str(layer)]) == 0
+    assert make_pr.main([str(tree), '--rename-attentivefp']) == 0
+    checkpoints = f'PATH = {str(original)!r}\n' + ATTENTIVE_FP_CHECK
+    tests = ['test/contrib/nn', 'test/nn/models/test_attentive_fp.py']
+    return _run_parts(
         tree,
         ('exports', 'script', CONTRIB_EXPORTS),
-        (
-            'pytest',
-            'pytest',
-            ['test/contrib/nn', 'test/nn/models/test_attentive_fp.py'],
-        ),
+        ('checkpoints', 'script', checkpoints),
+        ('pytest', 'pytest', tests),
     )
-    assert 'test_gate_conv.py' in _check_pytest(checks, 'pytest')
-    assert 'exports ok' in _check_part(checks, 'exports')
+
+
+@pytest.mark.slow
+def test_contrib_pr_passes_pyg_tests(contrib_route_checks):
+    output = _check_pytest(contrib_route_checks, 'pytest')
+    assert 'test_gate_conv.py' in output
+    assert 'exports ok' in _check_part(contrib_route_checks, 'exports')
 
 
 def test_other_home_is_refused(pyg, layer):
@@ -567,17 +579,10 @@ print('state dicts and outputs equal')
 
 
 @pytest.mark.slow
-def test_attentive_fp_rename_keeps_checkpoints(renamed):
-    tree, original, _ = renamed
-    script = f'PATH = {str(original)!r}\n' + ATTENTIVE_FP_CHECK
-    checks = _run_parts(
-        tree,
-        ('checkpoints', 'script', script),
-        ('pytest', 'pytest', ['test/nn/models/test_attentive_fp.py']),
-    )
-    out = _check_part(checks, 'checkpoints')
+def test_attentive_fp_rename_keeps_checkpoints(contrib_route_checks):
+    out = _check_part(contrib_route_checks, 'checkpoints')
     assert 'state dicts and outputs equal' in out
-    _check_pytest(checks, 'pytest')
+    _check_pytest(contrib_route_checks, 'pytest')
 
 
 # Refusals: nothing is written ################################################
