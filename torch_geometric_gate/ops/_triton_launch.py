@@ -69,11 +69,13 @@ def _on_device(device: torch.device):
     return contextlib.nullcontext()
 
 
-def _edge_projection(edge_attr, weight_edge, perm) -> Optional[Tensor]:
+def _edge_projection(edge_attr, weight_edge, perm):
+    r"""The edge features in CSR order and their projection :obj:`[E, H *
+    C]` (:obj:`None, None` without edge features)."""
     if edge_attr is None or weight_edge is None:
-        return None
+        return None, None
     attr = edge_attr.index_select(0, perm)
-    return (attr @ weight_edge.t()).contiguous()
+    return attr, (attr @ weight_edge.t()).contiguous()
 
 
 class _Settings:
@@ -203,7 +205,7 @@ def _forward(
     device = value.device
     q_src_c, q_dst_c, value_c = (t.contiguous() for t in (q_src, q_dst, value))
     a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
-    ep = _edge_projection(edge_attr, weight_edge, perm)
+    _, ep = _edge_projection(edge_attr, weight_edge, perm)
     out, lse = _launch_forward(
         csr, settings, q_src_c, q_dst_c, value_c, ep, a_s, a_t
     )
@@ -258,7 +260,7 @@ def _backward(saved, settings, grad_alpha, grad_out, need):
     device = value.device
     q_src_c, q_dst_c, value_c = (t.contiguous() for t in (q_src, q_dst, value))
     a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
-    ep = _edge_projection(edge_attr, weight_edge, perm)
+    attr, ep = _edge_projection(edge_attr, weight_edge, perm)
     if grad_out is None:
         grad_out = torch.zeros(
             num_dst, heads, channels, device=device, dtype=torch.float32
@@ -333,7 +335,6 @@ def _backward(saved, settings, grad_alpha, grad_out, need):
                 edge_attr.dtype
             )
         if need[4]:
-            attr = edge_attr.index_select(0, perm)
             d_weight = (d_ep.t() @ attr.to(torch.float32)).to(
                 weight_edge.dtype
             )
