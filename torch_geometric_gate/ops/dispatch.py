@@ -24,12 +24,6 @@ from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 #: The kernels :func:`attention_kernel` accepts.
 KERNELS = ('auto', 'reference', 'chunked', 'triton')
 
-#: Whether the Triton kernels have passed the test suite and the at-scale
-#: parity check (``benchmark/parity.py``) on a GPU: on an NVIDIA H100
-#: (``benchmark/results/h100-parity.md``). Without it :obj:`'auto'` never
-#: picks them.
-TRITON_VERIFIED_ON_GPU = True
-
 #: From how many edges (self-loops included) :obj:`'auto'` runs the Triton
 #: kernels on CUDA rather than the reference. Measured on an H100
 #: (``benchmark/results/h100-kernels-*.md``): at 10^4 and 10^5 edges the
@@ -149,8 +143,7 @@ def _select_kernel(value: Tensor, why: List[str], num_edges: int) -> str:
         if value.device.type == 'cpu':
             return 'chunked'
         if (
-            TRITON_VERIFIED_ON_GPU
-            and value.device.type == 'cuda'
+            value.device.type == 'cuda'
             and not torch.compiler.is_compiling()
             and num_edges >= TRITON_MIN_EDGES
             and value.dtype in _TRITON_DTYPES

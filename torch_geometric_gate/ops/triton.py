@@ -3,7 +3,7 @@ r"""The Triton kernels: GATE's attention fused per target node.
 :obj:`'auto'` runs them on CUDA tensors from
 :data:`~torch_geometric_gate.ops.dispatch.TRITON_MIN_EDGES` edges; they
 passed the test suite and the at-scale parity check on an NVIDIA H100
-(:data:`~torch_geometric_gate.ops.dispatch.TRITON_VERIFIED_ON_GPU`). On CPU
+(``benchmark/results/h100-parity.md``, ``h100-tests.md``). On CPU
 they run under the Triton interpreter (:obj:`TRITON_INTERPRET=1`, slow, for
 tests only).
 
