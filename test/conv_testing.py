@@ -1,6 +1,9 @@
 r"""What the GATEConv tests share: a small graph and random attention."""
 
+from typing import Dict
+
 import torch
+from torch import Tensor
 
 from torch_geometric_gate import GATEConv
 
@@ -36,3 +39,19 @@ def selected_kernel(
     from torch_geometric_gate.ops.dispatch import _select_kernel
 
     return _select_kernel(x, conv._reference_only(), num_edges)
+
+
+def saved_bytes(module, *args) -> int:
+    r"""Bytes of the distinct storages saved for backward by one forward
+    :obj:`module(*args)`."""
+    storages: Dict[int, int] = {}
+
+    def pack(t: Tensor) -> Tensor:
+        storage = t.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        # Not `t`: a saved output would hold its own graph in a cycle.
+        return t.detach()
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        module(*args)
+    return sum(storages.values())

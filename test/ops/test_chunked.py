@@ -12,6 +12,7 @@ from conv_testing import (
     EDGE_INDEX,
     NUM_NODES,
     randomize_attention,
+    saved_bytes,
     selected_kernel,
 )
 from torch import Tensor
@@ -657,27 +658,6 @@ def test_chunked_functions_gradcheck_across_chunks(monkeypatch, slope):
     expected = torch.zeros(4, heads, channels, dtype=torch.double)
     expected.index_add_(0, dst, q_src[src] * alpha.unsqueeze(-1))
     assert torch.allclose(aggregate(q_src, alpha), expected)
-
-
-def saved_storages(module, *args) -> Tuple[Dict[int, int], Tensor]:
-    r"""The distinct storages (their bytes) saved for backward by one
-    forward, and its output.
-    """
-    storages: Dict[int, int] = {}
-
-    def pack(t: Tensor):
-        storage = t.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = module(*args)
-    return storages, out
-
-
-def saved_bytes(module, *args) -> int:
-    r"""Bytes of the distinct storages saved for backward by one forward."""
-    return sum(saved_storages(module, *args)[0].values())
 
 
 def random_graph(num_nodes: int = 1000, num_edges: int = 20000):
