@@ -24,8 +24,8 @@
 # DRY=1 runs the same phases on the CPU, the Triton kernels under the
 # interpreter, at tiny sizes. Test hooks: GATE_FAULT_PHASE="<phase> ..."
 # makes those phases' processes die of SIGSEGV, GATE_HANG_PHASE=<phase>
-# makes that one hang until its timeout; LIMIT_<phase>=<s> sets a phase's time limit
-# (a dash in the name as an underscore: LIMIT_kernels_large).
+# makes that one hang until its timeout; LIMIT_<phase>=<s> sets a phase's
+# time limit (a dash in the name as an underscore: LIMIT_kernels_large).
 set -u
 OUT="${OUT:-$PWD/gpu-out}"
 PART="${1:-main}"

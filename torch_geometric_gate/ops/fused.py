@@ -167,11 +167,12 @@ def _run(fn, *args):
 # a compiled GATE's pace); same outputs, same saved tensors. The fused
 # backward writes [E, H, C] temporaries, the chunks only chunk-sized ones:
 # past `FUSED_MAX_ELEMENTS` edge elements (edges times `heads *
-# out_channels`) the operators run the chunks, to bound a step's peak.
-# Measured at 1.1 * 10^6 edges * 64 (a random graph of 10^6 edges with its
-# self-loops, one thread): fused 0.84x the chunks' step time with one head
-# and 0.89x with 8, the step's peak growth 49 / 409 MB against 66 / 158 MB
-# (compiled GATv2Conv's 97 / 448 MB); larger sizes are not measured.
+# out_channels`) the operators run the chunks, so that a step's peak stays
+# bounded. At 1.1 * 10^6 edges * 64 (random-1e6 with its self-loops, one
+# thread) the fused functions ran the compiled step in 0.35x / 1.11x
+# compiled GATv2Conv's time (one / 8 heads) where the chunks had run it in
+# 0.45x / 1.16x (benchmark/results/cpu-pair.md since c3313a2, and before
+# it); larger sizes are not measured.
 FUSED_MAX_ELEMENTS = 2**27
 
 
