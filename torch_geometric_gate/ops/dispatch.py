@@ -96,9 +96,16 @@ def attention_kernel(name: str) -> Iterator[None]:
 
 
 @functools.cache
-def _triton_installed() -> bool:
+def _find_triton() -> bool:
     # Looked up once: `find_spec` takes about 0.1 ms, on every layer call.
     return importlib.util.find_spec('triton') is not None
+
+
+@torch.compiler.assume_constant_result
+def _triton_installed() -> bool:
+    # Called, not traced, by torch.compile (torch 2.11 cannot trace
+    # `find_spec`, nor every version the cache around it):
+    return _find_triton()
 
 
 def _triton_missing(x: Tensor) -> Optional[str]:
