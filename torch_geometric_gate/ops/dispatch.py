@@ -52,9 +52,8 @@ def attention_kernel(name: str) -> Iterator[None]:
 
     * :obj:`'auto'` (the default): the chunked kernels on CPU tensors; on
       CUDA the Triton kernels from :data:`TRITON_MIN_EDGES` edges (the
-      reference below, faster on small graphs, for float64, and under
-      :func:`torch.compile`, where the Triton kernels' custom operators
-      have not run on a GPU yet); the
+      reference below, faster on small graphs, and for float64), under
+      :func:`torch.compile` too (the kernels are custom operators); the
       reference on other devices, and wherever the kernels do not apply:
       under a :mod:`torch.func` transform or forward-mode AD
       (:mod:`torch.autograd.forward_ad`), in explain mode, with
@@ -151,7 +150,6 @@ def _select_kernel(value: Tensor, why: List[str], num_edges: int) -> str:
             return 'chunked'
         if (
             value.device.type == 'cuda'
-            and not torch.compiler.is_compiling()
             and num_edges >= TRITON_MIN_EDGES
             and value.dtype in _TRITON_DTYPES
             and _triton_missing(value) is None
