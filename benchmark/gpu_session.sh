@@ -18,8 +18,9 @@
 # graphs before the small ones; compiled GATv2Conv (30-60 s of Inductor
 # per heads and dtype) beside Triton GATE, eager and compiled, is the
 # second call's. On an H100
-# the first call took 330 s: with 15 minutes of device time, give the
-# second what is left: TOTAL_SECONDS=<s> caps a call (default 565 s).
+# the first call took 312-330 s and the second 140 s: with 15 minutes of
+# device time, give the second what is left: TOTAL_SECONDS=<s> caps a
+# call (default 565 s).
 #
 # DRY=1 runs the same phases on the CPU, the Triton kernels under the
 # interpreter, at tiny sizes. Test hooks: GATE_FAULT_PHASE="<phase> ..."

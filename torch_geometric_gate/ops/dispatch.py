@@ -27,10 +27,10 @@ KERNELS = ('auto', 'reference', 'chunked', 'triton')
 #: From how many edges (self-loops included) :obj:`'auto'` runs the Triton
 #: kernels on CUDA rather than the reference. Measured on an H100
 #: (``benchmark/results/h100-kernels-*.md``): at 10^4 and 10^5 edges the
-#: reference's training step took 2.0-4.2 ms and Triton's 3.3-11.7 ms (both
-#: bound by launches, not by the GPU); from 10^6 edges Triton took 0.39-0.89x
+#: reference's training step took 2.0-2.9 ms and Triton's 3.1-4.9 ms (both
+#: bound by launches, not by the GPU); from 10^6 edges Triton took 0.35-0.76x
 #: :class:`~torch_geometric.nn.conv.GATv2Conv`'s step and the reference
-#: 1.08-1.16x, and at 1.2 * 10^8 edges only Triton and the chunked kernels
+#: 1.05-1.13x, and at 1.2 * 10^8 edges only Triton and the chunked kernels
 #: fit. The crossing between 10^5 and 10^6 was not measured.
 TRITON_MIN_EDGES = 2**18
 

@@ -38,7 +38,7 @@ CSR of incoming edges), with GATE's score:
   projection). Scores and weights are recomputed from the saved
   log-sum-exp. Pass 2 splits a source node's outgoing edges into
   segments likewise (:func:`gate_bwd_src_combine_kernel`). On an H100
-  two identical forwards' attention weights differed by up to 9e-7 of the
+  two identical forwards' attention weights differed by up to 7.2e-7 of the
   largest in float32: runs repeat up to rounding, not bit for bit
   (``benchmark/parity.py`` records where a difference starts); under the
   interpreter they repeat bit for bit.
