@@ -686,10 +686,18 @@ def test_chunked_kernels_save_at_most_a_third_of_gatv2(heads):
         assert saved_bytes(gate, x, edge_index) > 2 * edge_tensor
 
 
-@pytest.mark.parametrize('kernel', ['chunked', 'reference'])
-def test_one_overflowing_head_leaves_the_others_finite(kernel):
+@pytest.mark.parametrize('kernel,chunk', [('chunked', None), ('chunked', 8),
+                                           ('reference', None)])  # fmt: skip
+def test_one_overflowing_head_leaves_the_others_finite(
+    kernel, chunk, monkeypatch
+):
+    if chunk is not None:  # One edge per chunk: clean and overflowing ones.
+        monkeypatch.setitem(chunked_steps.CHUNK_ELEMENTS, 'cpu', chunk)
     torch.manual_seed(0)
-    x = torch.rand(NUM_NODES, 4) + 0.5  # positive: U x overflows to +inf
+    # Nodes 0 and 1 positive (U x overflows to +inf), the others negative
+    # (-inf, which the ReLU cuts): edges of both kinds.
+    x = torch.rand(NUM_NODES, 4) + 0.5
+    x[2:] *= -1.0
     conv = GATEConv(4, 3, heads=2)
     randomize_attention(conv)
     with attention_kernel(kernel):

@@ -68,21 +68,47 @@ def _scores(
     # work grows with H^2: up to 16 heads.
     cpu_block = att.device.type == 'cpu' and heads <= _BLOCK_HEADS
     block = _block_diagonal(att) if cpu_block else None
-    for s in _chunks(src.numel(), heads * channels, att.device):
-        act = _activation(
-            q_src, q_dst, edge_attr, weight_edge, src, dst, s, negative_slope
-        ).to(dtype)
-        both = None
-        if block is not None:
-            both = (act.view(act.size(0), -1) @ block).view(-1, 2, heads)
-            # An infinite activation times the zeros of the other heads'
-            # blocks is NaN in every head: that chunk is scored per head.
-            if both.isnan().any():
-                both = None
-        if both is None:
-            both = torch.einsum('chd,khd->ckh', act, att)
-        e[s] = torch.where(loop[s].view(-1, 1), both[:, 1], both[:, 0])
+    width = heads * channels
+    for s in _chunks(src.numel(), width, att.device):
+        _score_chunk(e, q_src, q_dst, edge_attr, weight_edge, src, dst, loop,
+                     att, negative_slope, block, s)  # fmt: skip
+    # An infinite activation times the zeros of the other heads' blocks is
+    # NaN in every head: the chunks that hold a NaN are scored per head
+    # (one check of the whole [E, H] tensor, not one per chunk).
+    if block is not None and e.isnan().any():
+        for s in _chunks(src.numel(), width, att.device):
+            if e[s].isnan().any():
+                _score_chunk(e, q_src, q_dst, edge_attr, weight_edge, src,
+                             dst, loop, att, negative_slope, None,
+                             s)  # fmt: skip
     return e
+
+
+def _score_chunk(
+    e: Tensor,
+    q_src: Tensor,
+    q_dst: Tensor,
+    edge_attr: Optional[Tensor],
+    weight_edge: Optional[Tensor],
+    src: Tensor,
+    dst: Tensor,
+    loop: Tensor,
+    att: Tensor,
+    negative_slope: float,
+    block: Optional[Tensor],
+    s: slice,
+) -> None:
+    r"""Writes the scores of the edges :obj:`s` into :obj:`e`: with
+    :obj:`block` (the block-diagonal attention vectors) one matrix product,
+    else per head."""
+    act = _activation(
+        q_src, q_dst, edge_attr, weight_edge, src, dst, s, negative_slope
+    ).to(e.dtype)
+    if block is not None:
+        both = (act.view(act.size(0), -1) @ block).view(-1, 2, att.size(1))
+    else:
+        both = torch.einsum('chd,khd->ckh', act, att)
+    e[s] = torch.where(loop[s].view(-1, 1), both[:, 1], both[:, 0])
 
 
 _BLOCK_HEADS = 16
@@ -154,16 +180,22 @@ def _score_backward(
     heads = att.size(1)
     cpu_block = att.device.type == 'cpu' and heads <= _BLOCK_HEADS
     block = _block_diagonal(att) if cpu_block else None
+    both = None
+    if grad_att is not None:
+        # [E, 2, H]: the gradients of the neighbor and self scores
+        g_loop = grad_e.masked_fill(~loop.view(-1, 1), 0.0)
+        both = torch.stack([grad_e - g_loop, g_loop], dim=1)
+    # One product per chunk for g_z where every gradient is finite (a
+    # non-finite one would leak NaN into the other heads):
+    by_block = block is not None and both is not None and _finite(grad_e)
     for s in _chunks(src.numel(), att.size(1) * att.size(2), att.device):
         act = _activation(
             q_src, q_dst, edge_attr, weight_edge, src, dst, s, slope
         )
         is_loop = loop[s].view(-1, 1)
         g = grad_e[s]
-        if grad_att is not None:
-            # [c, 2, H]: the gradients of the neighbor and self scores
-            g_loop = g.masked_fill(~is_loop, 0.0)
-            g2 = torch.stack([g - g_loop, g_loop], dim=1)
+        g2 = None if both is None else both[s]
+        if g2 is not None and grad_att is not None:
             act_g = act.to(g2.dtype)
             if cpu_block:
                 # 'ckh,chd->khd' as one product [2H, c] @ [c, H * C] whose
@@ -178,9 +210,8 @@ def _score_backward(
                 # batching rule under `is_grads_batched=True`.
                 g_att = g2.permute(2, 1, 0) @ act_g.transpose(0, 1)
                 grad_att += g_att.transpose(0, 1)
-        if block is not None and grad_att is not None and _finite(g2):
-            # [c, 2H] @ [2H, H * C]: each head's vector times its gradient
-            # (a non-finite gradient would leak NaN into the other heads).
+        if by_block and g2 is not None and block is not None:
+            # [c, 2H] @ [2H, H * C]: each head's vector times its gradient.
             g_z = (g2.view(g2.size(0), -1) @ block.t()).view_as(act)
             g_z = g_z.to(act.dtype)
         else:
