@@ -691,7 +691,7 @@ def test_chunked_kernels_save_at_most_a_third_of_gatv2(heads):
 def test_one_overflowing_head_leaves_the_others_finite(
     kernel, chunk, monkeypatch
 ):
-    if chunk is not None:  # One edge per chunk: clean and overflowing ones.
+    if chunk is not None:  # A few edges per chunk: clean, overflowing ones.
         monkeypatch.setitem(chunked_steps.CHUNK_ELEMENTS, 'cpu', chunk)
     torch.manual_seed(0)
     # Nodes 0 and 1 positive (U x overflows to +inf), the others negative
