@@ -169,7 +169,7 @@ def _run(fn, *args):
 # past `FUSED_MAX_ELEMENTS` edge elements (edges times `heads *
 # out_channels`) the operators run the chunks, so that a step's peak stays
 # bounded. At 1.1 * 10^6 edges * 64 (random-1e6 with its self-loops, one
-# thread) the fused functions ran the compiled step in 0.35x / 1.00-1.11x
+# thread) the fused functions ran the compiled step in 0.31-0.35x / 1.00-1.13x
 # compiled GATv2Conv's time (one / 8 heads) where the chunks had run it in
 # 0.45x / 1.16x (benchmark/results/cpu-pair.md and
 # cpu-pair-compiled-rerun.md since c3313a2, cpu-pair.md before it); larger
