@@ -78,47 +78,28 @@ def _scores(
     # work grows with H^2: up to 16 heads.
     cpu_block = att.device.type == 'cpu' and heads <= _BLOCK_HEADS
     block = _block_diagonal(att) if cpu_block else None
-    width = heads * channels
-    for s in _chunks(src.numel(), width, att.device):
-        _score_chunk(e, q_src, q_dst, edge_attr, weight_edge, src, dst, loop,
-                     att, negative_slope, block, s)  # fmt: skip
+
+    def score(s: slice, by_block: bool) -> None:
+        # The scores of the edges `s`, by the block product or per head.
+        act = _activation(
+            q_src, q_dst, edge_attr, weight_edge, src, dst, s, negative_slope
+        ).to(dtype)
+        if by_block and block is not None:
+            both = (act.view(act.size(0), -1) @ block).view(-1, 2, heads)
+        else:
+            both = torch.einsum('chd,khd->ckh', act, att)
+        e[s] = torch.where(loop[s].view(-1, 1), both[:, 1], both[:, 0])
+
+    for s in _chunks(src.numel(), heads * channels, att.device):
+        score(s, by_block=True)
     # An infinite activation times the zeros of the other heads' blocks is
     # NaN in every head: the chunks that hold a NaN are scored per head
     # (one check of the whole [E, H] tensor, not one per chunk).
     if block is not None and e.isnan().any():
-        for s in _chunks(src.numel(), width, att.device):
+        for s in _chunks(src.numel(), heads * channels, att.device):
             if e[s].isnan().any():
-                _score_chunk(e, q_src, q_dst, edge_attr, weight_edge, src,
-                             dst, loop, att, negative_slope, None,
-                             s)  # fmt: skip
+                score(s, by_block=False)
     return e
-
-
-def _score_chunk(
-    e: Tensor,
-    q_src: Tensor,
-    q_dst: Tensor,
-    edge_attr: Optional[Tensor],
-    weight_edge: Optional[Tensor],
-    src: Tensor,
-    dst: Tensor,
-    loop: Tensor,
-    att: Tensor,
-    negative_slope: float,
-    block: Optional[Tensor],
-    s: slice,
-) -> None:
-    r"""Writes the scores of the edges :obj:`s` into :obj:`e`: with
-    :obj:`block` (the block-diagonal attention vectors) one matrix product,
-    else per head."""
-    act = _activation(
-        q_src, q_dst, edge_attr, weight_edge, src, dst, s, negative_slope
-    ).to(e.dtype)
-    if block is not None:
-        both = (act.view(act.size(0), -1) @ block).view(-1, 2, att.size(1))
-    else:
-        both = torch.einsum('chd,khd->ckh', act, att)
-    e[s] = torch.where(loop[s].view(-1, 1), both[:, 1], both[:, 0])
 
 
 _BLOCK_HEADS = 16
