@@ -1,0 +1,132 @@
+r"""GATEConv's eager CPU training step at several chunk sizes of its chunked
+kernels: which size of chunk is fastest for a number of threads.
+
+The chunked kernels walk the edges in chunks of ``CHUNK_ELEMENTS['cpu']``
+edge elements (edges times ``heads * out_channels``) per intra-op thread.
+For every graph and heads, GATE's step at each size (``--sizes``, powers of
+two) and GATv2Conv's step run in alternation (A B C ..., A B C ..., so that
+the drift of a shared machine cancels) after a warm-up; each size's median
+milliseconds, and the median of its per-round ratios to the first size's
+step and to GATv2Conv's. Run it once per thread count, on an otherwise idle
+machine::
+
+    python benchmark/chunk_sizes.py --graphs random-1e5 random-1e6 \
+        --heads 1 8 --sizes 18 19 20 --threads 1 \
+        --out benchmark/results --name cpu-chunk-sizes-1
+"""
+
+import argparse
+import os
+import statistics
+from typing import Callable, Dict, List
+
+import torch
+from common import (
+    Step,
+    add_layer_args,
+    command_line,
+    describe,
+    load_graph,
+    machine_info,
+    make_layer,
+    parse_checked,
+    time_call,
+    write_results,
+)
+
+from torch_geometric_gate._cli import int_at_least
+from torch_geometric_gate.ops import chunked_steps
+
+COLUMNS = [
+    'graph', 'num_nodes', 'num_edges', 'heads', 'threads', 'chunk_log2',
+    'gate_ms', 'gatv2_ms', 'vs_first', 'vs_gatv2',
+]  # fmt: skip
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    add_layer_args(parser, ['random-1e5', 'random-1e6'], reps=7)
+    parser.add_argument(
+        '--sizes',
+        nargs='+',
+        type=int_at_least(4),
+        default=[18, 19, 20],
+        help='log2 of the chunk elements per thread; the ratios are to the '
+        'first',
+    )
+    parser.add_argument('--name', default='chunk-sizes')
+    return parse_checked(parser, argv)
+
+
+def _at_size(step: Step, log2: int) -> Callable[[], None]:
+    def run():
+        chunked_steps.CHUNK_ELEMENTS['cpu'] = 2**log2
+        step()
+
+    return run
+
+
+def measure(x, edge_index, heads: int, args) -> List[dict]:
+    r"""One row per size: GATE's and GATv2Conv's median step and the
+    ratios, timed in alternation."""
+    gate = Step(make_layer('GATE', x.size(1), args.hidden, heads), x,
+                edge_index)  # fmt: skip
+    fns: Dict[str, Callable[[], None]] = {
+        str(k): _at_size(gate, k) for k in args.sizes
+    }
+    fns['gatv2'] = Step(
+        make_layer('GATv2', x.size(1), args.hidden, heads), x, edge_index
+    )
+    cpu = torch.device('cpu')
+    default = chunked_steps.CHUNK_ELEMENTS['cpu']
+    times: Dict[str, List[float]] = {k: [] for k in fns}
+    try:
+        for _ in range(args.warmup):
+            for fn in fns.values():
+                fn()
+        for _ in range(args.reps):
+            for k, fn in fns.items():
+                times[k].append(time_call(fn, cpu))
+    finally:
+        chunked_steps.CHUNK_ELEMENTS['cpu'] = default
+    first, gatv2 = times[str(args.sizes[0])], times['gatv2']
+    rows = []
+    for k in args.sizes:
+        t = times[str(k)]
+        rows.append(dict(
+            chunk_log2=k,
+            gate_ms=statistics.median(t),
+            gatv2_ms=statistics.median(gatv2),
+            vs_first=statistics.median(a / b for a, b in zip(t, first)),
+            vs_gatv2=statistics.median(a / b for a, b in zip(t, gatv2)),
+        ))  # fmt: skip
+    return rows
+
+
+def main(argv=None) -> List[dict]:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    stem = os.path.join(args.out, args.name)
+    notes = [f'Command: `{command_line("chunk_sizes.py", argv)}`', '',
+             *machine_info(), '', describe(__doc__)]  # fmt: skip
+    rows: List[dict] = []
+    for graph in args.graphs:
+        x, edge_index = load_graph(graph, args.channels, 'cpu', args.data_root)
+        for heads in args.heads:
+            common = dict(
+                graph=graph,
+                num_nodes=x.size(0),
+                num_edges=edge_index.size(1),
+                heads=heads,
+                threads=torch.get_num_threads(),
+            )
+            for row in measure(x, edge_index, heads, args):
+                rows.append({**common, **row})
+                print(rows[-1], flush=True)
+            write_results(rows, stem, COLUMNS, 'Chunk sizes', notes)
+    return rows
+
+
+if __name__ == '__main__':
+    main()
