@@ -18,12 +18,12 @@ from torch import Tensor
 # of a chunk), up to `CPU_CHUNK_THREADS` threads, so that the passes over
 # a chunk after its gathers hit the cache, in as few operations as that
 # allows (each one waits for every thread, which a busy CPU punishes).
-# Measured on two cores, interleaved: one thread 2^19 about as fast as
-# 2^18 (0.95-0.99x), 2^20 up to 1.1x slower; two threads 2^20 0.86-0.94x
-# 2^18's step idle, 0.63-0.83x with the other core busy (random graphs of
-# 10^5 and 10^6 edges; on Cora the busy runs scatter either way).
-# Accelerators: 16 MB, under an H100's 50 MB L2,
-# large enough that kernel launches do not set the pace.
+# On two cores (benchmark/results/cpu-chunk-sizes-1.md, -2.md; random
+# graphs of 10^5 and 10^6 edges, heads 1 and 8): with one thread 2^18-2^20
+# per thread within 0.90-1.06x of each other; with two, 2^19 per thread
+# 0.86-0.95x the step of 2^17 per thread (2^18 in all, the size before).
+# Accelerators: 16 MB, under an H100's 50 MB L2, large enough that kernel
+# launches do not set the pace.
 CHUNK_ELEMENTS: Dict[str, int] = {'cpu': 2**19}
 DEFAULT_CHUNK_ELEMENTS = 2**22
 CPU_CHUNK_THREADS = 8
