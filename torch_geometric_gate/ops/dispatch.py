@@ -11,7 +11,6 @@ tell, and picks; :func:`_run_kernel` runs the pick on tensors only.
 
 import contextlib
 import contextvars
-import functools
 import importlib.util
 import os
 from typing import Iterator, List, Optional, Tuple
@@ -94,21 +93,13 @@ def attention_kernel(name: str) -> Iterator[None]:
         _KERNEL.reset(token)
 
 
-@functools.cache
-def _find_triton() -> bool:
-    # Looked up once: `find_spec` takes about 0.1 ms, on every layer call.
-    return importlib.util.find_spec('triton') is not None
-
-
-@torch.compiler.assume_constant_result
-def _triton_installed() -> bool:
-    # Called, not traced, by torch.compile (torch 2.11 cannot trace
-    # `find_spec`, nor every version the cache around it):
-    return _find_triton()
+# Looked up once, at import: `find_spec` takes about 0.1 ms, and
+# torch.compile (torch 2.11) cannot trace it; a module constant it reads.
+_TRITON_INSTALLED = importlib.util.find_spec('triton') is not None
 
 
 def _triton_missing(x: Tensor) -> Optional[str]:
-    if not _triton_installed():
+    if not _TRITON_INSTALLED:
         return 'Triton is not installed'
     if x.device.type != 'cuda' and not _interpreting():
         return 'the input is not on a CUDA device'
