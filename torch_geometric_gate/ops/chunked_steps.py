@@ -170,22 +170,22 @@ def _score_backward(
     # chunk).
     heads = att.size(1)
     cpu_block = att.device.type == 'cpu' and heads <= _BLOCK_HEADS
-    block = _block_diagonal(att) if cpu_block else None
-    both = None
+    g_split = None
     if grad_att is not None:
         # [E, 2, H]: the gradients of the neighbor and self scores
         g_loop = grad_e.masked_fill(~loop.view(-1, 1), 0.0)
-        both = torch.stack([grad_e - g_loop, g_loop], dim=1)
+        g_split = torch.stack([grad_e - g_loop, g_loop], dim=1)
     # One product per chunk for g_z where every gradient is finite (a
     # non-finite one would leak NaN into the other heads):
-    by_block = block is not None and both is not None and _finite(grad_e)
+    block = None
+    if cpu_block and g_split is not None and _finite(grad_e):
+        block = _block_diagonal(att)
     for s in _chunks(src.numel(), att.size(1) * att.size(2), att.device):
         act = _activation(
             q_src, q_dst, edge_attr, weight_edge, src, dst, s, slope
         )
-        is_loop = loop[s].view(-1, 1)
         g = grad_e[s]
-        g2 = None if both is None else both[s]
+        g2 = None if g_split is None else g_split[s]
         if g2 is not None and grad_att is not None:
             act_g = act.to(g2.dtype)
             if cpu_block:
@@ -201,12 +201,12 @@ def _score_backward(
                 # batching rule under `is_grads_batched=True`.
                 g_att = g2.permute(2, 1, 0) @ act_g.transpose(0, 1)
                 grad_att += g_att.transpose(0, 1)
-        if by_block and g2 is not None and block is not None:
+        if block is not None and g2 is not None:
             # [c, 2H] @ [2H, H * C]: each head's vector times its gradient.
             g_z = (g2.view(g2.size(0), -1) @ block.t()).view_as(act)
             g_z = g_z.to(act.dtype)
         else:
-            g_z = torch.where(is_loop.unsqueeze(-1), att[1], att[0])
+            g_z = torch.where(loop[s].view(-1, 1, 1), att[1], att[0])
             g_z = (g_z * g.unsqueeze(-1)).to(act.dtype)
         if slope == 0.0:
             g_z = torch.ops.aten.threshold_backward(g_z, act, 0.0)
