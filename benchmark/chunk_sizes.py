@@ -30,7 +30,7 @@ from common import (
     machine_info,
     make_layer,
     parse_checked,
-    time_call,
+    time_rounds,
     write_results,
 )
 
@@ -77,16 +77,9 @@ def measure(x, edge_index, heads: int, args) -> List[dict]:
     fns['gatv2'] = Step(
         make_layer('GATv2', x.size(1), args.hidden, heads), x, edge_index
     )
-    cpu = torch.device('cpu')
     default = chunked_steps.CHUNK_ELEMENTS['cpu']
-    times: Dict[str, List[float]] = {k: [] for k in fns}
     try:
-        for _ in range(args.warmup):
-            for fn in fns.values():
-                fn()
-        for _ in range(args.reps):
-            for k, fn in fns.items():
-                times[k].append(time_call(fn, cpu))
+        times = time_rounds(fns, 'cpu', args.warmup, args.reps)
     finally:
         chunked_steps.CHUNK_ELEMENTS['cpu'] = default
     first, gatv2 = times[str(args.sizes[0])], times['gatv2']

@@ -297,21 +297,32 @@ def time_step(fn: Callable, device, warmup: int = 1, reps: int = 5) -> float:
     return statistics.median(time_call(fn, device) for _ in range(reps))
 
 
-def time_pair(fns: Dict[str, Callable], device, warmup=1, reps=5) -> dict:
-    r"""Times the two functions of :obj:`fns` alternately (A B A B ..., so
-    that the drift of a shared machine cancels) after a first call each
-    (timed: it compiles compiled models) and :obj:`warmup` rounds: the
-    median milliseconds of each, and the median, minimum and maximum of
-    the first's over the second's in the pairs."""
+def time_rounds(
+    fns: Dict[str, Callable], device, warmup: int = 1, reps: int = 5
+) -> Dict[str, List[float]]:
+    r"""The milliseconds of each function of :obj:`fns` in :obj:`reps`
+    rounds that call them in turn (A B C ..., A B C ..., so that the drift
+    of a shared machine cancels), after :obj:`warmup` untimed rounds."""
     device = torch.device(device)
-    (a, fa), (b, fb) = fns.items()
-    first = {k: time_call(f, device) for k, f in fns.items()}
     for _ in range(warmup):
-        fa(), fb()
-    times: Dict[str, List[float]] = {a: [], b: []}
+        for f in fns.values():
+            f()
+    times: Dict[str, List[float]] = {k: [] for k in fns}
     for _ in range(reps):
         for k, f in fns.items():
             times[k].append(time_call(f, device))
+    return times
+
+
+def time_pair(fns: Dict[str, Callable], device, warmup=1, reps=5) -> dict:
+    r"""Times the two functions of :obj:`fns` alternately
+    (:func:`time_rounds`) after a first call each (timed: it compiles
+    compiled models): the median milliseconds of each, and the median,
+    minimum and maximum of the first's over the second's in the pairs."""
+    device = torch.device(device)
+    a, b = fns
+    first = {k: time_call(f, device) for k, f in fns.items()}
+    times = time_rounds(fns, device, warmup, reps)
     ratios = [x / y for x, y in zip(times[a], times[b])]
     return {
         f'{a}_ms': statistics.median(times[a]),

@@ -100,6 +100,14 @@ def test_time_pair_alternates_and_gives_ratios():
     assert res['a_ms'] > 0 and res['b_ms'] > 0
 
 
+def test_time_rounds_calls_every_function_in_turn():
+    calls = []
+    fns = {k: (lambda k=k: calls.append(k)) for k in 'abc'}
+    times = common.time_rounds(fns, 'cpu', warmup=2, reps=3)
+    assert calls == list('abc') * 5  # 2 untimed rounds, then 3 timed
+    assert {k: len(v) for k, v in times.items()} == dict(a=3, b=3, c=3)
+
+
 def test_out_of_memory_errors_are_told_apart():
     assert common.is_oom(MemoryError())
     assert common.is_oom(RuntimeError('CUDA out of memory. Tried to ...'))
