@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Tuple
 
 import pytest
 
@@ -67,6 +68,15 @@ def _extract(tmp: Path) -> Path:
         else:  # Python < 3.10.12 / 3.11.4
             tar.extractall(tmp)
     return tmp / 'pytorch_geometric'
+
+
+def _extract_keeping_attentive_fp(tmp: Path) -> Tuple[Path, Path]:
+    r"""The snapshot's tree and a copy of its :obj:`attentive_fp.py` beside
+    it, as it was before any pull request."""
+    tree = _extract(tmp)
+    original = tmp / 'attentive_fp_original.py'
+    original.write_bytes(tree.joinpath(ATTENTIVE_FP).read_bytes())
+    return tree, original
 
 
 def _snapshot(tree: Path) -> dict:
@@ -131,10 +141,9 @@ def renamed(tmp_path_factory):
     r"""The snapshot with the AttentiveFP rename applied (twice), the
     original :obj:`attentive_fp.py` and the files of the first run.
     """
-    tmp = tmp_path_factory.mktemp('renamed')
-    tree = _extract(tmp)
-    original = tmp / 'attentive_fp_original.py'
-    original.write_bytes(tree.joinpath(ATTENTIVE_FP).read_bytes())
+    tree, original = _extract_keeping_attentive_fp(
+        tmp_path_factory.mktemp('renamed')
+    )
     assert make_pr.main([str(tree), '--rename-attentivefp']) == 0
     first = _snapshot(tree)
     assert make_pr.main([str(tree), '--rename-attentivefp']) == 0
@@ -482,10 +491,9 @@ def contrib_route_checks(tmp_path_factory, layer) -> dict:
     r"""The exports check, the AttentiveFP checkpoint check and PyG's tests
     in one tree with both pull requests of the contrib route applied, the
     layer into ``contrib`` and the AttentiveFP rename (one interpreter)."""
-    tmp = tmp_path_factory.mktemp('contrib-route')
-    tree = _extract(tmp)
-    original = tmp / 'attentive_fp_original.py'
-    original.write_bytes(tree.joinpath(ATTENTIVE_FP).read_bytes())
+    tree, original = _extract_keeping_attentive_fp(
+        tmp_path_factory.mktemp('contrib-route')
+    )
     assert make_pr.main([str(tree), '--contrib', '--source', str(layer)]) == 0
     assert make_pr.main([str(tree), '--rename-attentivefp']) == 0
     checkpoints = f'PATH = {str(original)!r}\n' + ATTENTIVE_FP_CHECK
