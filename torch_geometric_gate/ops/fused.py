@@ -130,7 +130,7 @@ def forward(*args) -> Tuple[Tensor, Tensor, Tensor]:
     from :obj:`q_src, q_dst, value, edge_attr, weight_edge, att ([2, H, C]),
     src, dst` (:obj:`int64`), :obj:`loop, masked, noise, num_dst,
     slope`."""
-    return _run(_forward, *args)
+    return _run(_forward, args[2], *args)
 
 
 def backward(*args) -> List[Optional[Tensor]]:
@@ -140,26 +140,44 @@ def backward(*args) -> List[Optional[Tensor]]:
     grad_out, grad_softmax` (dense), :obj:`q_src, q_dst, value, edge_attr,
     weight_edge, att, loop, softmax, noise, src, dst, num_dst, slope`. A
     training step needs them all: no variant is compiled per subset."""
-    return _run(_backward, *args)
+    return _run(_backward, args[5], *args)
 
 
 _COMPILED: Dict[object, object] = {}
 
+# Inductor stores an intermediate that more than 4 loads read (12 summed
+# over its inputs on CPU), such as a gathered [E, H, C] row, rather than
+# recompute it in every loop that reads it. With several heads the
+# backward's loops over the edges then differ in shape ([E, H] reductions
+# over C, [E, H * C] scatters) and do not fuse: 7 passes over the edges and
+# two [E, H, C] temporaries. With these thresholds it recomputes them in 3
+# passes and writes no [E, H, C] temporary, faster with 8 heads at 10^6
+# edges and as fast at 10^5; one head, whose loops fuse anyway, keeps
+# Inductor's defaults, with which it is faster (the interleaved timings
+# are in the message of the commit that set these).
+SEVERAL_HEADS_OPTIONS = {
+    'realize_reads_threshold': 16,
+    'realize_cpu_acc_reads_threshold': 32,
+}
 
-def _run(fn, *args):
+
+def _run(fn, value: Tensor, *args):
     r"""Runs :obj:`fn` compiled by Inductor on :obj:`args`, detached and
     without autograd (the operators' own autograd formula differentiates
-    them), so that no setting is compiled twice. Shapes are dynamic (a new
-    graph size needs no recompilation; a new dtype, slope, or edge features
-    and dropout or not, do); past Dynamo's recompilation limit a new
-    setting runs uncompiled."""
-    if fn not in _COMPILED:
-        _COMPILED[fn] = torch.compile(fn, dynamic=True)
+    them), so that no setting is compiled twice; with
+    :obj:`SEVERAL_HEADS_OPTIONS` where :obj:`value` has several heads.
+    Shapes are dynamic (a new graph size needs no recompilation; a new
+    dtype, slope, or edge features and dropout or not, do); past Dynamo's
+    recompilation limit a new setting runs uncompiled."""
+    key = (fn, value.size(1) > 1)
+    if key not in _COMPILED:
+        options = SEVERAL_HEADS_OPTIONS if key[1] else None
+        _COMPILED[key] = torch.compile(fn, dynamic=True, options=options)
     args = tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
     # Below autograd whether or not the operator was called through it
     # (Dynamo's guards see the dispatch keys a context leaves a tensor):
     with torch.no_grad(), torch._C._AutoDispatchBelowADInplaceOrView():
-        return _COMPILED[fn](*args)
+        return _COMPILED[key](*args)
 
 
 # The operators' kernels on CPU tensors: the functions above, compiled (the
