@@ -436,6 +436,33 @@ def test_cpu_operator_equals_dense_and_the_eager_dropout(
     assert (got[0] == 0).any()  # Some attention weights were dropped.
 
 
+@pytest.mark.parametrize('scale,reruns', [(1.0, False), (1e4, True)])
+def test_cpu_operator_shifts_by_the_mean_then_by_the_maximum(
+    monkeypatch, scale, reruns
+):
+    # The compiled forward shifts each destination's scores by their mean.
+    # Scores spread past exp's range (float64: 709) overflow that sum: the
+    # forward reruns, shifted by the maximum. Both equal the dense softmax.
+    graph = make_graph()
+    inputs = make_inputs(graph, 2, 3, None)
+    with torch.no_grad():
+        inputs['att_neighbor'].mul_(scale)
+        inputs['att_self'].mul_(scale)
+    by_max, run_fused = [], fused._run
+
+    def spy(fn, *args):
+        if fn is fused._forward:
+            by_max.append(args[-1])
+        return run_fused(fn, *args)
+
+    monkeypatch.setattr(fused, '_run', spy)
+    op = torch.ops.torch_geometric_gate.chunked_attention
+    got = op(*op_args(graph, inputs))[:2]
+    assert by_max == ([False, True] if reruns else [False])
+    assert torch.isfinite(got[1]).all()
+    assert_equal_to(got, dense(graph, inputs, 0.0), inputs)
+
+
 def test_cpu_operator_past_the_fused_size_runs_the_chunks(monkeypatch):
     # Past FUSED_MAX_ELEMENTS the operator runs the chunked ATen loops (in
     # chunks of 5 edges here), equal to the dense computation too.

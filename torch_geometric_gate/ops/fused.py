@@ -47,26 +47,43 @@ def _forward(
     noise: Optional[Tensor],
     num_dst: int,
     slope: float,
-) -> Tuple[Tensor, Tensor, Tensor]:
+    exact_max: bool,
+) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     dtype = torch.promote_types(q_src.dtype, att.dtype)
     act = _activation(
         q_src, q_dst, edge_attr, weight_edge, src, dst, _ALL, slope
     )
     vector = torch.where(loop.view(-1, 1, 1), att[1], att[0])
     e = (act.to(dtype) * vector).sum(-1)  # [E, H]
-    e = e.masked_fill(masked.view(-1, 1), float('-inf'))
     heads = e.size(1)
-    e_max = e.new_full((num_dst, heads), float('-inf')).scatter_reduce(
-        0, dst.view(-1, 1).expand_as(e), e, 'amax'
-    )  # -inf where no edge: never read.
-    alpha = (e - e_max.index_select(0, dst)).exp()
-    total = e.new_zeros(num_dst, heads).index_add(0, dst, alpha) + 1e-16
+    if exact_max:
+        e = e.masked_fill(masked.view(-1, 1), float('-inf'))
+        shift = e.new_full((num_dst, heads), float('-inf')).scatter_reduce(
+            0, dst.view(-1, 1).expand_as(e), e, 'amax'
+        )  # -inf where no edge: never read.
+    else:
+        # The softmax is the same whatever each destination's scores are
+        # shifted by. Their mean sums in the loop that computes them; the
+        # maximum is a pass of its own, ATen's scatter_reduce. Over its
+        # mean no weight underflows (the largest is at least 1); a score
+        # above it by more than exp's range overflows the sum, which
+        # `forward` then reruns with the maximum.
+        keep = (~masked).to(dtype)
+        sums = e.new_zeros(num_dst, heads)
+        sums = sums.index_add(0, dst, e * keep.view(-1, 1))
+        count = e.new_zeros(num_dst).index_add(0, dst, keep).clamp(min=1)
+        shift = sums / count.view(-1, 1)
+        e = e.masked_fill(masked.view(-1, 1), float('-inf'))
+    alpha = (e - shift.index_select(0, dst)).exp()
+    total = e.new_zeros(num_dst, heads).index_add(0, dst, alpha)
+    finite = total.isfinite().all()
+    total = total + 1e-16
     softmax = alpha / total.index_select(0, dst)
     alpha = softmax if noise is None else softmax * noise
     out_dtype = torch.promote_types(value.dtype, dtype)
     msg = value.index_select(0, src).to(out_dtype) * alpha.unsqueeze(-1)
     out = value.new_zeros((num_dst,) + value.shape[1:], dtype=out_dtype)
-    return alpha, out.index_add(0, dst, msg), softmax
+    return alpha, out.index_add(0, dst, msg), softmax, finite
 
 
 def _backward(
@@ -130,7 +147,10 @@ def forward(*args) -> Tuple[Tensor, Tensor, Tensor]:
     from :obj:`q_src, q_dst, value, edge_attr, weight_edge, att ([2, H, C]),
     src, dst` (:obj:`int64`), :obj:`loop, masked, noise, num_dst,
     slope`."""
-    return _run(_forward, args[2], *args)
+    alpha, out, softmax, finite = _run(_forward, args[2], *args, False)
+    if not finite:  # A sum overflowed, or a score is not finite:
+        alpha, out, softmax, _ = _run(_forward, args[2], *args, True)
+    return alpha, out, softmax
 
 
 def backward(*args) -> List[Optional[Tensor]]:
