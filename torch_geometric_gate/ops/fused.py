@@ -202,16 +202,16 @@ def _run(fn, value: Tensor, *args):
 
 # The operators' kernels on CPU tensors: the functions above, compiled (the
 # chunked loops of `chunked` are opaque to the compiler and would set
-# a compiled GATE's pace); same outputs, same saved tensors. The fused
-# backward writes [E, H, C] temporaries, the chunks only chunk-sized ones:
-# past `FUSED_MAX_ELEMENTS` edge elements (edges times `heads *
+# a compiled GATE's pace); same outputs, same saved tensors. They write no
+# [E, H, C] temporary but with edge features (the product with the edge
+# weight takes the score gradient whole); the chunks write chunk-sized ones.
+# Past `FUSED_MAX_ELEMENTS` edge elements (edges times `heads *
 # out_channels`) the operators run the chunks, so that a step's peak stays
-# bounded. At 1.1 * 10^6 edges * 64 (random-1e6 with its self-loops, one
-# thread) the fused functions ran the compiled step in 0.31-0.35x / 1.00-1.13x
-# compiled GATv2Conv's time (one / 8 heads) where the chunks had run it in
-# 0.45x / 1.16x (benchmark/results/cpu-pair.md and
-# cpu-pair-compiled-rerun.md since c3313a2, cpu-pair.md before it); larger
-# sizes are not measured.
+# bounded where the fused functions are not measured. At 1.1 * 10^6 edges *
+# 64 (random-1e6 with its self-loops, one thread) the fused functions ran
+# the compiled step in 0.35x / 0.81x compiled GATv2Conv's time (one / 8
+# heads; benchmark/results/cpu-pair.md), where the chunks had run it in
+# 0.45x / 1.16x (cpu-pair.md before c3313a2).
 FUSED_MAX_ELEMENTS = 2**27
 
 
