@@ -56,8 +56,9 @@ def _forward(
     vector = torch.where(loop.view(-1, 1, 1), att[1], att[0])
     e = (act.to(dtype) * vector).sum(-1)  # [E, H]
     heads = e.size(1)
+    is_masked = masked.view(-1, 1)
+    e = e.masked_fill(is_masked, float('-inf'))
     if exact_max:
-        e = e.masked_fill(masked.view(-1, 1), float('-inf'))
         shift = e.new_full((num_dst, heads), float('-inf')).scatter_reduce(
             0, dst.view(-1, 1).expand_as(e), e, 'amax'
         )  # -inf where no edge: never read.
@@ -68,12 +69,10 @@ def _forward(
         # mean no weight underflows (the largest is at least 1); a score
         # above it by more than exp's range overflows the sum, which
         # `forward` then reruns with the maximum.
-        keep = (~masked).to(dtype)
         sums = e.new_zeros(num_dst, heads)
-        sums = sums.index_add(0, dst, e * keep.view(-1, 1))
-        count = e.new_zeros(num_dst).index_add(0, dst, keep).clamp(min=1)
-        shift = sums / count.view(-1, 1)
-        e = e.masked_fill(masked.view(-1, 1), float('-inf'))
+        sums = sums.index_add(0, dst, e.masked_fill(is_masked, 0.0))
+        count = e.new_zeros(num_dst).index_add(0, dst, (~masked).to(dtype))
+        shift = sums / count.clamp(min=1).view(-1, 1)
     alpha = (e - shift.index_select(0, dst)).exp()
     total = e.new_zeros(num_dst, heads).index_add(0, dst, alpha)
     finite = total.isfinite().all()
@@ -147,9 +146,10 @@ def forward(*args) -> Tuple[Tensor, Tensor, Tensor]:
     from :obj:`q_src, q_dst, value, edge_attr, weight_edge, att ([2, H, C]),
     src, dst` (:obj:`int64`), :obj:`loop, masked, noise, num_dst,
     slope`."""
-    alpha, out, softmax, finite = _run(_forward, args[2], *args, False)
+    value = args[2]
+    alpha, out, softmax, finite = _run(_forward, value, *args, False)
     if not finite:  # A sum overflowed, or a score is not finite:
-        alpha, out, softmax, _ = _run(_forward, args[2], *args, True)
+        alpha, out, softmax, _ = _run(_forward, value, *args, True)
     return alpha, out, softmax
 
 
@@ -160,7 +160,8 @@ def backward(*args) -> List[Optional[Tensor]]:
     grad_out, grad_softmax` (dense), :obj:`q_src, q_dst, value, edge_attr,
     weight_edge, att, loop, softmax, noise, src, dst, num_dst, slope`. A
     training step needs them all: no variant is compiled per subset."""
-    return _run(_backward, args[5], *args)
+    value = args[5]
+    return _run(_backward, value, *args)
 
 
 _COMPILED: Dict[object, object] = {}
