@@ -24,12 +24,10 @@ import torch
 from common import (
     Step,
     add_layer_args,
-    command_line,
-    describe,
-    load_graph,
-    machine_info,
+    cpu_graphs_and_heads,
     make_layer,
     parse_checked,
+    result_notes,
     time_rounds,
     write_results,
 )
@@ -101,23 +99,13 @@ def main(argv=None) -> List[dict]:
     if args.threads:
         torch.set_num_threads(args.threads)
     stem = os.path.join(args.out, args.name)
-    notes = [f'Command: `{command_line("chunk_sizes.py", argv)}`', '',
-             *machine_info(), '', describe(__doc__)]  # fmt: skip
+    notes = result_notes('chunk_sizes.py', argv, __doc__)
     rows: List[dict] = []
-    for graph in args.graphs:
-        x, edge_index = load_graph(graph, args.channels, 'cpu', args.data_root)
-        for heads in args.heads:
-            common = dict(
-                graph=graph,
-                num_nodes=x.size(0),
-                num_edges=edge_index.size(1),
-                heads=heads,
-                threads=torch.get_num_threads(),
-            )
-            for row in measure(x, edge_index, heads, args):
-                rows.append({**common, **row})
-                print(rows[-1], flush=True)
-            write_results(rows, stem, COLUMNS, 'Chunk sizes', notes)
+    for x, edge_index, heads, config in cpu_graphs_and_heads(args):
+        for row in measure(x, edge_index, heads, args):
+            rows.append({**config, **row})
+            print(rows[-1], flush=True)
+        write_results(rows, stem, COLUMNS, 'Chunk sizes', notes)
     return rows
 
 

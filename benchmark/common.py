@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 import torch_geometric
@@ -172,6 +172,26 @@ def _real_graph(name: str, data_root: str) -> Tuple[Tensor, Tensor]:
         shutil.copytree(src, os.path.join(tmp, folder))
         data = cls(os.path.join(tmp, folder), title)[0]
     return data.x.float(), data.edge_index
+
+
+def cpu_graphs_and_heads(
+    args,
+) -> Iterator[Tuple[Tensor, Tensor, int, Dict[str, object]]]:
+    r"""For every graph of :obj:`args.graphs` (loaded once, on the CPU)
+    and every heads of :obj:`args.heads`: :obj:`(x, edge_index, heads,
+    row)`, :obj:`row` the columns that describe them (graph, nodes, edges,
+    heads, torch's threads)."""
+    for graph in args.graphs:
+        x, edge_index = load_graph(graph, args.channels, 'cpu', args.data_root)
+        for heads in args.heads:
+            row = dict(
+                graph=graph,
+                num_nodes=x.size(0),
+                num_edges=edge_index.size(1),
+                heads=heads,
+                threads=torch.get_num_threads(),
+            )
+            yield x, edge_index, heads, row
 
 
 # Layers and steps ############################################################
@@ -451,6 +471,16 @@ def machine_info() -> List[str]:
         f'torch_geometric {torch_geometric.__version__}',
         f'- torch-scatter: {scatter}',
     ]
+
+
+def result_notes(
+    script: str, argv: Optional[Sequence[str]], doc: Optional[str] = None
+) -> List[str]:
+    r"""The lines above a result table: the command that wrote it, the
+    machine (:func:`machine_info`) and, given the script's docstring
+    :obj:`doc`, its description (:func:`describe`)."""
+    lines = [f'Command: `{command_line(script, argv)}`', '', *machine_info()]
+    return lines if doc is None else [*lines, '', describe(doc)]
 
 
 def build_info() -> List[str]:

@@ -26,12 +26,10 @@ from common import (
     LAYERS,
     Step,
     add_layer_args,
-    command_line,
-    describe,
-    load_graph,
-    machine_info,
+    cpu_graphs_and_heads,
     make_layer,
     parse_checked,
+    result_notes,
     time_pair,
     write_results,
 )
@@ -108,24 +106,14 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     stem = os.path.join(args.out, args.name)
-    notes = [f'Command: `{command_line("contention.py", argv)}`', '',
-             *machine_info(), '', describe(__doc__)]  # fmt: skip
+    notes = result_notes('contention.py', argv, __doc__)
     rows = []
-    for graph in args.graphs:
-        x, edge_index = load_graph(graph, args.channels, 'cpu', args.data_root)
-        for heads in args.heads:
-            row = dict(
-                graph=graph,
-                num_nodes=x.size(0),
-                num_edges=edge_index.size(1),
-                heads=heads,
-                threads=torch.get_num_threads(),
-                competitors=args.competitors,
-            )
-            row.update(measure(x, edge_index, heads, args))
-            rows.append(row)
-            write_results(rows, stem, COLUMNS, 'Under contention', notes)
-            print(row, flush=True)
+    for x, edge_index, heads, config in cpu_graphs_and_heads(args):
+        row = dict(config, competitors=args.competitors)
+        row.update(measure(x, edge_index, heads, args))
+        rows.append(row)
+        write_results(rows, stem, COLUMNS, 'Under contention', notes)
+        print(row, flush=True)
     return rows
 
 

@@ -24,10 +24,8 @@ from common import (
     GATE_KERNELS,
     LAYERS,
     SIZED_GRAPHS,
-    command_line,
-    describe,
-    machine_info,
     output_folder,
+    result_notes,
     write_results,
 )
 from fresh_process import fresh_process_step
@@ -94,8 +92,7 @@ def main(argv=None):
     args = parse_args(argv)
     devices = args.devices or ['cpu'] + ['cuda'] * torch.cuda.is_available()
     stem = os.path.join(args.out, args.name)
-    notes = [f'Command: `{command_line("deep.py", argv)}`', '',
-             *machine_info(), '', describe(__doc__)]  # fmt: skip
+    notes = result_notes('deep.py', argv, __doc__)
     channels = SIZED_GRAPHS[args.graph][2]
     rows = []
     for device in devices:

@@ -27,14 +27,12 @@ from common import (
     GATE_KERNELS,
     Step,
     add_layer_args,
-    command_line,
     cuda_peak_bytes,
-    describe,
     free,
     load_graph,
-    machine_info,
     make_layer,
     parse_checked,
+    result_notes,
     saved_bytes,
     status_of,
     time_step,
@@ -234,8 +232,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     started = time.perf_counter()
     stem = os.path.join(args.out, args.name)
-    notes = [f'Command: `{command_line("kernels.py", argv)}`', '',
-             *machine_info(), '', describe(__doc__)]  # fmt: skip
+    notes = result_notes('kernels.py', argv, __doc__)
     variants = [('GATE', k) for k in args.kernels]
     if args.gate_compiled:
         variants += [('GATE', f'{k}-compiled') for k in args.kernels]

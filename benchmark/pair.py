@@ -25,14 +25,12 @@ from common import (
     LAYERS,
     Step,
     add_layer_args,
-    command_line,
     cuda_peak_bytes,
     cuda_syncs,
-    describe,
     load_graph,
-    machine_info,
     make_layer,
     parse_checked,
+    result_notes,
     saved_bytes,
     time_pair,
     write_results,
@@ -109,8 +107,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     devices = args.devices or ['cpu'] + ['cuda'] * torch.cuda.is_available()
     stem = os.path.join(args.out, args.name)
-    notes = [f'Command: `{command_line("pair.py", argv)}`', '',
-             *machine_info(), '', describe(__doc__)]  # fmt: skip
+    notes = result_notes('pair.py', argv, __doc__)
     rows = []
     for device in map(torch.device, devices):
         for graph in args.graphs:

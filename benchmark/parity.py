@@ -30,12 +30,11 @@ import os
 import torch
 from common import (
     DTYPES,
-    command_line,
     cuda_syncs,
     describe,
-    machine_info,
     output_folder,
     random_graph,
+    result_notes,
     write_results,
 )
 
@@ -140,7 +139,7 @@ def main(argv=None) -> int:
     )  # fmt: skip
     in_degree = torch.bincount(edge_index[1], minlength=args.nodes)
     notes = [
-        f'Command: `{command_line("parity.py", argv)}`', '', *machine_info(),
+        *result_notes('parity.py', argv),
         f'- graph: {args.nodes} nodes, {edge_index.size(1)} edges, largest '
         f'in-degrees {in_degree.topk(3).values.tolist()}, '
         f'{int((in_degree == 0).sum())} nodes without in-edges, '

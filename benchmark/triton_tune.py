@@ -22,11 +22,10 @@ import torch
 from common import (
     DTYPES,
     Step,
-    command_line,
     cuda_peak_bytes,
     load_graph,
-    machine_info,
     make_layer,
+    result_notes,
     time_step,
     write_results,
 )
@@ -75,11 +74,7 @@ def main(argv=None):
     if current not in tiles:
         tiles.append(current)
     stem = os.path.join(args.out, 'triton_tune')
-    notes = [
-        f'Command: `{command_line("triton_tune.py", argv)}`',
-        '',
-        *machine_info(),
-    ]
+    notes = result_notes('triton_tune.py', argv)
     rows = []
     try:
         for graph in args.graphs:

@@ -174,3 +174,16 @@ def test_a_step_in_a_fresh_process_reports_memory():
     assert res['status'] == 'ok', res
     assert 0 < res['saved_mb'] and 0 <= res['step_mb'] <= res['peak_mb']
     assert res['num_edges'] > 900
+
+
+def test_result_notes_name_the_command_the_machine_and_the_script():
+    doc = 'Title.\n\nWhat :obj:`x` measures,\nin two lines::\n\n    usage'
+    notes = common.result_notes('pair.py', ['--reps', '3'], doc)
+    machine = common.machine_info()
+    assert notes == [
+        'Command: `python benchmark/pair.py --reps 3`', '', *machine, '',
+        'What `x` measures, in two lines',
+    ]  # fmt: skip
+    assert common.result_notes('pair.py', []) == [
+        'Command: `python benchmark/pair.py`', '', *machine,
+    ]  # fmt: skip
