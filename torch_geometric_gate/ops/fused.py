@@ -171,11 +171,12 @@ _COMPILED: Dict[object, object] = {}
 # recompute it in every loop that reads it. With several heads the
 # backward's loops over the edges then differ in shape ([E, H] reductions
 # over C, [E, H * C] scatters) and do not fuse: 7 passes over the edges and
-# two [E, H, C] temporaries. With these thresholds it recomputes them in 3
-# passes and writes no [E, H, C] temporary, faster with 8 heads at 10^6
-# edges and as fast at 10^5; one head, whose loops fuse anyway, keeps
-# Inductor's defaults, with which it is faster (the interleaved timings
-# are in the message of the commit that set these).
+# two [E, H, C] temporaries (`TORCH_LOGS=output_code` prints the loops).
+# With these thresholds it recomputes them in 3 passes and writes no
+# [E, H, C] temporary, faster with 8 heads at 10^6 edges and as fast at
+# 10^5; one head, whose loops fuse anyway, keeps Inductor's defaults, with
+# which it is faster (the interleaved timings are in the message of the
+# commit that set these).
 SEVERAL_HEADS_OPTIONS = {
     'realize_reads_threshold': 16,
     'realize_cpu_acc_reads_threshold': 32,
