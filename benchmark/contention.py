@@ -3,13 +3,18 @@ on: how much slower each layer's training step gets.
 
 For every graph and heads the two layers' training steps are timed in
 alternation (as in :obj:`pair.py`) with torch's threads (:obj:`--threads`,
-default torch's own choice), once on an otherwise idle machine and once
-while :obj:`--competitors` processes each keep one core busy (a Python loop
-that never yields, started by this script and stopped after the timing).
-*slowdown* is a layer's median step time under contention over its idle
-one; *relative* is GATE's slowdown over GATv2Conv's (at most 1: GATE
-suffers no more from the shared CPU). The machine must be otherwise idle
-for the numbers to mean anything::
+default torch's own choice), in :obj:`--rounds` rounds of two phases: one
+on an otherwise idle machine, one while :obj:`--competitors` processes each
+keep one core busy (a Python loop that never yields, started for the phase
+and stopped after it). *slowdown* is a layer's median step time under
+contention over its idle one; *relative* is GATE's slowdown over
+GATv2Conv's, per round the ratio of the two phases' median GATE/GATv2Conv
+ratios (at most 1: GATE suffers no more from the shared CPU), its median
+over the rounds with their minimum and maximum (how a shared CPU's
+scheduling scatters it). The machine must be otherwise idle for the
+numbers to mean anything. :obj:`--chunk-log2` runs GATE's chunked kernels
+at another chunk size (edge elements per intra-op thread, as in
+:obj:`chunk_sizes.py`)::
 
     python benchmark/contention.py --graphs cora random-1e5 --heads 1 8 \
         --out benchmark/results --name cpu-contention
@@ -17,6 +22,7 @@ for the numbers to mean anything::
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -35,12 +41,14 @@ from common import (
 )
 
 from torch_geometric_gate._cli import int_at_least
+from torch_geometric_gate.ops import chunked_steps
 
 COLUMNS = [
-    'graph', 'num_nodes', 'num_edges', 'heads', 'threads', 'competitors',
+    'graph', 'num_nodes', 'num_edges', 'heads', 'threads', 'chunk_log2',
+    'competitors',
     'gate_idle_ms', 'gatv2_idle_ms', 'gate_busy_ms', 'gatv2_busy_ms',
-    'gate_slowdown', 'gatv2_slowdown', 'relative', 'idle_ratio',
-    'busy_ratio',
+    'gate_slowdown', 'gatv2_slowdown', 'rounds', 'relative', 'relative_min',
+    'relative_max', 'idle_ratio', 'busy_ratio',
 ]  # fmt: skip
 # One core kept busy without ever waiting (no sleep, no I/O):
 SPIN = 'while True: pass'
@@ -54,6 +62,19 @@ def parse_args(argv=None) -> argparse.Namespace:
         type=int_at_least(1),
         default=1,
         help='processes that each keep one core busy',
+    )
+    parser.add_argument(
+        '--rounds',
+        type=int_at_least(1),
+        default=3,
+        help='idle and busy phases, alternated',
+    )
+    parser.add_argument(
+        '--chunk-log2',
+        type=int_at_least(4),
+        default=None,
+        help="log2 of GATE's chunk elements per thread (default: the "
+        "kernels' own)",
     )
     parser.add_argument('--name', default='contention')
     return parse_checked(parser, argv)
@@ -89,15 +110,28 @@ def measure(x, edge_index, heads, args) -> dict:
         for k in LAYERS
     }
     cpu = torch.device('cpu')
-    idle = time_pair(steps, cpu, args.warmup, args.reps)
-    with Competitors(args.competitors):
-        busy = time_pair(steps, cpu, args.warmup, args.reps)
-    row = {f'{k}_idle_ms': idle[f'{k}_ms'] for k in ('gate', 'gatv2')}
-    row.update({f'{k}_busy_ms': busy[f'{k}_ms'] for k in ('gate', 'gatv2')})
+    phases = {'idle': [], 'busy': []}
+    for _ in range(args.rounds):
+        phases['idle'].append(time_pair(steps, cpu, args.warmup, args.reps))
+        with Competitors(args.competitors):
+            phases['busy'].append(
+                time_pair(steps, cpu, args.warmup, args.reps)
+            )
+    row = {'rounds': args.rounds}
+    for phase, pairs in phases.items():
+        for k in ('gate', 'gatv2'):
+            row[f'{k}_{phase}_ms'] = statistics.median(
+                p[f'{k}_ms'] for p in pairs
+            )
+        row[f'{phase}_ratio'] = statistics.median(p['ratio'] for p in pairs)
     for k in ('gate', 'gatv2'):
         row[f'{k}_slowdown'] = row[f'{k}_busy_ms'] / row[f'{k}_idle_ms']
-    row['relative'] = row['gate_slowdown'] / row['gatv2_slowdown']
-    row['idle_ratio'], row['busy_ratio'] = idle['ratio'], busy['ratio']
+    relative = [
+        busy['ratio'] / idle['ratio']
+        for idle, busy in zip(phases['idle'], phases['busy'])
+    ]
+    row['relative'] = statistics.median(relative)
+    row['relative_min'], row['relative_max'] = min(relative), max(relative)
     return row
 
 
@@ -107,13 +141,21 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     stem = os.path.join(args.out, args.name)
     notes = result_notes('contention.py', argv, __doc__)
+    default = chunked_steps.CHUNK_ELEMENTS['cpu']
+    if args.chunk_log2 is not None:
+        chunked_steps.CHUNK_ELEMENTS['cpu'] = 2**args.chunk_log2
+    size = chunked_steps.CHUNK_ELEMENTS['cpu']
     rows = []
-    for x, edge_index, heads, config in cpu_graphs_and_heads(args):
-        row = dict(config, competitors=args.competitors)
-        row.update(measure(x, edge_index, heads, args))
-        rows.append(row)
-        write_results(rows, stem, COLUMNS, 'Under contention', notes)
-        print(row, flush=True)
+    try:
+        for x, edge_index, heads, config in cpu_graphs_and_heads(args):
+            row = dict(config, competitors=args.competitors)
+            row['chunk_log2'] = size.bit_length() - 1
+            row.update(measure(x, edge_index, heads, args))
+            rows.append(row)
+            write_results(rows, stem, COLUMNS, 'Under contention', notes)
+            print(row, flush=True)
+    finally:
+        chunked_steps.CHUNK_ELEMENTS['cpu'] = default
     return rows
 
 

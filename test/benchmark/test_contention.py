@@ -6,6 +6,7 @@ import csv
 import os
 
 import pytest
+import torch
 from benchmark_testing import load_benchmark
 
 contention = load_benchmark('contention')
@@ -34,24 +35,83 @@ def test_rows_ratios_and_no_competitor_left(tmp_path, monkeypatch):
     rows = contention.main([
         '--graphs', 'random-2000', '--heads', '1', '2', '--hidden', '8',
         '--channels', '8', '--reps', '1', '--warmup', '0',
-        '--competitors', '2', '--out', str(tmp_path), '--name', 'c',
+        '--competitors', '2', '--rounds', '2', '--out', str(tmp_path),
+        '--name', 'c',
     ])  # fmt: skip
     assert [r['heads'] for r in rows] == [1, 2]
-    # Two competitors per configuration, each ended and reaped:
+    # Two competitors per busy phase, two rounds per configuration, each
+    # ended and reaped:
     started = [p for p in started if contention.SPIN in p.args]
-    assert len(started) == 4
+    assert len(started) == 8
     assert all(p.returncode is not None for p in started)
     assert _children() == before
     for r in rows:
         assert r['gate_slowdown'] == r['gate_busy_ms'] / r['gate_idle_ms']
-        assert r['relative'] == r['gate_slowdown'] / r['gatv2_slowdown']
-        assert r['competitors'] == 2
+        assert r['relative_min'] <= r['relative'] <= r['relative_max']
+        assert r['competitors'] == 2 and r['rounds'] == 2
+        size = contention.chunked_steps.CHUNK_ELEMENTS['cpu']
+        assert 2 ** r['chunk_log2'] == size
     with open(tmp_path / 'c.csv') as f:
         assert len(list(csv.DictReader(f))) == 2
     assert (
         'Command: `python benchmark/contention.py'
         in (tmp_path / 'c.md').read_text()
     )
+
+
+def test_relative_is_the_median_over_rounds_of_busy_over_idle(monkeypatch):
+    # Phases in order idle, busy, idle, busy, ...; GATE/GATv2Conv ratios:
+    ratios = iter([1.0, 2.0, 0.5, 2.0, 1.0, 1.5])
+    phases = []
+
+    def fake_time_pair(steps, device, warmup, reps):
+        phases.append(contention.Competitors.running)
+        ratio = next(ratios)
+        return {'gate_ms': 10.0 * ratio, 'gatv2_ms': 10.0, 'ratio': ratio}
+
+    class FakeCompetitors:
+        running = False
+
+        def __init__(self, n):
+            pass
+
+        def __enter__(self):
+            FakeCompetitors.running = True
+
+        def __exit__(self, *exc):
+            FakeCompetitors.running = False
+
+    monkeypatch.setattr(contention, 'time_pair', fake_time_pair)
+    monkeypatch.setattr(contention, 'Competitors', FakeCompetitors)
+    args = contention.parse_args(['--rounds', '3', '--hidden', '8'])
+    x, edge_index = torch.randn(4, 8), torch.tensor([[0, 1], [1, 2]])
+    row = contention.measure(x, edge_index, 1, args)
+    assert phases == [False, True] * 3
+    # Per round busy / idle: 2.0, 4.0, 1.5.
+    assert row['relative'] == 2.0
+    assert (row['relative_min'], row['relative_max']) == (1.5, 4.0)
+    assert row['idle_ratio'] == 1.0  # median of 1.0, 0.5, 1.0
+    assert row['busy_ratio'] == 2.0  # median of 2.0, 2.0, 1.5
+    assert row['gate_busy_ms'] == 20.0 and row['gatv2_idle_ms'] == 10.0
+
+
+def test_chunk_size_in_force_while_timed_and_restored(tmp_path, monkeypatch):
+    chunked_steps = contention.chunked_steps
+    default = chunked_steps.CHUNK_ELEMENTS['cpu']
+    seen = []
+
+    def fake_measure(x, edge_index, heads, args):
+        seen.append(chunked_steps.CHUNK_ELEMENTS['cpu'])
+        raise RuntimeError('stop')
+
+    monkeypatch.setattr(contention, 'measure', fake_measure)
+    with pytest.raises(RuntimeError, match='stop'):
+        contention.main([
+            '--graphs', 'random-2000', '--heads', '1', '--hidden', '8',
+            '--chunk-log2', '12', '--out', str(tmp_path),
+        ])  # fmt: skip
+    assert seen == [2**12]
+    assert chunked_steps.CHUNK_ELEMENTS['cpu'] == default
 
 
 def test_hidden_must_split_into_heads(capsys):
