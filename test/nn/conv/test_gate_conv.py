@@ -163,6 +163,29 @@ def test_gate_conv_edge_attr_matches_dense_equations():
     )
 
 
+@pytest.mark.parametrize('in_channels', [5, 6, 7, 32])
+def test_gate_conv_projections_match_dense_equations_and_gradients(
+    in_channels,
+):
+    # heads * out_channels = 6: up to 6 input channels three products, past
+    # it one product of the stacked weights, split in three.
+    torch.manual_seed(in_channels)
+    conv = GATEConv(in_channels, 3, heads=2).double()
+    randomize_attention(conv)
+    x = torch.randn(
+        NUM_NODES, in_channels, dtype=torch.double, requires_grad=True
+    )
+    out = conv(x, EDGE_INDEX)
+    expected, _ = dense_gate(conv, x, x, EDGE_INDEX)
+    assert torch.allclose(out, expected)
+    inputs = [conv.lin.weight, conv.lin_src.weight, conv.lin_dst.weight, x]
+    weight = torch.randn_like(out)
+    grads = torch.autograd.grad((out * weight).sum(), inputs)
+    dense = torch.autograd.grad((expected * weight).sum(), inputs)
+    for got, want in zip(grads, dense):
+        assert torch.allclose(got, want)
+
+
 @pytest.mark.parametrize('concat', [True, False])
 @pytest.mark.parametrize(
     'edge_dim,fill_value',

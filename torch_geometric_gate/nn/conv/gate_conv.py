@@ -354,13 +354,7 @@ class GATEConv(MessagePassing):
                 "Expected floating-point 'edge_attr', as 'lin_edge' "
                 f'multiplies it (got {edge_attr.dtype}; cast it first)')
 
-        value = self.lin(x_src).view(-1, H, C)
-        if self.lin_src is not None and self.lin_dst is not None:
-            q_src = self.lin_src(x_src).view(-1, H, C)
-            q_dst = self.lin_dst(x_dst).view(-1, H, C)
-        else:
-            q_src = value
-            q_dst = self.lin(x_dst).view(-1, H, C) if bipartite else value
+        value, q_src, q_dst = self._project(x_src, x_dst, bipartite)
 
         masked: OptTensor = None
         if self.add_self_loops:
@@ -395,6 +389,30 @@ class GATEConv(MessagePassing):
         if self.bias is not None:
             out = out + self.bias
         return out, ei, alpha, masked
+
+    def _project(self, x_src: Tensor, x_dst: Tensor,
+                 bipartite: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        # W x_src, U x_src and V x_dst, each [N, H, C].
+        H, C = self.heads, self.out_channels
+        if self.lin_src is None or self.lin_dst is None:  # share_weights
+            value = self.lin(x_src).view(-1, H, C)
+            q_dst = self.lin(x_dst).view(-1, H, C) if bipartite else value
+            return value, value, q_dst
+        if (not bipartite and self.lin.in_channels > H * C
+                and self.lin_src.in_channels > 0
+                and self.lin_dst.in_channels > 0):
+            # Input wider than the output: one product reads x once instead
+            # of three times, for the cost of splitting its [N, 3 * H * C]
+            # result.
+            weight = torch.cat(
+                [self.lin.weight, self.lin_src.weight, self.lin_dst.weight])
+            parts = F.linear(x_src, weight).split(H * C, dim=1)
+            return (parts[0].contiguous().view(-1, H, C),
+                    parts[1].contiguous().view(-1, H, C),
+                    parts[2].contiguous().view(-1, H, C))
+        value = self.lin(x_src).view(-1, H, C)
+        q_src = self.lin_src(x_src).view(-1, H, C)
+        return value, q_src, self.lin_dst(x_dst).view(-1, H, C)
 
     def edge_update(self, x_j: Tensor, x_i: Tensor, edge_attr: OptTensor,
                     loop: Tensor, masked: OptTensor, index: Tensor,
