@@ -24,16 +24,18 @@ import torch
 from common import (
     Step,
     add_layer_args,
+    cpu_chunk_log2,
     cpu_graphs_and_heads,
     make_layer,
     parse_checked,
-    result_notes,
     time_rounds,
+)
+from report import (
+    result_notes,
     write_results,
 )
 
 from torch_geometric_gate._cli import int_at_least
-from torch_geometric_gate.ops import chunked_steps
 
 COLUMNS = [
     'graph', 'num_nodes', 'num_edges', 'heads', 'threads', 'chunk_log2',
@@ -58,8 +60,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def _at_size(step: Step, log2: int) -> Callable[[], None]:
     def run():
-        chunked_steps.CHUNK_ELEMENTS['cpu'] = 2**log2
-        step()
+        with cpu_chunk_log2(log2):
+            step()
 
     return run
 
@@ -75,11 +77,7 @@ def measure(x, edge_index, heads: int, args) -> List[dict]:
     fns['gatv2'] = Step(
         make_layer('GATv2', x.size(1), args.hidden, heads), x, edge_index
     )
-    default = chunked_steps.CHUNK_ELEMENTS['cpu']
-    try:
-        times = time_rounds(fns, 'cpu', args.warmup, args.reps)
-    finally:
-        chunked_steps.CHUNK_ELEMENTS['cpu'] = default
+    times = time_rounds(fns, 'cpu', args.warmup, args.reps)
     first, gatv2 = times[str(args.sizes[0])], times['gatv2']
     rows = []
     for k in args.sizes:

@@ -32,16 +32,18 @@ from common import (
     LAYERS,
     Step,
     add_layer_args,
+    cpu_chunk_log2,
     cpu_graphs_and_heads,
     make_layer,
     parse_checked,
-    result_notes,
     time_pair,
+)
+from report import (
+    result_notes,
     write_results,
 )
 
 from torch_geometric_gate._cli import int_at_least
-from torch_geometric_gate.ops import chunked_steps
 
 COLUMNS = [
     'graph', 'num_nodes', 'num_edges', 'heads', 'threads', 'chunk_log2',
@@ -141,21 +143,14 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     stem = os.path.join(args.out, args.name)
     notes = result_notes('contention.py', argv, __doc__)
-    default = chunked_steps.CHUNK_ELEMENTS['cpu']
-    if args.chunk_log2 is not None:
-        chunked_steps.CHUNK_ELEMENTS['cpu'] = 2**args.chunk_log2
-    size = chunked_steps.CHUNK_ELEMENTS['cpu']
     rows = []
-    try:
+    with cpu_chunk_log2(args.chunk_log2) as log2:
         for x, edge_index, heads, config in cpu_graphs_and_heads(args):
-            row = dict(config, competitors=args.competitors)
-            row['chunk_log2'] = size.bit_length() - 1
+            row = dict(config, chunk_log2=log2, competitors=args.competitors)
             row.update(measure(x, edge_index, heads, args))
             rows.append(row)
             write_results(rows, stem, COLUMNS, 'Under contention', notes)
             print(row, flush=True)
-    finally:
-        chunked_steps.CHUNK_ELEMENTS['cpu'] = default
     return rows
 
 

@@ -24,11 +24,13 @@ from common import (
     GATE_KERNELS,
     LAYERS,
     SIZED_GRAPHS,
+)
+from fresh_process import fresh_process_step
+from report import (
     output_folder,
     result_notes,
     write_results,
 )
-from fresh_process import fresh_process_step
 
 from torch_geometric_gate._cli import int_at_least
 

@@ -94,8 +94,8 @@ phase() {  # phase NAME DEFAULT_LIMIT COMMAND...: runs it in $WORK/NAME.
     nvcc --version 2>&1 | tail -n 2
     ls -d /usr/local/cuda* 2>&1
     PYTHONPATH="$PWD/benchmark:$PYTHONPATH" python3 -c '
-import common, triton
-print("\n".join(common.machine_info() + common.build_info()))
+import common, report, triton
+print("\n".join(report.machine_info() + report.build_info()))
 print("- triton", triton.__version__)
 try:
     import turbo_gnn

@@ -32,13 +32,15 @@ from common import (
     load_graph,
     make_layer,
     parse_checked,
-    result_notes,
     saved_bytes,
     status_of,
     time_step,
-    write_results,
 )
 from plotting import plot, plot_points
+from report import (
+    result_notes,
+    write_results,
+)
 
 from torch_geometric_gate._cli import positive_float
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams

@@ -30,13 +30,15 @@ from common import (
     load_graph,
     make_layer,
     parse_checked,
-    result_notes,
     saved_bytes,
     time_pair,
-    write_results,
 )
 from fresh_process import fresh_process_step
 from plotting import plot, plot_points
+from report import (
+    result_notes,
+    write_results,
+)
 
 MODES = ('train', 'forward', 'inference')
 COLUMNS = [

@@ -31,9 +31,11 @@ import torch
 from common import (
     DTYPES,
     cuda_syncs,
+    random_graph,
+)
+from report import (
     describe,
     output_folder,
-    random_graph,
     result_notes,
     write_results,
 )

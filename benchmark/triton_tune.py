@@ -25,8 +25,10 @@ from common import (
     cuda_peak_bytes,
     load_graph,
     make_layer,
-    result_notes,
     time_step,
+)
+from report import (
+    result_notes,
     write_results,
 )
 

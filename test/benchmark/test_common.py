@@ -1,14 +1,15 @@
-r"""``benchmark/common.py``: graphs, probes, the result writer, the plot."""
+r"""``benchmark/common.py``: graphs, the chunk size in force, timing and
+memory probes; the plot; a step in a fresh process."""
 
 import argparse
-import csv
 import gc
-import os
 import weakref
 
 import pytest
 import torch
 from benchmark_testing import load_benchmark
+
+from torch_geometric_gate.ops import chunked_steps
 
 common = load_benchmark('common')
 plotting = load_benchmark('plotting')
@@ -119,22 +120,6 @@ def test_out_of_memory_errors_are_told_apart():
     )
 
 
-def test_write_results_replaces_both_files_whole(tmp_path):
-    stem = str(tmp_path / 'sub' / 'res')
-    rows = [dict(a=1, b=0.5)]
-    common.write_results(rows, stem, ['a', 'b', 'c'], 'T', ['note'])
-    rows.append(dict(a=2, b=None, c='x'))
-    common.write_results(rows, stem, ['a', 'b', 'c'], 'T', ['note'])
-    with open(stem + '.csv') as f:
-        assert list(csv.DictReader(f)) == [
-            dict(a='1', b='0.5', c=''),
-            dict(a='2', b='', c='x'),
-        ]
-    text = open(stem + '.md').read()
-    assert text.startswith('# T\n\nnote\n') and '| 2 | - | x |' in text
-    assert sorted(os.listdir(tmp_path / 'sub')) == ['res.csv', 'res.md']
-
-
 @pytest.mark.slow
 def test_plot_refuses_nothing_and_draws_points(tmp_path):
     pytest.importorskip('matplotlib')
@@ -149,22 +134,6 @@ def test_plot_refuses_nothing_and_draws_points(tmp_path):
     assert (tmp_path / 'p.png').stat().st_size > 0
 
 
-def test_output_folder_is_a_usage_error_for_a_file(tmp_path, capsys):
-    parser = argparse.ArgumentParser()
-    (tmp_path / 'file').write_text('')
-    for bad, expected in (
-        (tmp_path / 'file', 'expected a folder'),
-        (tmp_path / 'file' / 'sub', 'cannot create the folder'),
-    ):
-        with pytest.raises(SystemExit) as e:
-            common.output_folder(parser, str(bad))
-        assert e.value.code == 2
-        assert expected in capsys.readouterr().err
-    assert common.output_folder(parser, str(tmp_path / 'new')) == str(
-        tmp_path / 'new'
-    )
-
-
 @pytest.mark.slow
 def test_a_step_in_a_fresh_process_reports_memory():
     res = fresh_process.fresh_process_step(
@@ -176,14 +145,13 @@ def test_a_step_in_a_fresh_process_reports_memory():
     assert res['num_edges'] > 900
 
 
-def test_result_notes_name_the_command_the_machine_and_the_script():
-    doc = 'Title.\n\nWhat :obj:`x` measures,\nin two lines::\n\n    usage'
-    notes = common.result_notes('pair.py', ['--reps', '3'], doc)
-    machine = common.machine_info()
-    assert notes == [
-        'Command: `python benchmark/pair.py --reps 3`', '', *machine, '',
-        'What `x` measures, in two lines',
-    ]  # fmt: skip
-    assert common.result_notes('pair.py', []) == [
-        'Command: `python benchmark/pair.py`', '', *machine,
-    ]  # fmt: skip
+def test_cpu_chunk_log2_sets_yields_and_restores():
+    sizes = chunked_steps.CHUNK_ELEMENTS
+    default = sizes['cpu']
+    with common.cpu_chunk_log2(None) as log2:
+        assert sizes['cpu'] == default == 2**log2
+    with pytest.raises(RuntimeError, match='stop'):
+        with common.cpu_chunk_log2(12) as log2:
+            assert log2 == 12 and sizes['cpu'] == 2**12
+            raise RuntimeError('stop')
+    assert sizes['cpu'] == default

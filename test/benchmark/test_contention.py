@@ -9,6 +9,8 @@ import pytest
 import torch
 from benchmark_testing import load_benchmark
 
+from torch_geometric_gate.ops import chunked_steps
+
 contention = load_benchmark('contention')
 
 
@@ -49,7 +51,7 @@ def test_rows_ratios_and_no_competitor_left(tmp_path, monkeypatch):
         assert r['gate_slowdown'] == r['gate_busy_ms'] / r['gate_idle_ms']
         assert r['relative_min'] <= r['relative'] <= r['relative_max']
         assert r['competitors'] == 2 and r['rounds'] == 2
-        size = contention.chunked_steps.CHUNK_ELEMENTS['cpu']
+        size = chunked_steps.CHUNK_ELEMENTS['cpu']
         assert 2 ** r['chunk_log2'] == size
     with open(tmp_path / 'c.csv') as f:
         assert len(list(csv.DictReader(f))) == 2
@@ -96,7 +98,6 @@ def test_relative_is_the_median_over_rounds_of_busy_over_idle(monkeypatch):
 
 
 def test_chunk_size_in_force_while_timed_and_restored(tmp_path, monkeypatch):
-    chunked_steps = contention.chunked_steps
     default = chunked_steps.CHUNK_ELEMENTS['cpu']
     seen = []
 
