@@ -186,6 +186,20 @@ def test_gate_conv_projections_match_dense_equations_and_gradients(
         assert torch.allclose(got, want)
 
 
+def test_gate_conv_lazy_target_side_is_set_before_one_product():
+    # With `in_channels=(16, -1)` the target projection is lazy: the first
+    # call takes three products (which set it), later ones the one product
+    # of the stacked weights; both equal the dense equations.
+    torch.manual_seed(0)
+    conv = GATEConv((16, -1), 3, heads=2).double()
+    randomize_attention(conv)
+    x = torch.randn(NUM_NODES, 16, dtype=torch.double)
+    first = conv(x, EDGE_INDEX)
+    expected, _ = dense_gate(conv, x, x, EDGE_INDEX)
+    assert torch.allclose(first, expected)
+    assert torch.allclose(conv(x, EDGE_INDEX), expected)
+
+
 @pytest.mark.parametrize('concat', [True, False])
 @pytest.mark.parametrize(
     'edge_dim,fill_value',

@@ -398,8 +398,9 @@ class GATEConv(MessagePassing):
             value = self.lin(x_src).view(-1, H, C)
             q_dst = self.lin(x_dst).view(-1, H, C) if bipartite else value
             return value, value, q_dst
+        # `lin_src` takes the source channels as `lin` does; `lin_dst` may
+        # still be lazy (`in_channels=(16, -1)`):
         if (not bipartite and self.lin.in_channels > H * C
-                and self.lin_src.in_channels > 0
                 and self.lin_dst.in_channels > 0):
             # Input wider than the output: one product reads x once instead
             # of three times, for the cost of splitting its [N, 3 * H * C]
