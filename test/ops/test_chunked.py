@@ -476,6 +476,36 @@ def test_cpu_operator_past_the_fused_size_runs_the_chunks(monkeypatch):
     assert_equal_to(got, dense(graph, inputs, 0.2), inputs)
 
 
+@pytest.mark.parametrize('threads', [2, fused.SERIAL_MAX_THREADS + 1])
+def test_cpu_operator_scatters_serially_up_to_a_few_threads(
+    monkeypatch, threads
+):
+    # In parallel, Inductor scatters into node rows with an atomic add per
+    # element: up to SERIAL_MAX_THREADS threads the operator's compiled
+    # functions run in one thread (no atomic add), past it in parallel;
+    # equal to the dense computation either way.
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()  # Compiled afresh, so that the code is seen.
+    monkeypatch.setattr(fused, '_COMPILED', {})
+    graph = make_graph()
+    inputs = make_inputs(graph, 2, 3, None)
+    op = torch.ops.torch_geometric_gate.chunked_attention
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got, forward = run_and_get_code(op, *op_args(graph, inputs))
+        want = dense(graph, inputs, 0.0)
+        # The gradients, compared there, run the compiled backward:
+        _, backward = run_and_get_code(assert_equal_to, got[:2], want, inputs)
+    finally:
+        torch.set_num_threads(before)
+    codes = forward + backward
+    assert len(codes) == 2
+    serial = threads <= fused.SERIAL_MAX_THREADS
+    assert all(('atomic_add' in code) != serial for code in codes)
+
+
 def saved(fn):
     r"""The distinct storages saved for backward by :obj:`fn()`: their
     bytes by the dtype and shape of the first tensor seen in each."""

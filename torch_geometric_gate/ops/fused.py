@@ -183,18 +183,34 @@ SEVERAL_HEADS_OPTIONS = {
 }
 
 
+# With several threads Inductor parallelizes a loop that scatters into node
+# rows (`index_add`) with an atomic add per element (not vectorized). On two
+# threads (random graphs of 10^5 and 10^6 edges, heads 1 and 8) the
+# compiled step took 0.77-1.42x compiled GATv2Conv's with the parallel
+# loops, and 0.44-0.77x with the functions run in one thread
+# (`cpp.threads=1`; the commit that set this has the commands). Up to
+# `SERIAL_MAX_THREADS` threads they run in one; from there on Inductor's
+# parallel loops are left to pay off (not measured past two threads).
+SERIAL_MAX_THREADS = 4
+
+
 def _run(fn, value: Tensor, *args):
     r"""Runs :obj:`fn` compiled by Inductor on :obj:`args`, detached and
     without autograd (the operators' own autograd formula differentiates
     them), so that no setting is compiled twice; with
-    :obj:`SEVERAL_HEADS_OPTIONS` where :obj:`value` has several heads.
-    Shapes are dynamic (a new graph size needs no recompilation; a new
-    dtype, slope, or edge features and dropout or not, do); past Dynamo's
-    recompilation limit a new setting runs uncompiled."""
-    key = (fn, value.size(1) > 1)
+    :obj:`SEVERAL_HEADS_OPTIONS` where :obj:`value` has several heads, and
+    in one thread up to :obj:`SERIAL_MAX_THREADS` threads. Shapes are
+    dynamic (a new graph size needs no recompilation; a new dtype, slope,
+    or edge features and dropout or not, do); past Dynamo's recompilation
+    limit a new setting runs uncompiled."""
+    key = (fn, value.size(1) > 1, _serial())
     if key not in _COMPILED:
-        options = SEVERAL_HEADS_OPTIONS if key[1] else None
-        _COMPILED[key] = torch.compile(fn, dynamic=True, options=options)
+        options = dict(SEVERAL_HEADS_OPTIONS) if key[1] else {}
+        if key[2]:
+            options['cpp.threads'] = 1
+        _COMPILED[key] = torch.compile(
+            fn, dynamic=True, options=options or None
+        )
     args = tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
     # Below autograd whether or not the operator was called through it
     # (Dynamo's guards see the dispatch keys a context leaves a tensor):
@@ -219,6 +235,10 @@ FUSED_MAX_ELEMENTS = 2**27
 
 def _fused(src: Tensor, value: Tensor) -> bool:
     return src.numel() * value.size(1) * value.size(2) <= FUSED_MAX_ELEMENTS
+
+
+def _serial() -> bool:
+    return torch.get_num_threads() <= SERIAL_MAX_THREADS
 
 
 @chunked._attention_op.register_kernel('cpu')
