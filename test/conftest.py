@@ -11,3 +11,11 @@ if 'TRITON_INTERPRET' not in os.environ:
 
     if not torch.cuda.is_available():
         os.environ['TRITON_INTERPRET'] = '1'
+
+# Eager calls on CPU tensors run Inductor-compiled loops (`ops.fused`), whose
+# first call per setting compiles for seconds: the suite's many settings
+# would take an hour. Its eager calls run the chunked ATen loops; the tests
+# of the compiled eager path (test/ops/test_chunked.py) turn it on.
+from torch_geometric_gate.ops import fused  # noqa: E402
+
+fused.EAGER = False

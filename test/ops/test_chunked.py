@@ -149,21 +149,40 @@ CASES = [  # heads, channels, edge_dim, slope, bipartite, add_self_loops
 ]
 
 
-@pytest.mark.parametrize('chunk', [None, 5])
+def eager_path(monkeypatch, path: str) -> list:
+    r"""Makes eager calls run :obj:`path`: :obj:`'compiled'` (the functions
+    of :mod:`~torch_geometric_gate.ops.fused`), :obj:`'chunks'` (the chunked
+    ATen loops); returns the list of the compiled functions run."""
+    calls, run_compiled = [], fused._run
+
+    def spy(fn, *args):
+        calls.append(fn.__name__)
+        return run_compiled(fn, *args)
+
+    monkeypatch.setattr(fused, '_run', spy)
+    monkeypatch.setattr(fused, 'EAGER', path == 'compiled')
+    return calls
+
+
+@pytest.mark.parametrize('path', ['compiled', 'chunks', 'chunks of 5'])
 @pytest.mark.parametrize(
     'heads,channels,edge_dim,slope,bipartite,loops', CASES
 )
 def test_chunked_attention_equals_dense(
-    monkeypatch, chunk, heads, channels, edge_dim, slope, bipartite, loops
+    monkeypatch, path, heads, channels, edge_dim, slope, bipartite, loops
 ):
-    if chunk is not None:  # Chunks of 5 edges: boundaries crossed.
+    calls = eager_path(monkeypatch, path)
+    if path == 'chunks of 5':  # Boundaries crossed.
         monkeypatch.setitem(
-            chunked_steps.CHUNK_ELEMENTS, 'cpu', chunk * heads * channels
+            chunked_steps.CHUNK_ELEMENTS, 'cpu', 5 * heads * channels
         )
     graph = make_graph(bipartite, loops)
     inputs = make_inputs(graph, heads, channels, edge_dim)
     got = run(graph, inputs, slope)
     assert_equal_to(got, dense(graph, inputs, slope), inputs)
+    # Eager calls ran the compiled forward and backward, or no compiled code:
+    want = ['_forward', '_backward'] if path == 'compiled' else []
+    assert calls == want
     if graph.masked is not None:  # Masked edges take no attention:
         assert (got[0][graph.masked] == 0).all()
 
@@ -337,10 +356,14 @@ def test_chunked_double_backward_keeps_the_dropout_mask():
         torch.testing.assert_close(firsts[0][k], firsts[1][k], atol=0, rtol=0)
 
 
+@pytest.mark.parametrize('path', ['compiled', 'chunks'])
 @pytest.mark.parametrize('slope,dropout', [(0.0, 0.0), (0.2, 0.0), (0.0, 0.4)])
 def test_chunked_attention_gradgradcheck_across_chunks(
-    monkeypatch, slope, dropout
+    monkeypatch, path, slope, dropout
 ):
+    # The compiled forward's outputs and saved tensors serve the chunks'
+    # backward too, which `create_graph=True` (and batched gradients) run.
+    eager_path(monkeypatch, path)
     monkeypatch.setitem(chunked_steps.CHUNK_ELEMENTS, 'cpu', 3 * 2 * 2)
     graph = make_graph()
     inputs = make_inputs(graph, 2, 2, 2)
@@ -461,6 +484,92 @@ def test_cpu_operator_shifts_by_the_mean_then_by_the_maximum(
     assert by_max == ([False, True] if reruns else [False])
     assert torch.isfinite(got[1]).all()
     assert_equal_to(got, dense(graph, inputs, 0.0), inputs)
+
+
+@pytest.mark.parametrize('heads', [1, 3])
+def test_eager_layer_on_the_compiled_loops_equals_the_reference(
+    monkeypatch, heads
+):
+    # GATEConv's default eager path on CPU: the compiled loops, forward and
+    # backward; equal to PyG's message passing.
+    calls = eager_path(monkeypatch, 'compiled')
+    torch.manual_seed(0)
+    x = torch.randn(NUM_NODES, 5, dtype=torch.double)
+    conv = GATEConv(5, 4, heads=heads).double()
+    randomize_attention(conv)
+    results = []
+    for kernel in ('auto', 'reference'):
+        conv.zero_grad()
+        with attention_kernel(kernel):
+            assert selected_kernel(conv, x) == (
+                'chunked' if kernel == 'auto' else 'reference'
+            )
+            out = conv(x, EDGE_INDEX)
+        out.square().sum().backward()
+        grads = [p.grad.clone() for p in conv.parameters()]
+        results.append((out, grads))
+    assert calls == ['_forward', '_backward']
+    (out, grads), (want, want_grads) = results
+    torch.testing.assert_close(out, want, atol=1e-10, rtol=0)
+    for a, b in zip(grads, want_grads):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
+
+
+def test_eager_backward_with_create_graph_runs_the_chunks(monkeypatch):
+    # The compiled backward is not differentiable: with create_graph=True
+    # the chunks' backward runs on the compiled forward's saved tensors.
+    calls = eager_path(monkeypatch, 'compiled')
+    graph = make_graph()
+    inputs = make_inputs(graph, 2, 3, 2)
+    got = gradients(run(graph, inputs, 0.2), inputs, create_graph=True)
+    want = gradients(dense(graph, inputs, 0.2), inputs, create_graph=True)
+    assert calls == ['_forward']
+    for k in want:
+        torch.testing.assert_close(got[k], want[k], atol=1e-10, rtol=1e-8)
+    got2, want2 = (
+        torch.autograd.grad(
+            sum(g.square().sum() for g in grads.values()), inputs['q_src']
+        )[0]
+        for grads in (got, want)
+    )
+    torch.testing.assert_close(got2, want2, atol=1e-10, rtol=1e-8)
+
+
+def test_eager_calls_past_a_few_threads_run_the_chunks(monkeypatch):
+    # Past SERIAL_MAX_THREADS threads the chunks' ATen operations, which
+    # scale with them, run eager calls.
+    calls = eager_path(monkeypatch, 'compiled')
+    graph = make_graph()
+    inputs = make_inputs(graph, 2, 3, None)
+    before = torch.get_num_threads()
+    torch.set_num_threads(fused.SERIAL_MAX_THREADS + 1)
+    try:
+        assert_equal_to(run(graph, inputs), dense(graph, inputs, 0), inputs)
+    finally:
+        torch.set_num_threads(before)
+    assert calls == []
+
+
+def test_eager_calls_without_a_compiler_warn_and_run_the_chunks(monkeypatch):
+    import torch._inductor.config as inductor_config
+
+    torch._dynamo.reset()  # Nothing compiled yet, nothing cached:
+    monkeypatch.setattr(fused, '_COMPILED', {})
+    monkeypatch.setattr(fused, '_EAGER_FAILED', [])
+    calls = eager_path(monkeypatch, 'compiled')
+    graph = make_graph()
+    inputs = make_inputs(graph, 2, 3, None)
+    no_compiler = {'fx_graph_cache': False, 'cpp.cxx': ('/no/such/c++',)}
+    try:
+        with inductor_config.patch(no_compiler):
+            with pytest.warns(UserWarning, match='compiling the CPU attent'):
+                got = run(graph, inputs)
+            assert_equal_to(got, dense(graph, inputs, 0.0), inputs)
+            got = run(graph, inputs)
+            assert_equal_to(got, dense(graph, inputs, 0.0), inputs)
+    finally:
+        torch._dynamo.reset()
+    assert calls == ['_forward']  # Tried once, never again.
 
 
 def test_cpu_operator_past_the_fused_size_runs_the_chunks(monkeypatch):
@@ -749,6 +858,7 @@ def test_one_overflowing_head_leaves_the_others_finite(
     kernel, chunk, monkeypatch
 ):
     if chunk is not None:  # A few edges per chunk: clean, overflowing ones.
+        eager_path(monkeypatch, 'chunks')
         monkeypatch.setitem(chunked_steps.CHUNK_ELEMENTS, 'cpu', chunk)
     torch.manual_seed(0)
     # Nodes 0 and 1 positive (U x overflows to +inf), the others negative

@@ -18,7 +18,9 @@ share every computation:
 
 * eagerly, a :class:`torch.autograd.Function` whose backward is itself made
   of differentiable ATen operations (double backward, gradient penalties,
-  :func:`torch.func.grad`);
+  :func:`torch.func.grad`); on CPU tensors it runs the loops that Inductor
+  compiles from the same computation (:mod:`~torch_geometric_gate.ops.fused`)
+  where they apply, forward and first-order backward;
 * under :func:`torch.compile`, the :mod:`torch.library` custom operator
   ``torch_geometric_gate::chunked_attention`` (with a fake implementation
   and autograd), whose backward is the custom operator
@@ -258,16 +260,19 @@ def _gradients(ctx, grad_alpha, grad_out, grad_softmax, backward):
 
 
 class _ChunkedAttention(torch.autograd.Function):
-    # The eager form: its backward is differentiable.
+    # The eager form: on CPU tensors the compiled loops of `fused` where they
+    # apply; its backward is differentiable (it runs the chunks then).
     @staticmethod
     def forward(*inputs):
-        return _forward(*inputs)
+        return fused.eager_forward(*inputs)
 
     setup_context = staticmethod(_setup_context)
 
     @staticmethod
     def backward(ctx, grad_alpha, grad_out, grad_softmax, _edges, _seed):
-        return _gradients(ctx, grad_alpha, grad_out, grad_softmax, _backward)
+        return _gradients(
+            ctx, grad_alpha, grad_out, grad_softmax, fused.eager_backward
+        )
 
 
 # The compiled form: the same two functions as custom operators -------------

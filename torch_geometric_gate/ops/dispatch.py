@@ -63,8 +63,12 @@ def attention_kernel(name: str) -> Iterator[None]:
     * :obj:`'reference'`: PyG's message passing, :meth:`edge_updater` and
       :meth:`propagate` (the layer as PyG ships it; hooks, explainers,
       TorchScript, :func:`torch.compile` and :mod:`torch.func` all work).
-    * :obj:`'chunked'`: the memory-lean eager kernels of
-      ``torch_geometric_gate.ops.chunked``.
+    * :obj:`'chunked'`: the memory-lean kernels of
+      ``torch_geometric_gate.ops.chunked``. On CPU tensors, with up to
+      four threads, they run loops that Inductor compiles (a C++ compiler
+      is needed; the first call of a setting compiles for seconds), eager
+      and under :func:`torch.compile` alike; elsewhere, or without a
+      working compiler (a warning says so), chunks of ATen operations.
     * :obj:`'triton'`: the fused GPU kernels of
       ``torch_geometric_gate.ops.triton`` (CPU tensors under
       :obj:`TRITON_INTERPRET=1`).

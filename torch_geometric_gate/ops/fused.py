@@ -1,4 +1,4 @@
-r"""The chunked kernels' CPU implementation under :func:`torch.compile`.
+r"""The chunked kernels' CPU implementation: compiled loops.
 
 Under :func:`torch.compile` the layer calls the custom operators of
 :mod:`~torch_geometric_gate.ops.chunked`, whose saved tensors (node
@@ -12,14 +12,19 @@ setting (with dynamic shapes): each gathers, scores, normalizes and scatters
 in a few fused loops, with the same results and the same saved tensors.
 
 This module registers them as the operators' CPU kernels (importing
-:mod:`~torch_geometric_gate.ops.chunked` imports it). Eager calls keep the
-chunked ATen kernels (no compiler needed).
+:mod:`~torch_geometric_gate.ops.chunked` imports it), and eager calls run
+them too (:func:`eager_forward`, :func:`eager_backward`) where they apply:
+on CPU tensors with up to :obj:`SERIAL_MAX_THREADS` threads, a backward
+that need not be differentiable, no :mod:`torch.func` transform. Elsewhere,
+or where no C++ compiler works, eager calls run the chunked ATen loops.
 """
 
-from typing import Dict, List, Optional, Tuple
+import warnings
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch._dynamo.exc import BackendCompilerFailed
 
 from torch_geometric_gate.ops import chunked
 from torch_geometric_gate.ops.chunked import (
@@ -28,7 +33,7 @@ from torch_geometric_gate.ops.chunked import (
     _index_dtype,
     _needed_grads,
 )
-from torch_geometric_gate.ops.chunked_steps import _activation
+from torch_geometric_gate.ops.chunked_steps import _BATCHED, _activation
 
 _ALL = slice(None)  # All the edges at once: no chunks.
 
@@ -242,7 +247,9 @@ def _serial() -> bool:
 
 
 @chunked._attention_op.register_kernel('cpu')
-def _(*inputs):
+def cpu_attention(*inputs):
+    r"""The operator's CPU kernel: :func:`forward`, or the chunked ATen
+    loops past :obj:`FUSED_MAX_ELEMENTS`."""
     (
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
         src, dst, loop, masked, num_dst, negative_slope, dropout,
@@ -270,7 +277,9 @@ def _(*inputs):
 
 
 @chunked._attention_backward_op.register_kernel('cpu')
-def _(*args):
+def cpu_attention_backward(*args):
+    r"""The backward operator's CPU kernel: :func:`backward`, or the
+    chunked ATen loops past :obj:`FUSED_MAX_ELEMENTS`."""
     (
         grad_alpha, grad_out, grad_softmax, q_src, q_dst, value, edge_attr,
         weight_edge, att_neighbor, att_self, loop, alpha, softmax, edges,
@@ -300,3 +309,61 @@ def _(*args):
         noise, src, dst, num_dst, negative_slope,
     )  # fmt: skip
     return _needed_grads(grads, need)
+
+
+# Eager calls ---------------------------------------------------------------
+
+# Eager calls on CPU tensors run the compiled functions as the operators do:
+# a few loops instead of some 26 ATen operations per chunk of edges, each of
+# which waits for every intra-op thread, as a CPU that another process keeps
+# busy punishes (`benchmark/contention.py`, the benchmark page of the docs).
+#: Whether eager calls run the compiled functions where they apply (else
+#: always the chunked ATen loops, which need no compiler).
+EAGER = True
+# Why eager calls stopped compiling (a compilation failed), if they did:
+_EAGER_FAILED: List[str] = []
+
+
+def _eager_applies(args) -> bool:
+    if not EAGER or _EAGER_FAILED or not _serial():
+        return False
+    # `create_graph=True` differentiates the backward: the chunked loops'.
+    if torch.is_grad_enabled():
+        return False
+    # Under a torch.func transform or with batched gradients the tensors are
+    # wrapped, which the compiled functions do not take:
+    if torch._C._functorch.maybe_current_level() is not None:
+        return False
+    return all(
+        a.device.type == 'cpu' and not torch._C._dispatch_keys(a).has(_BATCHED)
+        for a in args
+        if isinstance(a, Tensor)
+    )
+
+
+def _eager(kernel: Callable, fallback: Callable, args):
+    if _eager_applies(args):
+        try:
+            return kernel(*args)
+        except BackendCompilerFailed as error:  # No working C++ compiler.
+            _EAGER_FAILED.append(str(error))
+            warnings.warn(
+                'GATEConv: compiling the CPU attention kernels failed, eager '
+                'calls run the slower chunked ATen loops from now on. '
+                f'The error was: {error}',
+                stacklevel=2,
+            )
+    return fallback(*args)
+
+
+def eager_forward(*inputs):
+    r"""The eager forward (the arguments of :func:`cpu_attention`): the
+    compiled functions where they apply, else the chunked ATen loops."""
+    return _eager(cpu_attention, chunked._forward, inputs)
+
+
+def eager_backward(*args):
+    r"""The eager backward (the arguments of
+    :func:`cpu_attention_backward`): the compiled functions where they
+    apply, else the chunked ATen loops (differentiable)."""
+    return _eager(cpu_attention_backward, chunked._backward, args)
