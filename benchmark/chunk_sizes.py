@@ -1,5 +1,6 @@
 r"""GATEConv's eager CPU training step at several chunk sizes of its chunked
-kernels: which size of chunk is fastest for a number of threads.
+kernels: which size of chunk is fastest for a number of threads (GATE's
+eager calls run the chunked ATen loops here, not the compiled ones).
 
 The chunked kernels walk the edges in chunks of ``CHUNK_ELEMENTS['cpu']``
 edge elements (edges times ``heads * out_channels``) per intra-op thread.
@@ -26,6 +27,7 @@ from common import (
     add_layer_args,
     cpu_chunk_log2,
     cpu_graphs_and_heads,
+    eager_loops,
     make_layer,
     parse_checked,
     time_rounds,
@@ -60,7 +62,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def _at_size(step: Step, log2: int) -> Callable[[], None]:
     def run():
-        with cpu_chunk_log2(log2):
+        with eager_loops('chunks'), cpu_chunk_log2(log2):
             step()
 
     return run

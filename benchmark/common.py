@@ -25,7 +25,7 @@ from torch_geometric.nn import GATv2Conv
 from torch_geometric.utils import coalesce
 
 from torch_geometric_gate import GATEConv, attention_kernel
-from torch_geometric_gate.ops import chunked_steps
+from torch_geometric_gate.ops import chunked_steps, fused
 
 LAYERS = ('GATE', 'GATv2')
 GATE_KERNELS = ('reference', 'chunked', 'triton')
@@ -205,6 +205,28 @@ def cpu_chunk_log2(log2: Optional[int]) -> Iterator[int]:
         yield chunked_steps.CHUNK_ELEMENTS['cpu'].bit_length() - 1
     finally:
         chunked_steps.CHUNK_ELEMENTS['cpu'] = default
+
+
+#: What GATE's eager CPU calls run: Inductor's compiled loops where they
+#: apply (the default) or the chunked ATen loops.
+EAGER_LOOPS = ('compiled', 'chunks')
+
+
+@contextlib.contextmanager
+def eager_loops(kind: str) -> Iterator[str]:
+    r"""Inside the block GATE's eager CPU calls run :obj:`kind` (of
+    :data:`EAGER_LOOPS`); yields what is in force (:obj:`'chunks'` past
+    :obj:`fused.SERIAL_MAX_THREADS` threads, where the compiled loops never
+    run eager calls), and restores the setting after."""
+    if kind not in EAGER_LOOPS:
+        raise ValueError(f'Expected one of {EAGER_LOOPS} (got {kind!r})')
+    before = fused.EAGER
+    fused.EAGER = kind == 'compiled'
+    try:
+        serial = torch.get_num_threads() <= fused.SERIAL_MAX_THREADS
+        yield kind if serial else 'chunks'
+    finally:
+        fused.EAGER = before
 
 
 def make_layer(

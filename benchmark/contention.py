@@ -29,11 +29,13 @@ import time
 
 import torch
 from common import (
+    EAGER_LOOPS,
     LAYERS,
     Step,
     add_layer_args,
     cpu_chunk_log2,
     cpu_graphs_and_heads,
+    eager_loops,
     make_layer,
     parse_checked,
     time_pair,
@@ -46,8 +48,8 @@ from report import (
 from torch_geometric_gate._cli import int_at_least
 
 COLUMNS = [
-    'graph', 'num_nodes', 'num_edges', 'heads', 'threads', 'chunk_log2',
-    'competitors',
+    'graph', 'num_nodes', 'num_edges', 'heads', 'threads', 'eager_loops',
+    'chunk_log2', 'competitors',
     'gate_idle_ms', 'gatv2_idle_ms', 'gate_busy_ms', 'gatv2_busy_ms',
     'gate_slowdown', 'gatv2_slowdown', 'rounds', 'relative', 'relative_min',
     'relative_max', 'idle_ratio', 'busy_ratio',
@@ -72,14 +74,24 @@ def parse_args(argv=None) -> argparse.Namespace:
         help='idle and busy phases, alternated',
     )
     parser.add_argument(
+        '--eager-loops',
+        choices=EAGER_LOOPS,
+        default='compiled',
+        help="what GATE's eager CPU calls run: Inductor's compiled loops "
+        '(the default) or the chunked ATen loops',
+    )
+    parser.add_argument(
         '--chunk-log2',
         type=int_at_least(4),
         default=None,
         help="log2 of GATE's chunk elements per thread (default: the "
-        "kernels' own)",
+        "kernels' own), with --eager-loops chunks",
     )
     parser.add_argument('--name', default='contention')
-    return parse_checked(parser, argv)
+    args = parse_checked(parser, argv)
+    if args.chunk_log2 is not None and args.eager_loops != 'chunks':
+        parser.error('--chunk-log2 sizes the chunks: add --eager-loops chunks')
+    return args
 
 
 class Competitors:
@@ -144,9 +156,13 @@ def main(argv=None):
     stem = os.path.join(args.out, args.name)
     notes = result_notes('contention.py', argv, __doc__)
     rows = []
-    with cpu_chunk_log2(args.chunk_log2) as log2:
+    with (
+        eager_loops(args.eager_loops) as loops,
+        cpu_chunk_log2(args.chunk_log2) as log2,
+    ):
         for x, edge_index, heads, config in cpu_graphs_and_heads(args):
-            row = dict(config, chunk_log2=log2, competitors=args.competitors)
+            row = dict(config, eager_loops=loops, competitors=args.competitors)
+            row['chunk_log2'] = log2 if loops == 'chunks' else None
             row.update(measure(x, edge_index, heads, args))
             rows.append(row)
             write_results(rows, stem, COLUMNS, 'Under contention', notes)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from benchmark_testing import load_benchmark
 
-from torch_geometric_gate.ops import chunked_steps
+from torch_geometric_gate.ops import chunked_steps, fused
 
 common = load_benchmark('common')
 plotting = load_benchmark('plotting')
@@ -143,6 +143,26 @@ def test_a_step_in_a_fresh_process_reports_memory():
     assert res['status'] == 'ok', res
     assert 0 < res['saved_mb'] and 0 <= res['step_mb'] <= res['peak_mb']
     assert res['num_edges'] > 900
+
+
+def test_eager_loops_sets_yields_and_restores(monkeypatch):
+    monkeypatch.setattr(fused, 'EAGER', True)
+    with common.eager_loops('chunks') as loops:
+        assert loops == 'chunks' and not fused.EAGER
+    assert fused.EAGER
+    monkeypatch.setattr(fused, 'EAGER', False)
+    with pytest.raises(RuntimeError, match='stop'):
+        with common.eager_loops('compiled') as loops:
+            assert loops == 'compiled' and fused.EAGER
+            raise RuntimeError('stop')
+    assert not fused.EAGER
+    # Past SERIAL_MAX_THREADS threads eager calls run the chunks anyway:
+    monkeypatch.setattr(fused, 'SERIAL_MAX_THREADS', 0)
+    with common.eager_loops('compiled') as loops:
+        assert loops == 'chunks'
+    with pytest.raises(ValueError, match='Expected one of'):
+        with common.eager_loops('fused'):
+            pass
 
 
 def test_cpu_chunk_log2_sets_yields_and_restores():

@@ -9,7 +9,7 @@ import pytest
 import torch
 from benchmark_testing import load_benchmark
 
-from torch_geometric_gate.ops import chunked_steps
+from torch_geometric_gate.ops import chunked_steps, fused
 
 contention = load_benchmark('contention')
 
@@ -37,8 +37,8 @@ def test_rows_ratios_and_no_competitor_left(tmp_path, monkeypatch):
     rows = contention.main([
         '--graphs', 'random-2000', '--heads', '1', '2', '--hidden', '8',
         '--channels', '8', '--reps', '1', '--warmup', '0',
-        '--competitors', '2', '--rounds', '2', '--out', str(tmp_path),
-        '--name', 'c',
+        '--competitors', '2', '--rounds', '2', '--eager-loops', 'chunks',
+        '--out', str(tmp_path), '--name', 'c',
     ])  # fmt: skip
     assert [r['heads'] for r in rows] == [1, 2]
     # Two competitors per busy phase, two rounds per configuration, each
@@ -52,7 +52,7 @@ def test_rows_ratios_and_no_competitor_left(tmp_path, monkeypatch):
         assert r['relative_min'] <= r['relative'] <= r['relative_max']
         assert r['competitors'] == 2 and r['rounds'] == 2
         size = chunked_steps.CHUNK_ELEMENTS['cpu']
-        assert 2 ** r['chunk_log2'] == size
+        assert r['eager_loops'] == 'chunks' and 2 ** r['chunk_log2'] == size
     with open(tmp_path / 'c.csv') as f:
         assert len(list(csv.DictReader(f))) == 2
     assert (
@@ -102,17 +102,26 @@ def test_chunk_size_in_force_while_timed_and_restored(tmp_path, monkeypatch):
     seen = []
 
     def fake_measure(x, edge_index, heads, args):
-        seen.append(chunked_steps.CHUNK_ELEMENTS['cpu'])
+        seen.append((chunked_steps.CHUNK_ELEMENTS['cpu'], fused.EAGER))
         raise RuntimeError('stop')
 
     monkeypatch.setattr(contention, 'measure', fake_measure)
+    monkeypatch.setattr(fused, 'EAGER', True)
     with pytest.raises(RuntimeError, match='stop'):
         contention.main([
             '--graphs', 'random-2000', '--heads', '1', '--hidden', '8',
-            '--chunk-log2', '12', '--out', str(tmp_path),
+            '--eager-loops', 'chunks', '--chunk-log2', '12',
+            '--out', str(tmp_path),
         ])  # fmt: skip
-    assert seen == [2**12]
+    assert seen == [(2**12, False)]  # The chunks, at that size.
     assert chunked_steps.CHUNK_ELEMENTS['cpu'] == default
+    assert fused.EAGER
+
+
+def test_chunk_size_needs_the_chunks(capsys):
+    with pytest.raises(SystemExit):
+        contention.parse_args(['--chunk-log2', '12'])
+    assert 'add --eager-loops chunks' in capsys.readouterr().err
 
 
 def test_hidden_must_split_into_heads(capsys):
