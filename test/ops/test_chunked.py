@@ -535,6 +535,23 @@ def test_eager_backward_with_create_graph_runs_the_chunks(monkeypatch):
     torch.testing.assert_close(got2, want2, atol=1e-10, rtol=1e-8)
 
 
+def test_eager_edge_features_past_a_chunk_run_the_chunks(monkeypatch):
+    # The compiled loops write the product of the edge features with the
+    # edge weight whole: where it is larger than a chunk, eager calls run
+    # the chunks (their temporaries stay chunk-sized); without edge
+    # features, the compiled loops.
+    calls = eager_path(monkeypatch, 'compiled')
+    monkeypatch.setitem(chunked_steps.CHUNK_ELEMENTS, 'cpu', 3 * 2)
+    graph = make_graph()  # More edges than a chunk holds on 8 threads.
+    assert graph.src.numel() > 8
+    for edge_dim, want in ((2, []), (None, ['_forward', '_backward'])):
+        calls.clear()
+        inputs = make_inputs(graph, 3, 2, edge_dim)
+        got = run(graph, inputs, 0.2)
+        assert_equal_to(got, dense(graph, inputs, 0.2), inputs)
+        assert calls == want
+
+
 def test_eager_calls_past_a_few_threads_run_the_chunks(monkeypatch):
     # Past SERIAL_MAX_THREADS threads the chunks' ATen operations, which
     # scale with them, run eager calls.

@@ -29,11 +29,17 @@ DEFAULT_CHUNK_ELEMENTS = 2**22
 CPU_CHUNK_THREADS = 8
 
 
-def _chunks(num_edges: int, width: int, device: torch.device):
+def chunk_elements(device: torch.device) -> int:
+    r"""The edge elements of a chunk on :obj:`device`, for the threads in
+    force."""
     size = CHUNK_ELEMENTS.get(device.type, DEFAULT_CHUNK_ELEMENTS)
     if device.type == 'cpu':
         size *= min(torch.get_num_threads(), CPU_CHUNK_THREADS)
-    step = max(size // max(width, 1), 1)
+    return size
+
+
+def _chunks(num_edges: int, width: int, device: torch.device):
+    step = max(chunk_elements(device) // max(width, 1), 1)
     for start in range(0, num_edges, step):
         yield slice(start, min(start + step, num_edges))
 
