@@ -62,7 +62,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def _at_size(step: Step, log2: int) -> Callable[[], None]:
     def run():
-        with eager_loops('chunks'), cpu_chunk_log2(log2):
+        with cpu_chunk_log2(log2):
             step()
 
     return run
@@ -101,11 +101,12 @@ def main(argv=None) -> List[dict]:
     stem = os.path.join(args.out, args.name)
     notes = result_notes('chunk_sizes.py', argv, __doc__)
     rows: List[dict] = []
-    for x, edge_index, heads, config in cpu_graphs_and_heads(args):
-        for row in measure(x, edge_index, heads, args):
-            rows.append({**config, **row})
-            print(rows[-1], flush=True)
-        write_results(rows, stem, COLUMNS, 'Chunk sizes', notes)
+    with eager_loops('chunks'):
+        for x, edge_index, heads, config in cpu_graphs_and_heads(args):
+            for row in measure(x, edge_index, heads, args):
+                rows.append({**config, **row})
+                print(rows[-1], flush=True)
+            write_results(rows, stem, COLUMNS, 'Chunk sizes', notes)
     return rows
 
 

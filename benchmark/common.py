@@ -215,16 +215,16 @@ EAGER_LOOPS = ('compiled', 'chunks')
 @contextlib.contextmanager
 def eager_loops(kind: str) -> Iterator[str]:
     r"""Inside the block GATE's eager CPU calls run :obj:`kind` (of
-    :data:`EAGER_LOOPS`); yields what is in force (:obj:`'chunks'` past
-    :obj:`fused.SERIAL_MAX_THREADS` threads, where the compiled loops never
-    run eager calls), and restores the setting after."""
+    :data:`EAGER_LOOPS`); yields what is in force (:obj:`'chunks'` where
+    the compiled loops never run eager calls: past
+    :obj:`fused.SERIAL_MAX_THREADS` threads), and restores the setting
+    after."""
     if kind not in EAGER_LOOPS:
         raise ValueError(f'Expected one of {EAGER_LOOPS} (got {kind!r})')
     before = fused.EAGER
     fused.EAGER = kind == 'compiled'
     try:
-        serial = torch.get_num_threads() <= fused.SERIAL_MAX_THREADS
-        yield kind if serial else 'chunks'
+        yield kind if fused.in_one_thread() else 'chunks'
     finally:
         fused.EAGER = before
 

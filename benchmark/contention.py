@@ -12,9 +12,10 @@ GATv2Conv's, per round the ratio of the two phases' median GATE/GATv2Conv
 ratios (at most 1: GATE suffers no more from the shared CPU), its median
 over the rounds with their minimum and maximum (how a shared CPU's
 scheduling scatters it). The machine must be otherwise idle for the
-numbers to mean anything. :obj:`--chunk-log2` runs GATE's chunked kernels
-at another chunk size (edge elements per intra-op thread, as in
-:obj:`chunk_sizes.py`)::
+numbers to mean anything. GATE's eager calls run Inductor's compiled loops
+where they apply; :obj:`--eager-loops chunks` runs the chunked ATen loops,
+and :obj:`--chunk-log2` their chunk size (edge elements per intra-op
+thread, as in :obj:`chunk_sizes.py`)::
 
     python benchmark/contention.py --graphs cora random-1e5 --heads 1 8 \
         --out benchmark/results --name cpu-contention

@@ -113,15 +113,20 @@ _BLOCK_HEADS = 16
 _BATCHED = torch._C._parse_dispatch_key('Batched')
 
 
+def _wrapped(*tensors: Tensor) -> bool:
+    r"""Whether a :mod:`torch.func` transform is active or one of
+    :obj:`tensors` is batched (under :func:`torch.vmap` or batched
+    gradients): their values cannot be read, nor handed to code that takes
+    plain tensors."""
+    if torch._C._functorch.maybe_current_level() is not None:
+        return True
+    return any(torch._C._dispatch_keys(t).has(_BATCHED) for t in tensors)
+
+
 def _finite(t: Tensor) -> bool:
     r"""Whether :obj:`t` is finite, :obj:`False` where that cannot be asked
-    (a batched tensor under :func:`torch.vmap` or batched gradients, or
-    inside any :mod:`torch.func` transform)."""
-    if torch._C._functorch.maybe_current_level() is not None:
-        return False
-    if torch._C._dispatch_keys(t).has(_BATCHED):
-        return False
-    return bool(torch.isfinite(t).all())
+    (:func:`_wrapped`)."""
+    return not _wrapped(t) and bool(torch.isfinite(t).all())
 
 
 def _block_diagonal(att: Tensor) -> Tensor:

@@ -36,8 +36,8 @@ from torch_geometric_gate.ops.chunked import (
     _needed_grads,
 )
 from torch_geometric_gate.ops.chunked_steps import (
-    _BATCHED,
     _activation,
+    _wrapped,
     chunk_elements,
 )
 
@@ -214,7 +214,7 @@ def _run(fn, value: Tensor, *args):
     dynamic (a new graph size needs no recompilation; a new dtype, slope,
     or edge features and dropout or not, do); past Dynamo's recompilation
     limit a new setting runs uncompiled."""
-    key = (fn, value.size(1) > 1, _serial())
+    key = (fn, value.size(1) > 1, in_one_thread())
     if key not in _COMPILED:
         options = dict(SEVERAL_HEADS_OPTIONS) if key[1] else {}
         if key[2]:
@@ -248,7 +248,9 @@ def _fused(src: Tensor, value: Tensor) -> bool:
     return src.numel() * value.size(1) * value.size(2) <= FUSED_MAX_ELEMENTS
 
 
-def _serial() -> bool:
+def in_one_thread() -> bool:
+    r"""Whether the compiled functions run in one thread (up to
+    :obj:`SERIAL_MAX_THREADS` threads), and so may run eager calls."""
     return torch.get_num_threads() <= SERIAL_MAX_THREADS
 
 
@@ -326,24 +328,22 @@ def cpu_attention_backward(*args):
 #: Whether eager calls run the compiled functions where they apply (else
 #: always the chunked ATen loops, which need no compiler).
 EAGER = True
-# Why eager calls stopped compiling (a compilation failed), if they did:
-_EAGER_FAILED: List[str] = []
+# Whether a compilation failed (no working C++ compiler): eager calls then
+# run the chunks from there on.
+_compiler_failed = False
 
 
 def _eager_applies(args) -> bool:
-    if not EAGER or _EAGER_FAILED or not _serial():
+    if not EAGER or _compiler_failed or not in_one_thread():
         return False
     # `create_graph=True` differentiates the backward: the chunked loops'.
     if torch.is_grad_enabled():
         return False
-    # Under a torch.func transform or with batched gradients the tensors are
-    # wrapped, which the compiled functions do not take:
-    if torch._C._functorch.maybe_current_level() is not None:
-        return False
-    return all(
-        a.device.type == 'cpu' and not torch._C._dispatch_keys(a).has(_BATCHED)
-        for a in args
-        if isinstance(a, Tensor)
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    # Wrapped tensors (torch.func, batched gradients) are not for compiled
+    # code:
+    return all(t.device.type == 'cpu' for t in tensors) and not _wrapped(
+        *tensors
     )
 
 
@@ -359,11 +359,12 @@ def _edge_product_fits(edge_attr: Optional[Tensor], value: Tensor) -> bool:
 
 
 def _eager(kernel: Callable, fallback: Callable, args, fits: bool):
+    global _compiler_failed
     if fits and _eager_applies(args):
         try:
             return kernel(*args)
         except BackendCompilerFailed as error:  # No working C++ compiler.
-            _EAGER_FAILED.append(str(error))
+            _compiler_failed = True
             warnings.warn(
                 'GATEConv: compiling the CPU attention kernels failed, eager '
                 'calls run the slower chunked ATen loops from now on. '
