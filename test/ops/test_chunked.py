@@ -4,6 +4,7 @@ independent dense float64 computation of GATE's attention, eager and under
 """
 
 import itertools
+import re
 from typing import Dict, Optional, Tuple
 
 import pytest
@@ -638,6 +639,37 @@ def test_cpu_operator_scatters_serially_up_to_a_few_threads(
     assert all(('atomic_add' in code) != serial for code in codes)
 
 
+def test_cpu_operator_compiles_in_heads_and_channels_not_graph_sizes(
+    monkeypatch,
+):
+    # The compiled functions have the heads and channels compiled in (a
+    # fixed loop over the channels), the edge and node counts dynamic: a
+    # graph of another size runs what was compiled.
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()  # Compiled afresh, so that the code is seen.
+    monkeypatch.setattr(fused, '_COMPILED', {})
+    graph = make_graph()
+    inputs = make_inputs(graph, 2, 3, None)
+    op = torch.ops.torch_geometric_gate.chunked_attention
+    _, codes = run_and_get_code(op, *op_args(graph, inputs))
+    assert len(codes) == 1
+    # The projections' rows are a size symbol, heads and channels literal:
+    assert re.search(r'assert_size_stride\(\w+, \(s\d+, 2, 3\)', codes[0])
+    # Twice the graph, two disjoint copies (14 nodes, 46 edges):
+    n = graph.num_src
+    twice = AttentionGraph(
+        torch.cat([graph.src, graph.src + n]),
+        torch.cat([graph.dst, graph.dst + n]),
+        graph.loop.repeat(2), graph.masked.repeat(2), 2 * n, 2 * n,
+        2 * graph.num_loops,
+    )  # fmt: skip
+    inputs = make_inputs(twice, 2, 3, None)
+    with torch.compiler.set_stance('fail_on_recompile'):
+        got = op(*op_args(twice, inputs))[:2]
+    assert_equal_to(got, dense(twice, inputs, 0.0), inputs)
+
+
 def saved(fn):
     r"""The distinct storages saved for backward by :obj:`fn()`: their
     bytes by the dtype and shape of the first tensor seen in each."""
@@ -715,9 +747,11 @@ def test_chunked_attention_rejects_bad_input():
     with pytest.raises(ValueError, match=r'dropout probability in \[0, 1\]'):
         run(graph, inputs, dropout=1.5, training=True)
     bad = dict(inputs, value=inputs['value'][..., :2])
-    with pytest.raises(
-        ValueError, match=r"'value' of shape \[num_nodes, 2, 3\]"
-    ):
+    with pytest.raises(ValueError, match=r"'value' of shape \[7, 2, 3\]"):
+        run(graph, bad)
+    # The rows of the target nodes' projections give the output's:
+    bad = dict(inputs, q_dst=inputs['q_dst'][:-1])
+    with pytest.raises(ValueError, match=r"'q_dst' of shape \[7, 2, 3\]"):
         run(graph, bad)
 
 

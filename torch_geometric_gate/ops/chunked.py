@@ -367,11 +367,15 @@ def chunked_attention(
             f'Expected a dropout probability in [0, 1] (got {params.dropout})'
         )
     heads, channels = params.att_neighbor.shape[1:]
-    for name, t in (('q_src', q_src), ('q_dst', q_dst), ('value', value)):
-        if t.dim() != 3 or t.shape[1:] != (heads, channels):
+    for name, t, rows in (
+        ('q_src', q_src, graph.num_src),
+        ('q_dst', q_dst, graph.num_dst),
+        ('value', value, graph.num_src),
+    ):
+        if t.dim() != 3 or t.shape != (rows, heads, channels):
             raise ValueError(
-                f"Expected '{name}' of shape [num_nodes, {heads}, "
-                f'{channels}] (got {list(t.shape)})'
+                f"Expected '{name}' of shape [{rows}, {heads}, {channels}] "
+                f'(got {list(t.shape)})'
             )
     inputs = (
         q_src, q_dst, value, edge_attr, params.weight_edge,
