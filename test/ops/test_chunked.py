@@ -188,6 +188,25 @@ def test_chunked_attention_equals_dense(
         assert (got[0][graph.masked] == 0).all()
 
 
+@pytest.mark.parametrize('path', ['compiled', 'chunks'])
+@pytest.mark.parametrize('bipartite', [False, True])
+def test_chunked_attention_derives_the_flags_of_add_self_loops(
+    monkeypatch, path, bipartite
+):
+    # Under add_self_loops the layer passes `loop=None` and
+    # `mask_input_loops`: the kernels flag the edges with src == dst as
+    # loops, and mask those before the appended ones, as given flags would.
+    calls = eager_path(monkeypatch, path)
+    graph = make_graph(bipartite)
+    derived = graph._replace(loop=None, masked=None, mask_input_loops=True)
+    loop, masked = derived.flags()
+    assert torch.equal(loop, graph.loop) and torch.equal(masked, graph.masked)
+    inputs = make_inputs(graph, 2, 3, 2)
+    got = run(derived, inputs, 0.2)
+    assert_equal_to(got, dense(graph, inputs, 0.2), inputs)
+    assert len(calls) == (2 if path == 'compiled' else 0)
+
+
 def compile_counter():
     from torch._dynamo.testing import CompileCounterWithBackend
 
@@ -198,7 +217,9 @@ def compile_counter():
 def layer_attention(graph, slope, dropout, training):
     r"""A function that builds GATE's attention from node features as the
     layer does (projections, input self-loops masked, loops appended) and
-    runs the chunked kernels, to compile."""
+    runs the chunked kernels, to compile. As the layer does, it leaves the
+    kernels to derive the self-loop flags (:obj:`loop=None`,
+    :obj:`mask_input_loops`)."""
 
     def fn(x, weights, att_neighbor, att_self, edge_index):
         num_nodes = x.size(0)
@@ -206,14 +227,12 @@ def layer_attention(graph, slope, dropout, training):
         value, q_src, q_dst = (
             (x @ w.t()).view(-1, heads, channels) for w in weights
         )
-        input_loop = edge_index[0] == edge_index[1]
         loops = torch.arange(num_nodes)
         ei = torch.cat([edge_index, loops.repeat(2, 1)], dim=1)
-        loop = torch.cat([input_loop, input_loop.new_ones(num_nodes)])
-        masked = torch.cat([input_loop, input_loop.new_zeros(num_nodes)])
         g = AttentionGraph(
-            ei[0], ei[1], loop, masked, num_nodes, num_nodes, num_nodes
-        )
+            ei[0], ei[1], None, None, num_nodes, num_nodes, num_nodes,
+            mask_input_loops=True,
+        )  # fmt: skip
         p = AttentionParams(
             att_neighbor, att_self, None, slope, dropout, training
         )
@@ -409,17 +428,21 @@ def test_chunked_attention_under_torch_func_grad():
 
 
 def op_args(graph, inputs, slope=0.0, dropout=0.0):
+    before = graph.src.numel() - graph.num_loops
     return (
         inputs['q_src'], inputs['q_dst'], inputs['value'], inputs['edge_attr'],
         inputs['weight_edge'], inputs['att_neighbor'], inputs['att_self'],
-        graph.src, graph.dst, graph.loop, graph.masked, graph.num_dst, slope,
-        dropout,
+        graph.src, graph.dst, graph.loop, graph.masked,
+        before if graph.mask_input_loops else 0, graph.num_dst, slope, dropout,
     )  # fmt: skip
 
 
+@pytest.mark.parametrize('derived', [False, True])
 @pytest.mark.parametrize('edge_dim,slope', [(None, 0.0), (2, 0.2)])
-def test_chunked_custom_ops_pass_opcheck(edge_dim, slope):
+def test_chunked_custom_ops_pass_opcheck(edge_dim, slope, derived):
     graph = make_graph()
+    if derived:  # The flags left to the operators (see the layer):
+        graph = graph._replace(loop=None, masked=None, mask_input_loops=True)
     inputs = make_inputs(graph, 2, 3, edge_dim)
     op = torch.ops.torch_geometric_gate.chunked_attention
     torch.library.opcheck(op, op_args(graph, inputs, slope))
@@ -687,13 +710,13 @@ def saved(fn):
 
 def lean_bytes(x, weights, att, edge_index, training_dropout):
     # What backward needs: the inputs and the three projections, the edges
-    # as int32, the loop flags, the attention weights (and, with dropout,
-    # the softmax before it and an int64 seed):
+    # as int32 (the loop flags are derived from them again), the attention
+    # weights (and, with dropout, the softmax before it and an int64 seed):
     n, (heads, channels) = x.size(0), att[0].shape[1:]
     num_edges = edge_index.size(1) + n
     nodes = x.numel() + 3 * n * heads * channels + 2 * heads * channels
     nodes = nodes * x.element_size() + 3 * weights[0].numel() * 8
-    edges = num_edges * (4 * 2 + 1 + heads * x.element_size())
+    edges = num_edges * (4 * 2 + heads * x.element_size())
     if training_dropout:
         edges += num_edges * heads * x.element_size() + 8
     return nodes + edges
@@ -704,13 +727,11 @@ def test_chunked_attention_saves_only_narrow_tensors(dropout):
     x, weights, att, edge_index = layer_inputs(heads=2, channels=3)
     fn = layer_attention(None, 0.0, dropout, True)
     storages = saved(lambda: fn(x, weights, *att, edge_index))
-    # No int64 edge index, no bool mask, no [E, H, C] tensor:
+    # No int64 edge index, no flags, no [E, H, C] tensor:
     assert all(
         dtype != torch.int64 or nbytes == 8 for nbytes, dtype in storages
     )
-    assert sum(b for b, dt in storages if dt == torch.bool) == edge_index.size(
-        1
-    ) + x.size(0)
+    assert all(dtype != torch.bool for _, dtype in storages)
     assert sum(b for b, _ in storages) == lean_bytes(
         x, weights, att, edge_index, dropout > 0
     )

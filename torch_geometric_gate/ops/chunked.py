@@ -5,9 +5,11 @@ Autograd saves the :obj:`[E, H, C]` edge tensors of the reference path (the
 gathered projections, the activation :math:`\phi(\mathbf{U} \mathbf{x}_u +
 \mathbf{V} \mathbf{x}_v)`, the gathered messages) for backward. The kernels
 below save only node tensors, the edge index (as :obj:`int32` where the
-node count allows), the :obj:`[E]` self-loop flags, the :obj:`[E, H]`
-attention weights and, with dropout, the softmax before dropout and a seed
-(the dropout mask is drawn again from it in backward), and recompute every
+node count allows), the :obj:`[E]` self-loop flags (none under the
+layer's :obj:`add_self_loops`: they are derived from the edges again, see
+:func:`edge_flags`), the :obj:`[E, H]` attention weights and, with
+dropout, the softmax before dropout and a seed (the dropout mask is drawn
+again from it in backward), and recompute every
 :obj:`[E, H, C]` tensor in backward, chunk by chunk over the edges, so that
 none is ever held whole. Messages are summed in float32 (or wider) whatever
 the dtype of the projections.
@@ -33,7 +35,7 @@ share every computation:
   can :func:`torch.compile`'s backward).
 """
 
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -77,6 +79,31 @@ def _dropout_noise(
     return noise.mul_(1.0 / (1.0 - p) if p < 1.0 else 0.0)
 
 
+def edge_flags(
+    src: Tensor,
+    dst: Tensor,
+    loop: Optional[Tensor],
+    masked: Optional[Tensor],
+    loops_masked_before: Optional[Union[int, Tensor]],
+) -> Tuple[Tensor, Optional[Tensor]]:
+    r"""The :obj:`[E]` flags :obj:`loop` (scored with :math:`\mathbf{a}_t`)
+    and :obj:`masked` (no part in the softmax; :obj:`None`: no edge) from
+    the operators' form: :obj:`loop=None` flags the edges whose :obj:`src`
+    equals :obj:`dst`, and the edges before :obj:`loops_masked_before` (an
+    :obj:`int` or a 0-dim tensor; :obj:`None`: no edge) whose :obj:`src`
+    equals :obj:`dst` are masked too. The layer passes this form under
+    :obj:`add_self_loops`: the compiled loops derive the flags as they read
+    the edges, and backward from the saved edge index, instead of reading
+    (and saving) them."""
+    if loop is None:
+        loop = src == dst
+    if loops_masked_before is not None:
+        before = torch.arange(src.numel(), device=src.device)
+        input_loop = (src == dst) & (before < loops_masked_before)
+        masked = input_loop if masked is None else masked | input_loop
+    return loop, masked
+
+
 def _forward(
     q_src: Tensor,
     q_dst: Tensor,
@@ -87,8 +114,9 @@ def _forward(
     att_self: Tensor,
     src: Tensor,
     dst: Tensor,
-    loop: Tensor,
+    loop: Optional[Tensor],
     masked: Optional[Tensor],
+    loops_masked_before: int,
     num_dst: int,
     negative_slope: float,
     dropout: float,
@@ -97,9 +125,13 @@ def _forward(
     aggregated values :obj:`[N_dst, H, C]`, and what backward needs: the
     softmax before dropout (:obj:`[E, H]`, empty without dropout), the edge
     index :obj:`[2, E]` (:obj:`int32` where the node count allows) and the
-    dropout seed (:obj:`[1]`, empty without dropout)."""
+    dropout seed (:obj:`[1]`, empty without dropout). The flags are those
+    of :func:`edge_flags`."""
     att = torch.cat([att_neighbor, att_self], dim=0)  # [2, H, C]
     src, dst = src.long(), dst.long()
+    loop, masked = edge_flags(
+        src, dst, loop, masked, loops_masked_before or None
+    )
     e = _scores(
         q_src, q_dst, edge_attr, weight_edge, src, dst, loop, att,
         negative_slope,
@@ -161,7 +193,7 @@ def _backward(
     weight_edge: Optional[Tensor],
     att_neighbor: Tensor,
     att_self: Tensor,
-    loop: Tensor,
+    loop: Optional[Tensor],
     alpha: Tensor,
     softmax: Tensor,
     edges: Tensor,
@@ -182,6 +214,8 @@ def _backward(
     # `index_select` and `index_add_` with an int32 index are several times
     # slower (a transient copy of 16 bytes per edge).
     src, dst = edges[0].long(), edges[1].long()
+    if loop is None:  # See `edge_flags`.
+        loop = src == dst
     need_score = any(need[:2]) or any(need[3:])
     grad_value, g = None, None
     if grad_out is not None:
@@ -217,14 +251,14 @@ def _backward(
 
 
 # The inputs of `_forward` (and of the custom operator), by position:
-_NUM_INPUTS = 14
+_NUM_INPUTS = 15
 _NUM_DIFFERENTIABLE = 7  # q_src ... att_self
 
 
 def _setup_context(ctx, inputs, output):
     (
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
-        _, _, loop, _, num_dst, negative_slope, dropout,
+        _, _, loop, _, _, num_dst, negative_slope, dropout,
     ) = inputs  # fmt: skip
     alpha, _, softmax, edges, seed = output
     ctx.mark_non_differentiable(edges, seed)
@@ -290,7 +324,7 @@ _attention_backward_op = torch.library.custom_op(
 @_attention_op.register_fake
 def _(*inputs):
     q_src, value, att_neighbor, src, num_dst, dropout = (
-        inputs[i] for i in (0, 2, 5, 7, 11, 13)
+        inputs[i] for i in (0, 2, 5, 7, 12, 14)
     )
     num_edges, heads = src.size(0), att_neighbor.size(1)
     dtype = torch.promote_types(q_src.dtype, att_neighbor.dtype)
@@ -380,8 +414,9 @@ def chunked_attention(
     inputs = (
         q_src, q_dst, value, edge_attr, params.weight_edge,
         params.att_neighbor, params.att_self, graph.src, graph.dst,
-        graph.loop, graph.masked, graph.num_dst,
-        float(params.negative_slope),
+        graph.loop, graph.masked,
+        graph.src.numel() - graph.num_loops if graph.mask_input_loops else 0,
+        graph.num_dst, float(params.negative_slope),
         float(params.dropout) if params.training else 0.0,
     )  # fmt: skip
     if torch.compiler.is_compiling():

@@ -36,6 +36,7 @@ from torch_geometric_gate.ops.chunked import (
     _dropout_noise,
     _index_dtype,
     _needed_grads,
+    edge_flags,
 )
 from torch_geometric_gate.ops.chunked_steps import (
     _activation,
@@ -55,14 +56,18 @@ def _forward(
     att: Tensor,
     src: Tensor,
     dst: Tensor,
-    loop: Tensor,
-    masked: Tensor,
+    loop: Optional[Tensor],
+    masked: Optional[Tensor],
+    loops_masked_before: Optional[Tensor],
     noise: Optional[Tensor],
     slope: float,
     exact_max: bool,
 ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     dtype = torch.promote_types(q_src.dtype, att.dtype)
     num_dst = q_dst.size(0)
+    loop, masked = edge_flags(src, dst, loop, masked, loops_masked_before)
+    if masked is None:
+        masked = torch.zeros_like(loop)
     act = _activation(
         q_src, q_dst, edge_attr, weight_edge, src, dst, _ALL, slope
     )
@@ -108,7 +113,7 @@ def _backward(
     edge_attr: Optional[Tensor],
     weight_edge: Optional[Tensor],
     att: Tensor,
-    loop: Tensor,
+    loop: Optional[Tensor],
     softmax: Tensor,
     noise: Optional[Tensor],
     src: Tensor,
@@ -116,6 +121,8 @@ def _backward(
     slope: float,
 ) -> List[Optional[Tensor]]:
     num_dst = grad_out.size(0)
+    if loop is None:  # See `chunked.edge_flags`.
+        loop = src == dst
     alpha = softmax if noise is None else softmax * noise
     g_dst = grad_out.index_select(0, dst)  # [E, H, C]
     g_x = (g_dst * alpha.unsqueeze(-1)).to(value.dtype)
@@ -157,7 +164,9 @@ def forward(*args) -> Tuple[Tensor, Tensor, Tensor]:
     r"""The attention weights after dropout (:obj:`noise`), the aggregated
     values :obj:`[N_dst, H, C]` and the softmax before dropout, compiled,
     from :obj:`q_src, q_dst, value, edge_attr, weight_edge, att ([2, H, C]),
-    src, dst` (:obj:`int64`), :obj:`loop, masked, noise, slope`."""
+    src, dst` (:obj:`int64`), :obj:`loop, masked, loops_masked_before`
+    (:func:`~torch_geometric_gate.ops.chunked.edge_flags`; a 0-dim tensor or
+    :obj:`None`), :obj:`noise, slope`."""
     value = args[2]
     alpha, out, softmax, finite = _run(_forward, value, *args, False)
     if not finite:  # A sum overflowed, or a score is not finite:
@@ -293,7 +302,8 @@ def cpu_attention(*inputs):
     loops past :obj:`FUSED_MAX_ELEMENTS`."""
     (
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
-        src, dst, loop, masked, num_dst, negative_slope, dropout,
+        src, dst, loop, masked, loops_masked_before, num_dst, negative_slope,
+        dropout,
     ) = inputs  # fmt: skip
     if not _fused(src, value):
         return chunked._forward(*inputs)
@@ -304,12 +314,14 @@ def cpu_attention(*inputs):
         shape = [src.numel(), att_self.size(1)]
         like = q_src.new_empty(0, dtype=dtype)
         noise = _dropout_noise(seed, shape, dropout, like)
-    if masked is None:
-        masked = torch.zeros_like(loop)
+    # A tensor: an int would be compiled in.
+    before = None
+    if loops_masked_before > 0:
+        before = torch.tensor(loops_masked_before)
     alpha, out, softmax = forward(
         q_src, q_dst, value, edge_attr, weight_edge,
-        torch.cat([att_neighbor, att_self]), src, dst, loop, masked, noise,
-        negative_slope,
+        torch.cat([att_neighbor, att_self]), src, dst, loop, masked, before,
+        noise, negative_slope,
     )  # fmt: skip
     if noise is None:
         softmax = alpha.new_empty(0, att_self.size(1))

@@ -257,9 +257,10 @@ def triton_attention(
     if compiling:  # The CSR from plain tensors, in the traced graph.
         graph = graph._replace(edge_index=None)
     csr = forward_csr(graph)
-    kind = graph.loop.to(torch.int8)
-    if graph.masked is not None:
-        kind = kind + 2 * graph.masked.to(torch.int8)
+    loop, masked = graph.flags()
+    kind = loop.to(torch.int8)
+    if masked is not None:
+        kind = kind + 2 * masked.to(torch.int8)
     kind = kind.index_select(0, csr.perm).contiguous()
     p_drop = float(params.dropout) if params.training else 0.0
     if p_drop > 0 and graph.src.numel() * heads >= 2**31:

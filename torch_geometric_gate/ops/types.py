@@ -6,7 +6,7 @@ parameters; a kernel (:mod:`~torch_geometric_gate.ops.chunked`,
 layer.
 """
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 from torch import Tensor
 
@@ -25,11 +25,12 @@ class AttentionGraph(NamedTuple):
     #: :obj:`[E]` target node of every edge (:obj:`int64`).
     dst: Tensor
     #: :obj:`[E]` :obj:`True` where an edge is scored with
-    #: :math:`\mathbf{a}_t` (:obj:`att_self`), else with :math:`\mathbf{a}_s`.
-    loop: Tensor
-    #: :obj:`[E]` :obj:`True` where an edge takes no part in the softmax
-    #: (the input's own self-loops under :obj:`add_self_loops`), or
-    #: :obj:`None`.
+    #: :math:`\mathbf{a}_t` (:obj:`att_self`), else with
+    #: :math:`\mathbf{a}_s`; :obj:`None`: the edges whose :obj:`src` equals
+    #: :obj:`dst`.
+    loop: Optional[Tensor]
+    #: :obj:`[E]` :obj:`True` where an edge takes no part in the softmax, or
+    #: :obj:`None` (see :obj:`mask_input_loops`).
     masked: Optional[Tensor]
     num_src: int
     num_dst: int
@@ -39,6 +40,27 @@ class AttentionGraph(NamedTuple):
     #: (its cached CSC gives the kernels their CSR without a sort), else
     #: :obj:`None`.
     edge_index: Optional[Tensor] = None
+    #: Whether the edges before the last :obj:`num_loops` whose :obj:`src`
+    #: equals :obj:`dst` take no part in the softmax either (the input's own
+    #: self-loops, as :obj:`add_self_loops` masks them). The layer passes
+    #: this and :obj:`loop=None` rather than flags that a kernel can derive
+    #: from the edges, in its own loops.
+    mask_input_loops: bool = False
+
+    def flags(self) -> Tuple[Tensor, Optional[Tensor]]:
+        r"""The :obj:`[E]` flags :obj:`loop` and :obj:`masked` (or
+        :obj:`None`: no edge masked) as tensors, whatever form holds
+        them."""
+        loop, masked = self.loop, self.masked
+        if loop is None or self.mask_input_loops:
+            same = self.src == self.dst
+            if loop is None:
+                loop = same
+            if self.mask_input_loops:
+                input_loop = same.clone()
+                input_loop[self.src.numel() - self.num_loops :] = False
+                masked = input_loop if masked is None else masked | input_loop
+        return loop, masked
 
 
 class AttentionParams(NamedTuple):

@@ -118,8 +118,11 @@ class GATEConv(gate_conv.GATEConv):
         graph = AttentionGraph(
             src=edge_index[0],
             dst=edge_index[1],
-            loop=loop,
-            masked=masked,
+            # Under add_self_loops the flags follow from the edges (the
+            # kernels derive them where they read the edges; compiled, the
+            # base's flag tensors are then never computed):
+            loop=None if self.add_self_loops else loop,
+            masked=None if self.add_self_loops else masked,
             num_src=size[0],
             num_dst=size[1],
             num_loops=num_loops,
@@ -128,6 +131,7 @@ class GATEConv(gate_conv.GATEConv):
                 if isinstance(input_edge_index, EdgeIndex)
                 else None
             ),
+            mask_input_loops=self.add_self_loops,
         )
         params = AttentionParams(
             att_neighbor=self.att_neighbor,
