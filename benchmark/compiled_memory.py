@@ -66,12 +66,12 @@ class GATEAttention(torch.nn.Module):
         value = self.lin(x).view(-1, H, C)
         q_src = self.lin_src(x).view(-1, H, C)
         q_dst = self.lin_dst(x).view(-1, H, C)
-        input_loop = edge_index[0] == edge_index[1]
         loops = torch.arange(N, device=x.device)
         ei = torch.cat([edge_index, loops.repeat(2, 1)], dim=1)
-        loop = torch.cat([input_loop, input_loop.new_ones(N)])
-        masked = torch.cat([input_loop, input_loop.new_zeros(N)])
-        graph = AttentionGraph(ei[0], ei[1], loop, masked, N, N, N)
+        # As GATEConv leaves the self-loop flags to the kernels:
+        graph = AttentionGraph(
+            ei[0], ei[1], None, None, N, N, N, mask_input_loops=True
+        )
         params = AttentionParams(
             self.att_neighbor, self.att_self, None, 0.0, self.dropout,
             self.training,
@@ -87,11 +87,12 @@ class GATEAttention(torch.nn.Module):
 
 def _before(graph, params, q_src, q_dst, value):
     # The chunked path's attention before the fused kernel:
+    loop, masked = graph.flags()
     e = EdgeScore.apply(
-        q_src, q_dst, None, None, graph.src, graph.dst, graph.loop,
+        q_src, q_dst, None, None, graph.src, graph.dst, loop,
         params.att_neighbor, params.att_self, params.negative_slope,
     )  # fmt: skip
-    e = e.masked_fill(graph.masked.view(-1, 1), float('-inf'))
+    e = e.masked_fill(masked.view(-1, 1), float('-inf'))
     alpha = softmax(e, graph.dst, num_nodes=graph.num_dst)
     alpha = F.dropout(alpha, p=params.dropout, training=params.training)
     return EdgeAggregate.apply(value, alpha, graph.src, graph.dst,
