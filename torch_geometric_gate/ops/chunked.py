@@ -7,9 +7,9 @@ gathered projections, the activation :math:`\phi(\mathbf{U} \mathbf{x}_u +
 below save only node tensors, the edge index (as :obj:`int32` where the
 node count allows), the :obj:`[E]` self-loop flags (none under the
 layer's :obj:`add_self_loops`: they are derived from the edges again, see
-:func:`edge_flags`), the :obj:`[E, H]` attention weights and, with
-dropout, the softmax before dropout and a seed (the dropout mask is drawn
-again from it in backward), and recompute every
+:func:`~torch_geometric_gate.ops.types.edge_flags`), the :obj:`[E, H]`
+attention weights and, with dropout, the softmax before dropout and a seed
+(the dropout mask is drawn again from it in backward), and recompute every
 :obj:`[E, H, C]` tensor in backward, chunk by chunk over the edges, so that
 none is ever held whole. Messages are summed in float32 (or wider) whatever
 the dtype of the projections.
@@ -35,7 +35,7 @@ share every computation:
   can :func:`torch.compile`'s backward).
 """
 
-from typing import List, Optional, Tuple, Union
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -46,7 +46,11 @@ from torch_geometric_gate.ops.chunked_steps import (
     _score_backward,
     _scores,
 )
-from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
+from torch_geometric_gate.ops.types import (
+    AttentionGraph,
+    AttentionParams,
+    edge_flags,
+)
 
 # The fused attention ------------------------------------------------------
 
@@ -77,31 +81,6 @@ def _dropout_noise(
     with torch._C._ExcludeDispatchKeyGuard(_VMAP_MODES):
         noise = like.new_empty(shape).bernoulli_(1.0 - p, generator=gen)
     return noise.mul_(1.0 / (1.0 - p) if p < 1.0 else 0.0)
-
-
-def edge_flags(
-    src: Tensor,
-    dst: Tensor,
-    loop: Optional[Tensor],
-    masked: Optional[Tensor],
-    loops_masked_before: Optional[Union[int, Tensor]],
-) -> Tuple[Tensor, Optional[Tensor]]:
-    r"""The :obj:`[E]` flags :obj:`loop` (scored with :math:`\mathbf{a}_t`)
-    and :obj:`masked` (no part in the softmax; :obj:`None`: no edge) from
-    the operators' form: :obj:`loop=None` flags the edges whose :obj:`src`
-    equals :obj:`dst`, and the edges before :obj:`loops_masked_before` (an
-    :obj:`int` or a 0-dim tensor; :obj:`None`: no edge) whose :obj:`src`
-    equals :obj:`dst` are masked too. The layer passes this form under
-    :obj:`add_self_loops`: the compiled loops derive the flags as they read
-    the edges, and backward from the saved edge index, instead of reading
-    (and saving) them."""
-    if loop is None:
-        loop = src == dst
-    if loops_masked_before is not None:
-        before = torch.arange(src.numel(), device=src.device)
-        input_loop = (src == dst) & (before < loops_masked_before)
-        masked = input_loop if masked is None else masked | input_loop
-    return loop, masked
 
 
 def _forward(

@@ -36,13 +36,13 @@ from torch_geometric_gate.ops.chunked import (
     _dropout_noise,
     _index_dtype,
     _needed_grads,
-    edge_flags,
 )
 from torch_geometric_gate.ops.chunked_steps import (
     _activation,
     _wrapped,
     chunk_elements,
 )
+from torch_geometric_gate.ops.types import edge_flags
 
 _ALL = slice(None)  # All the edges at once: no chunks.
 
@@ -121,7 +121,7 @@ def _backward(
     slope: float,
 ) -> List[Optional[Tensor]]:
     num_dst = grad_out.size(0)
-    if loop is None:  # See `chunked.edge_flags`.
+    if loop is None:  # See `types.edge_flags`.
         loop = src == dst
     alpha = softmax if noise is None else softmax * noise
     g_dst = grad_out.index_select(0, dst)  # [E, H, C]
@@ -165,7 +165,7 @@ def forward(*args) -> Tuple[Tensor, Tensor, Tensor]:
     values :obj:`[N_dst, H, C]` and the softmax before dropout, compiled,
     from :obj:`q_src, q_dst, value, edge_attr, weight_edge, att ([2, H, C]),
     src, dst` (:obj:`int64`), :obj:`loop, masked, loops_masked_before`
-    (:func:`~torch_geometric_gate.ops.chunked.edge_flags`; a 0-dim tensor or
+    (:func:`~torch_geometric_gate.ops.types.edge_flags`; a 0-dim tensor or
     :obj:`None`), :obj:`noise, slope`."""
     value = args[2]
     alpha, out, softmax, finite = _run(_forward, value, *args, False)

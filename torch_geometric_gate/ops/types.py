@@ -6,8 +6,9 @@ parameters; a kernel (:mod:`~torch_geometric_gate.ops.chunked`,
 layer.
 """
 
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Tuple, Union
 
+import torch
 from torch import Tensor
 
 
@@ -51,16 +52,35 @@ class AttentionGraph(NamedTuple):
         r"""The :obj:`[E]` flags :obj:`loop` and :obj:`masked` (or
         :obj:`None`: no edge masked) as tensors, whatever form holds
         them."""
-        loop, masked = self.loop, self.masked
-        if loop is None or self.mask_input_loops:
-            same = self.src == self.dst
-            if loop is None:
-                loop = same
-            if self.mask_input_loops:
-                input_loop = same.clone()
-                input_loop[self.src.numel() - self.num_loops :] = False
-                masked = input_loop if masked is None else masked | input_loop
-        return loop, masked
+        before = None
+        if self.mask_input_loops:
+            before = self.src.numel() - self.num_loops
+        return edge_flags(self.src, self.dst, self.loop, self.masked, before)
+
+
+def edge_flags(
+    src: Tensor,
+    dst: Tensor,
+    loop: Optional[Tensor],
+    masked: Optional[Tensor],
+    loops_masked_before: Optional[Union[int, Tensor]],
+) -> Tuple[Tensor, Optional[Tensor]]:
+    r"""The :obj:`[E]` flags :obj:`loop` (scored with :math:`\mathbf{a}_t`)
+    and :obj:`masked` (no part in the softmax; :obj:`None`: no edge) from
+    the operators' form: :obj:`loop=None` flags the edges whose :obj:`src`
+    equals :obj:`dst`, and the edges before :obj:`loops_masked_before` (an
+    :obj:`int` or a 0-dim tensor; :obj:`None`: no edge) whose :obj:`src`
+    equals :obj:`dst` are masked too (see
+    :attr:`AttentionGraph.mask_input_loops`). The chunked kernels' compiled
+    loops derive the flags as they read the edges, and backward from the
+    saved edge index, instead of reading (and saving) them."""
+    if loop is None:
+        loop = src == dst
+    if loops_masked_before is not None:
+        before = torch.arange(src.numel(), device=src.device)
+        input_loop = (src == dst) & (before < loops_masked_before)
+        masked = input_loop if masked is None else masked | input_loop
+    return loop, masked
 
 
 class AttentionParams(NamedTuple):
