@@ -428,12 +428,11 @@ def test_chunked_attention_under_torch_func_grad():
 
 
 def op_args(graph, inputs, slope=0.0, dropout=0.0):
-    before = graph.src.numel() - graph.num_loops
     return (
         inputs['q_src'], inputs['q_dst'], inputs['value'], inputs['edge_attr'],
         inputs['weight_edge'], inputs['att_neighbor'], inputs['att_self'],
         graph.src, graph.dst, graph.loop, graph.masked,
-        before if graph.mask_input_loops else 0, graph.num_dst, slope, dropout,
+        graph.loops_masked_before, graph.num_dst, slope, dropout,
     )  # fmt: skip
 
 
@@ -691,6 +690,48 @@ def test_cpu_operator_compiles_in_heads_and_channels_not_graph_sizes(
     with torch.compiler.set_stance('fail_on_recompile'):
         got = op(*op_args(twice, inputs))[:2]
     assert_equal_to(got, dense(twice, inputs, 0.0), inputs)
+
+
+def code_written(fn, *args):
+    r"""Runs :obj:`fn(*args)`; returns its result and the code that Inductor
+    wrote meanwhile (none where nothing compiled). Unlike
+    :func:`torch._inductor.utils.run_and_get_code` it keeps what Dynamo
+    compiled before."""
+    from unittest import mock
+
+    from torch._inductor.graph import GraphLowering
+
+    codes = []
+    with mock.patch.object(GraphLowering, 'save_output_code', codes.append):
+        out = fn(*args)
+    return out, codes
+
+
+def test_cpu_operator_compiles_each_head_shape_on_a_budget_of_its_own(
+    monkeypatch,
+):
+    # Each pair of heads and channels compiles with all of Dynamo's
+    # recompilation budget for its settings: with a budget of one
+    # compilation, two pairs both compile, each with its own heads and
+    # channels compiled in (past the budget Dynamo would run the function
+    # uncompiled, and write no code).
+    torch._dynamo.reset()
+    monkeypatch.setattr(fused, '_COMPILED', {})
+    graph = make_graph()
+    op = torch.ops.torch_geometric_gate.chunked_attention
+    try:
+        with torch._dynamo.config.patch(recompile_limit=1):
+            for heads, channels in ((2, 3), (3, 2)):
+                inputs = make_inputs(graph, heads, channels, None)
+                got, codes = code_written(op, *op_args(graph, inputs))
+                assert len(codes) == 1, (heads, channels)
+                shape = rf'\(s\d+, {heads}, {channels}\)'
+                assert re.search(
+                    r'assert_size_stride\(\w+, ' + shape, codes[0]
+                )
+                assert_equal_to(got[:2], dense(graph, inputs, 0.0), inputs)
+    finally:
+        torch._dynamo.reset()
 
 
 def saved(fn):

@@ -393,9 +393,8 @@ def chunked_attention(
     inputs = (
         q_src, q_dst, value, edge_attr, params.weight_edge,
         params.att_neighbor, params.att_self, graph.src, graph.dst,
-        graph.loop, graph.masked,
-        graph.src.numel() - graph.num_loops if graph.mask_input_loops else 0,
-        graph.num_dst, float(params.negative_slope),
+        graph.loop, graph.masked, graph.loops_masked_before, graph.num_dst,
+        float(params.negative_slope),
         float(params.dropout) if params.training else 0.0,
     )  # fmt: skip
     if torch.compiler.is_compiling():

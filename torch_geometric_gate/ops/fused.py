@@ -197,7 +197,9 @@ _COMPILED: Dict[object, object] = {}
 # [E, H, C] temporary, faster with 8 heads at 10^6 edges and as fast at
 # 10^5; one head, whose loops fuse anyway, keeps Inductor's defaults, with
 # which it is faster (the interleaved timings are in the message of the
-# commit that set these).
+# commit that set these). Rechecked with heads and channels compiled in (8
+# heads of 8 channels, one thread): Inductor's defaults took 1.30x the step
+# at 10^6 edges and 1.01-1.02x at 10^5.
 SEVERAL_HEADS_OPTIONS = {
     'realize_reads_threshold': 16,
     'realize_cpu_acc_reads_threshold': 32,
@@ -228,11 +230,12 @@ def _run(fn, value: Tensor, *args):
     features and dropout or not, do. Past Dynamo's recompilation limit (per
     heads and channels) a new setting runs uncompiled."""
     heads, channels = value.shape[1:]
-    key = (fn, heads, channels, in_one_thread())
+    serial = in_one_thread()
+    key = (fn, heads, channels, serial)
     compiled = _COMPILED.get(key)
     if compiled is None:
         options = dict(SEVERAL_HEADS_OPTIONS) if heads > 1 else {}
-        if key[3]:
+        if serial:
             options['cpp.threads'] = 1
         compiled = torch.compile(
             _for_shape(fn, heads, channels), options=options or None
@@ -252,10 +255,11 @@ def _run(fn, value: Tensor, *args):
 # The arguments whose rows are compiled in (the attention parameters); the
 # other tensors have a row per edge or per node, compiled dynamic. Heads and
 # channels are compiled in: with C known, Inductor's inner loop over the
-# channels is a fixed count of vectors with no tail, and a compiled step
-# took 0.8x (8 heads of 8 channels) and 0.9x (one head of 64) the time it
-# took with every size dynamic (random graph of 10^5 edges, one thread; the
-# commit that set this has the commands).
+# channels is a fixed count of vectors with no tail. With 8 heads of 8
+# channels a compiled step took 0.78-0.81x (10^5 edges) and 0.71x (10^6)
+# the time it took with every size dynamic; with one head of 64, 0.99x
+# (random graphs, one thread, medians of alternating steps in one process;
+# the message of the commit that wrote this has the runs).
 _STATIC_ROWS = ('att', 'weight_edge')
 
 

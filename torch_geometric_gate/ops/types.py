@@ -48,14 +48,23 @@ class AttentionGraph(NamedTuple):
     #: from the edges, in its own loops.
     mask_input_loops: bool = False
 
+    @property
+    def loops_masked_before(self) -> int:
+        r"""The edges before this index whose :obj:`src` equals :obj:`dst`
+        are masked (:obj:`mask_input_loops`; :obj:`0`: none), as
+        :func:`edge_flags` and the chunked operator take it."""
+        if not self.mask_input_loops:
+            return 0
+        return self.src.numel() - self.num_loops
+
     def flags(self) -> Tuple[Tensor, Optional[Tensor]]:
         r"""The :obj:`[E]` flags :obj:`loop` and :obj:`masked` (or
         :obj:`None`: no edge masked) as tensors, whatever form holds
         them."""
-        before = None
-        if self.mask_input_loops:
-            before = self.src.numel() - self.num_loops
-        return edge_flags(self.src, self.dst, self.loop, self.masked, before)
+        return edge_flags(
+            self.src, self.dst, self.loop, self.masked,
+            self.loops_masked_before or None,
+        )  # fmt: skip
 
 
 def edge_flags(
