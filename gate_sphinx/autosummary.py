@@ -17,6 +17,11 @@ out. New public names therefore appear in the docs without editing them.
   whose ``__all__`` is empty renders a short note, not a warning.
 - A module that exists but fails to import is a real error: it is reported
   as a Sphinx warning, which ``-W`` turns into a failed build.
+- A class that overrides a base of the same name (the layer with its
+  kernels over the upstream layer, :class:`torch_geometric_gate.GATEConv`)
+  is documented as that base: its "Bases:" line names the base's bases and
+  its page lists the members it inherits from that base (the template reads
+  :data:`SHADOWS` through ``autosummary_context``).
 - An object exported by several documented modules (for example a model that
   both ``torch_geometric_gate.nn`` and ``torch_geometric_gate.nn.models``
   export) is documented once, on the page of the most specific module that
@@ -43,10 +48,14 @@ from sphinx.util.docutils import SphinxDirective
 logger = logging.getLogger(__name__)
 
 DIRECTIVE = 'gate-autosummary'
+PACKAGE = 'torch_geometric_gate'
 TOCTREE = 'generated'  # relative to the source root
 # The modules named by a directive anywhere in the project, collected at
 # `builder-inited` (before any page is read).
 _MODULES = []
+# Full name of a class that shadows a base -> the classes above that base
+# (its MRO), whose members its page does not list.
+SHADOWS = {}
 _DIRECTIVE_RE = re.compile(
     r'^\s*\.\.\s+' + re.escape(DIRECTIVE) + r'::\s*([A-Za-z0-9_.]+)\s*$'
 )
@@ -98,6 +107,30 @@ def public_names(module):
             continue  # Constants such as `__version__`.
         out.append((kind, name, obj))
     return out
+
+
+def shadowed_base(cls):
+    r"""The base of :obj:`cls` that it shadows: its first base if that has
+    the same name and is defined in this package, else :obj:`None`."""
+    base = cls.__bases__[0] if cls.__bases__ else None
+    if (
+        base is not None
+        and base.__name__ == cls.__name__
+        and base.__module__.split('.')[0] == PACKAGE
+    ):
+        return base
+    return None
+
+
+def _skip_shadowed_bases(app, name, obj, options, bases):
+    # `autodoc-process-bases`: "Bases: GATEConv" says nothing to a reader;
+    # the shadowed base's own bases are what the class is.
+    i = 0
+    while i < len(bases):
+        if inspect.isclass(bases[i]) and shadowed_base(obj) is bases[i]:
+            bases[i : i + 1] = bases[i].__bases__
+        else:
+            i += 1
 
 
 def _owner(obj, modules):
@@ -188,6 +221,17 @@ def generate_stubs(app):
             logger.warning(f'{DIRECTIVE}: {module_name}: {e!r}')
             continue
         items += found or []
+    SHADOWS.clear()
+    for kind, name in items:
+        module_name, _, attr = name.rpartition('.')
+        obj = getattr(import_module(module_name), attr)
+        base = shadowed_base(obj) if kind == 'class' else None
+        if base is not None:
+            SHADOWS[name] = ', '.join(c.__name__ for c in base.__mro__[1:])
+    app.config.autosummary_context = {
+        **app.config.autosummary_context,
+        'shadows': dict(SHADOWS),
+    }
 
     from sphinx.ext.autosummary.generate import generate_autosummary_docs
 
@@ -258,4 +302,5 @@ def setup(app):
     app.add_directive(DIRECTIVE, GateAutosummary)
     # Before autosummary's own `builder-inited` hook (priority 500).
     app.connect('builder-inited', generate_stubs, priority=400)
+    app.connect('autodoc-process-bases', _skip_shadowed_bases)
     return {'parallel_read_safe': True, 'parallel_write_safe': True}

@@ -45,6 +45,15 @@ class GATEConv(MessagePassing):
     :math:`\phi`, as in GATv2. Both attention vectors start at zero (uniform
     attention), as the paper prescribes.
 
+    Unlike GATv2, the values :math:`\mathbf{W}` (:obj:`lin`) are not the
+    projections :math:`\mathbf{U}` (:obj:`lin_src`) and :math:`\mathbf{V}`
+    (:obj:`lin_dst`) that score the edges, and none of the three has a bias;
+    :math:`\mathbf{a}_s` is :obj:`att_neighbor`, :math:`\mathbf{a}_t`
+    :obj:`att_self`. The arguments are
+    :class:`~torch_geometric.nn.conv.GATv2Conv`'s, in its order; they
+    differ in :obj:`negative_slope` (default :obj:`0.0`),
+    :obj:`add_self_loops`, :obj:`fill_value` and :obj:`share_weights`.
+
     With :obj:`add_self_loops=True`, input self-loops get attention
     :obj:`0` and :obj:`min(N_src, N_dst)` self-loops are appended (no shape
     depends on the data). Bipartite source and target :obj:`i` are one node
@@ -101,6 +110,17 @@ class GATEConv(MessagePassing):
           (:math:`F_{out}` if :obj:`concat=False`), and with
           :obj:`return_attention_weights=True` the edges used (self-loops
           appended) and their weights :math:`(|\mathcal{E}^{\prime}|, H)`.
+
+    Example:
+        >>> conv = GATEConv(16, 32, heads=4)
+        >>> x = torch.randn(100, 16)
+        >>> edge_index = torch.randint(0, 100, (2, 500))
+        >>> conv(x, edge_index).size()
+        torch.Size([100, 128])
+        >>> out, (ei, alpha) = conv(x, edge_index,
+        ...                         return_attention_weights=True)
+        >>> ei.size(), alpha.size()  # 500 edges and 100 self-loops
+        (torch.Size([2, 600]), torch.Size([600, 4]))
     """
     def __init__(
         self,
@@ -236,8 +256,28 @@ class GATEConv(MessagePassing):
             self, x: Union[Tensor, PairTensor], edge_index: Adj,
             edge_attr: OptTensor = None,
             return_attention_weights: Optional[bool] = None):
-        r"""Runs the forward pass of the module (a sparse :obj:`edge_index`
-        orders :obj:`edge_attr` by its coalesced entries).
+        r"""Runs the forward pass of the module.
+
+        Args:
+            x (torch.Tensor or (torch.Tensor, torch.Tensor)): The input node
+                features, or the source and target node features of a
+                bipartite graph.
+            edge_index (torch.Tensor or SparseTensor): The edge indices
+                :obj:`[2, E]` (source, target), an
+                :class:`~torch_geometric.EdgeIndex`, or a transposed sparse
+                adjacency matrix.
+            edge_attr (torch.Tensor, optional): The edge features
+                :obj:`[E, edge_dim]`; with a sparse :obj:`edge_index`, in
+                the order of its coalesced entries. (default: :obj:`None`)
+            return_attention_weights (bool, optional): If set to
+                :obj:`True`, will additionally return the tuple
+                :obj:`(edge_index, attention_weights)`: the edges used
+                :obj:`[2, E']` (appended self-loops, and masked input
+                self-loops with weight :obj:`0`, included) and their weights
+                :obj:`[E', H]`. For a sparse :obj:`edge_index`, the weights
+                come as a sparse matrix of its layout, without the masked
+                self-loops. Not under TorchScript: use
+                :meth:`forward_with_attention` there. (default: :obj:`None`)
         """
         need_weights = False
         if return_attention_weights is not None:
