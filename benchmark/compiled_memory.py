@@ -30,6 +30,7 @@ from typing import List
 import torch
 import torch.nn.functional as F
 from common import saved_bytes
+from report import commit
 from torch import Tensor
 from torch_geometric.nn import GATv2Conv
 from torch_geometric.utils import softmax
@@ -147,6 +148,7 @@ def main(argv: List[str] = None) -> None:
     torch.set_num_threads(args.threads)
 
     print(f'Command: `python {" ".join(sys.argv)}`\n')
+    print(f'- commit: {commit()}\n')
     print(
         f'torch {torch.__version__}, Python {platform.python_version()}, '
         f'{torch.get_num_threads()} thread(s); saved MB = 10^6 bytes of the '

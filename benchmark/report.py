@@ -1,11 +1,17 @@
 r"""What every benchmark writes: the result files (a CSV and a markdown
 table, each replaced whole), the lines above a table (the command that
-wrote it, the machine, the script's description) and the checked output
-folder.
+wrote it, the commit, the machine, the script's description) and the
+checked output folder; and the index of the committed results.
 
-The scripts import it as :obj:`report`, beside :obj:`common`.
+The scripts import it as :obj:`report`, beside :obj:`common`. Run as a
+script, it writes the index of ``benchmark/results/`` into that folder's
+``README.md`` (``--check``: exit 1 if the committed index is not the one
+the files give)::
+
+    python benchmark/report.py
 """
 
+import argparse
 import csv
 import datetime
 import math
@@ -34,8 +40,32 @@ def command_line(script: str, argv: Optional[Sequence[str]] = None) -> str:
     return shlex.join(['python', f'benchmark/{script}', *args])
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, 'results')
+
+
+def commit() -> str:
+    r"""The checkout's commit (:obj:`git rev-parse --short HEAD`), with
+    ``+changes`` when tracked files differ from it, or ``unknown`` outside
+    a git checkout."""
+    try:
+        git = ['git', '-C', HERE]
+        head = subprocess.run(
+            [*git, 'rev-parse', '--short', 'HEAD'],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout.strip()  # fmt: skip
+        changed = subprocess.run(
+            [*git, 'status', '--porcelain', '--untracked-files=no'],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return 'unknown'
+    return f'{head}+changes' if changed else head
+
+
 def machine_info() -> List[str]:
-    r"""Markdown list lines: date, CPU, GPU, versions, torch-scatter."""
+    r"""Markdown list lines: commit, date, CPU, GPU, versions,
+    torch-scatter."""
     try:
         import torch_scatter
 
@@ -58,6 +88,7 @@ def machine_info() -> List[str]:
         else 'none (GPU numbers not measured)'
     )
     return [
+        f'- commit: {commit()}',
         f'- date: {datetime.date.today().isoformat()}',
         f'- CPU: {cpu}, {os.cpu_count()} cores visible, torch threads '
         f'{torch.get_num_threads()}',
@@ -165,3 +196,102 @@ def output_folder(parser, path: str, flag: str = '--out') -> str:
     if not os.access(path, os.W_OK | os.X_OK):
         parser.error(f'argument {flag}: the folder {path!r} is not writable')
     return path
+
+
+# The committed results' index, in `benchmark/results/README.md` below this
+# line:
+INDEX_MARK = (
+    '<!-- The index below is generated: python benchmark/report.py -->'
+)
+_COMMAND = re.compile(r'^Command: `(.+)`')
+_COMMIT = re.compile(r'^- commit: (.+)$')
+
+
+def result_header(path: str) -> dict:
+    r"""The title, the command and the commit of the result file
+    :obj:`path`: its first ``# `` line, its first ``Command: `...` `` line
+    and its ``- commit:`` line. A file without them is a
+    :class:`ValueError` that names it."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    found = dict(
+        title=next((li[2:] for li in lines if li.startswith('# ')), None),
+        command=next(
+            (m.group(1) for m in map(_COMMAND.match, lines) if m), None
+        ),
+        commit=next((m.group(1) for m in map(_COMMIT.match, lines) if m),
+                    None),
+    )  # fmt: skip
+    missing = [key for key, value in found.items() if value is None]
+    if missing:
+        raise ValueError(
+            f'{path}: no {", ".join(missing)} (a result file starts with '
+            f"'# title', 'Command: `...`' and '- commit: ...' lines)"
+        )
+    return found
+
+
+def results_index(folder: str = RESULTS) -> List[str]:
+    r"""Markdown lines: every result file of :obj:`folder` (each
+    :obj:`*.md` but the README) with its title, commit, the files of the
+    same name (:obj:`.csv`, :obj:`.png`, ...) and its command; then the
+    other files."""
+    names = sorted(os.listdir(folder))
+    results = [
+        n for n in names if n.endswith('.md') and n != 'README.md'
+    ]  # fmt: skip
+    listed = set(results) | {'README.md'}
+    lines = []
+    for name in results:
+        header = result_header(os.path.join(folder, name))
+        stem = name[: -len('.md')]
+        same = [n for n in names if n != name and n.startswith(stem + '.')]
+        listed.update(same)
+        also = f' (and {", ".join(f"`{n}`" for n in same)})' if same else ''
+        lines += [
+            f'- `{name}`{also}: {header["title"]}; commit {header["commit"]}.',
+            f'  `{header["command"]}`',
+        ]
+    others = [n for n in names if n not in listed]
+    if others:
+        lines += ['', 'Also: ' + ', '.join(f'`{n}`' for n in others) + '.']
+    return lines
+
+
+def index_text(readme: str, folder: str = RESULTS) -> str:
+    r""":obj:`readme` with everything below :data:`INDEX_MARK` replaced by
+    :func:`results_index`."""
+    if INDEX_MARK not in readme:
+        raise ValueError(f'the README has no line {INDEX_MARK!r}')
+    head = readme[: readme.index(INDEX_MARK) + len(INDEX_MARK)]
+    return '\n'.join([head, '', *results_index(folder)]) + '\n'
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        description='Write the index of the committed benchmark results '
+        'into benchmark/results/README.md.'
+    )
+    parser.add_argument(
+        '--check', action='store_true',
+        help='write nothing; exit 1 if the README holds another index',
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    path = os.path.join(RESULTS, 'README.md')
+    with open(path) as f:
+        readme = f.read()
+    text = index_text(readme)
+    if args.check:
+        if text != readme:
+            print(f'{path} is out of date: run python benchmark/report.py')
+            return 1
+        return 0
+    with open(path + '.tmp', 'w') as f:
+        f.write(text)
+    os.replace(path + '.tmp', path)
+    print(f'wrote {path}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

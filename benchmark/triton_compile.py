@@ -268,10 +268,14 @@ def record_launches(configs, double_backward=False):
 
 
 def markdown(rows, argv):
+    from report import commit
+
     lines = [
         '# Triton kernels: registers and spills (ptxas, no GPU)',
         '',
         'Command: `python benchmark/triton_compile.py ' + ' '.join(argv) + '`',
+        '',
+        f'- commit: {commit()}',
         '',
         '| sm | heads | channels | dtype | kernel | BLOCK_E | warps '
         '| registers | spill stores (B) | spill loads (B) |',

@@ -15,7 +15,7 @@ def test_plots_the_committed_kernel_and_pair_results(tmp_path):
     pytest.importorskip('matplotlib')
     out = tmp_path / 'both.png'
     points = plot.main([os.path.join(RESULTS, 'cpu-kernels.csv'),
-                        os.path.join(RESULTS, 'cpu-goals.csv'),
+                        os.path.join(RESULTS, 'cpu-pair.csv'),
                         '--out', str(out)])  # fmt: skip
     lines = {p['line'] for p in points}
     assert {'GATE chunked', 'GATv2 eager', 'GATE compiled'} <= lines

@@ -4,6 +4,7 @@ output folder."""
 import argparse
 import csv
 import os
+import re
 
 import pytest
 from benchmark_testing import load_benchmark
@@ -54,3 +55,47 @@ def test_result_notes_name_the_command_the_machine_and_the_script():
     assert report.result_notes('pair.py', []) == [
         'Command: `python benchmark/pair.py`', '', *machine,
     ]  # fmt: skip
+
+
+def test_machine_info_names_the_commit():
+    line = report.machine_info()[0]
+    assert re.fullmatch(r'- commit: ([0-9a-f]{7,}(\+changes)?|unknown)', line)
+
+
+def test_the_committed_results_index_is_the_generated_one():
+    # After adding or removing a result: python benchmark/report.py
+    readme = os.path.join(report.RESULTS, 'README.md')
+    with open(readme) as f:
+        text = f.read()
+    assert report.index_text(text) == text
+    index = text[text.index(report.INDEX_MARK) :]
+    for name in os.listdir(report.RESULTS):
+        if name != 'README.md':
+            assert f'`{name}`' in index
+
+
+def test_results_index_lists_each_result_with_its_files(tmp_path):
+    (tmp_path / 'a.md').write_text(
+        '# A\n\nCommand: `python benchmark/pair.py --x`\n\n- commit: abc1234'
+        '\n- date: today\n\n| t |\n'
+    )
+    (tmp_path / 'a.csv').write_text('t\n')
+    (tmp_path / 'env.txt').write_text('')
+    assert report.results_index(str(tmp_path)) == [
+        '- `a.md` (and `a.csv`): A; commit abc1234.',
+        '  `python benchmark/pair.py --x`',
+        '',
+        'Also: `env.txt`.',
+    ]
+    readme = 'intro\n' + report.INDEX_MARK + '\nstale\n'
+    assert report.index_text(readme, str(tmp_path)).startswith(
+        'intro\n' + report.INDEX_MARK + '\n\n- `a.md`'
+    )
+    with pytest.raises(ValueError, match='has no line'):
+        report.index_text('intro\n', str(tmp_path))
+
+
+def test_a_result_without_its_commit_is_named(tmp_path):
+    (tmp_path / 'b.md').write_text('# B\n\nCommand: `python x.py`\n')
+    with pytest.raises(ValueError, match=r'b\.md: no commit'):
+        report.results_index(str(tmp_path))
