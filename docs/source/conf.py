@@ -36,6 +36,7 @@ extensions = [
     'myst_parser',
     # The project's own (gate_sphinx/, importable after the editable install):
     'gate_sphinx.autosummary',
+    'gate_sphinx.results',
     'gate_sphinx.xref',
 ]
 
