@@ -45,6 +45,7 @@ from gate_paper import data as gp_data
 from gate_paper.metrics import metrics
 from gate_paper.models import MODELS, STRONG_ONLY, build_model
 from gate_paper.paper_numbers import LEARNING_RATES
+from gate_paper.provenance import gate_kernel, of_run
 from gate_paper.real_graphs_tables import tables
 from gate_paper.runner import (
     add_runner_args,
@@ -52,7 +53,7 @@ from gate_paper.runner import (
     check_unique,
     run_all,
 )
-from gate_paper.store import load
+from gate_paper.store import load, run_id
 from gate_paper.tables import write_tables
 from gate_paper.training import Selector, mask_index, train
 from torch_geometric_gate._cli import float_in, int_at_least, positive_float
@@ -61,6 +62,17 @@ DATASETS = gp_data.DATASETS
 RECIPES = ('paper', 'strong')
 NUM_SPLITS = 10
 STRONG_DATASETS = ('Minesweeper', 'Tolokers')
+# What every run measures (a run file lacking one is not a finished run):
+RESULTS = (
+    'metric',
+    'best_epoch',
+    'val_metric',
+    'test_metric',
+    'test_acc',
+    'test_bal_acc',
+    'test_roc_auc',
+    'epochs_run',
+)
 # The recipes' defaults (lr None: the paper's per-dataset table; patience
 # None: every epoch runs; depths None: by dataset, see ``depths_of``).
 RECIPE_DEFAULTS = {
@@ -190,11 +202,9 @@ def fit(model, data, c: dict, plot_dir=None, compile_after=None) -> dict:
     ]
     if recorder is not None and len(recorder) > 0:
         os.makedirs(plot_dir, exist_ok=True)
-        stem = os.path.join(
-            plot_dir,
-            f'{c["dataset"]}_{c["recipe"]}_L{c["num_layers"]}_{c["model"]}'
-            f'_split{c["split"]}',
-        )
+        # Named as the run file, by the whole configuration: a second sweep
+        # into the same folder keeps the first one's plots.
+        stem = os.path.join(plot_dir, run_id(c))
         title = (
             f'{c["model"]} ({c["recipe"]}), {c["dataset"]}, '
             f'L={c["num_layers"]}, split {c["split"]}'
@@ -208,6 +218,14 @@ def fit(model, data, c: dict, plot_dir=None, compile_after=None) -> dict:
             title=title + f', epoch {main["epoch"]}',
         )
     epochs = main['last']
+    num_edges = edge_index.size(1) + x.size(0)  # with the self-loops
+    facts = of_run(
+        x.device,
+        x.dtype,
+        compile_after is not None and epochs > compile_after,
+        epochs,
+        gate_kernel(x[:1], num_edges) if 'GATE' in c['model'] else None,
+    )
     return dict(
         metric=metric,
         best_epoch=main['epoch'],
@@ -227,6 +245,7 @@ def fit(model, data, c: dict, plot_dir=None, compile_after=None) -> dict:
         energy_adj_output=energies[3],
         alpha_vv_mean=[float(a.float().mean()) for a in alphas],
         **extra,
+        provenance=facts,
     )
 
 
@@ -536,11 +555,15 @@ def main(argv=None):
                 'compile_after': args.compile_after,
             }
             run_all(
-                runs, functools.partial(run_one, settings), args.out_dir, args
+                runs,
+                functools.partial(run_one, settings),
+                args.out_dir,
+                args,
+                fields=RESULTS,
             )
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    records = load(args.out_dir, runs)
+    records = load(args.out_dir, runs, RESULTS)
     print(write(records, args.tables_dir))
 
 

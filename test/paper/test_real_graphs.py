@@ -14,7 +14,7 @@ from gate_paper import data as gp_data
 from gate_paper import real_graphs
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-RUNS = osp.join(ROOT, 'docs', 'source', '_data', 'runs')
+RUNS = osp.join(ROOT, 'gate_paper', 'runs')
 SHARED = gp_data.SHARED_DATA
 needs_shared = pytest.mark.skipif(
     not osp.isdir(osp.join(SHARED, 'WebKB')),
@@ -225,9 +225,14 @@ def test_runs_on_a_generated_heterophilous_graph(tmp_path, capsys):
         assert 1 <= res['best_epoch'] <= res['epochs_run'] == 3
         # the binary set's second selection, on validation balanced accuracy
         assert 1 <= res['bal_best_epoch'] <= 3
-    assert sorted(os.listdir(out / 'plots')) == [  # split 0, attention only
-        'Minesweeper_paper_L2_GATE_split0_alpha_best.png',
-        'Minesweeper_paper_L2_GATE_split0_alpha_history.png',
+    (gate0,) = [  # split 0, attention only: named as its run file
+        k[: -len('.json')]
+        for k, r in runs.items()
+        if r['config']['model'] == 'GATE' and r['config']['split'] == 0
+    ]
+    assert sorted(os.listdir(out / 'plots')) == [
+        f'{gate0}_alpha_best.png',
+        f'{gate0}_alpha_history.png',
     ]
     bal = (out / 'real_graphs_bal_acc.csv').read_text()
     assert '66.14 ± 1.57 (L=5; bal. acc.)' in bal  # the paper's GATE
@@ -382,3 +387,26 @@ def test_gpu_script_dry_run_on_the_cpu(tmp_path):
         names = [n for n in tar.getnames() if n.endswith('.json')]
     assert len(names) == 6
     assert sum(n.startswith('./real_graphs_strong/') for n in names) == 4
+
+
+@pytest.mark.slow
+def test_a_second_sweep_keeps_the_first_sweeps_plots(tmp_path):
+    # Issue 50, defect 4: the plots were named by dataset, recipe, depth,
+    # model and split only; a sweep with another learning rate into the
+    # same folder overwrote them.
+    write_heterophilous(str(tmp_path / 'data'), 'Minesweeper')
+    argv = ['--quick', '--data-root', str(tmp_path / 'data')]
+    argv += ['--datasets', 'Minesweeper', '--models', 'GATE', '--splits', '0']
+    argv += ['--max-epochs', '2', '--hidden', '8', '--out-dir']
+    argv += [str(tmp_path / 'out'), '--resume']
+    real_graphs.main(argv + ['--lr', '0.01'])
+    first = {
+        name: (tmp_path / 'out' / 'plots' / name).read_bytes()
+        for name in os.listdir(tmp_path / 'out' / 'plots')
+    }
+    assert len(first) == 2
+    real_graphs.main(argv + ['--lr', '0.02'])
+    plots = sorted(os.listdir(tmp_path / 'out' / 'plots'))
+    assert len(plots) == 4
+    for name, data in first.items():
+        assert (tmp_path / 'out' / 'plots' / name).read_bytes() == data
