@@ -2,9 +2,6 @@ import json
 import os
 import os.path as osp
 import shutil
-import subprocess
-import sys
-import tarfile
 
 import numpy as np
 import pytest
@@ -339,54 +336,6 @@ def test_planetoid_features_as_the_paper_used_them(tmp_path):
         6.490e2, rel=1e-3
     )
     assert torch.equal(data.train_mask.sum(0), torch.tensor([140]))
-
-
-def gpu_script(tmp_path, **env):
-    env = dict(
-        os.environ,
-        DRY='1',
-        OUT=str(tmp_path / 'out'),
-        DATA=str(tmp_path / 'data'),
-        OMP_NUM_THREADS='1',
-        # the script calls python3 (the GPU machine's): this Python's
-        PATH=osp.dirname(sys.executable) + os.pathsep + os.environ['PATH'],
-        **env,
-    )
-    proc = subprocess.run(
-        ['bash', osp.join('gate_paper', 'real_graphs_gpu.sh')],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return tmp_path / 'out'
-
-
-def test_gpu_script_skips_a_part_it_has_no_time_for(tmp_path):
-    write_heterophilous(str(tmp_path / 'data'), 'Tolokers')
-    out = gpu_script(tmp_path, BUDGET='20')
-    summary = (out / 'summary.txt').read_text()
-    assert 'real_graphs_tolokers: skipped' in summary
-    assert 'real_graphs_strong: skipped' in summary
-    assert sorted(os.listdir(out)) == ['runs.tar.gz', 'summary.txt']
-
-
-@pytest.mark.slow
-def test_gpu_script_dry_run_on_the_cpu(tmp_path):
-    for name in ('Minesweeper', 'Tolokers'):
-        write_heterophilous(str(tmp_path / 'data'), name)
-    out = gpu_script(tmp_path, JOBS='1', BUDGET='300')
-    files = sorted(os.listdir(out))
-    assert files == ['logs.txt', 'runs.tar.gz', 'summary.txt']  # <= 8
-    summary = (out / 'summary.txt').read_text()
-    assert 'real_graphs_tolokers: rc=0, 2 run files' in summary
-    assert 'real_graphs_strong: rc=0, 4 run files' in summary
-    with tarfile.open(out / 'runs.tar.gz') as tar:
-        names = [n for n in tar.getnames() if n.endswith('.json')]
-    assert len(names) == 6
-    assert sum(n.startswith('./real_graphs_strong/') for n in names) == 4
 
 
 @pytest.mark.slow
