@@ -1,16 +1,16 @@
 r"""GATE against GATv2 and the paper's baselines on real graphs (Sec. 5.2,
-Table 2, the extended heterophilous table and Appendix D), on the 10
+Table 3, the extended heterophilous Table 4 and Appendix C), on the 10
 standard splits with model selection on validation.
 
 Datasets (``--datasets``, offline from ``--data-root``): the heterophilous
 sets of Platonov et al. (PyG's ``HeterophilousGraphDataset``) and the small
-sets of Appendix D (``Planetoid`` Cora and CiteSeer, public split, its "10
+sets of Appendix C (``Planetoid`` Cora and CiteSeer, public split, its "10
 splits" being 10 model seeds; ``WebKB`` Texas and Wisconsin and ``Actor``,
 the 10 Geom-GCN splits).
 
 Recipes (``--recipes``, :func:`gate_paper.models.build_model`):
 
-- ``paper`` (Appendix C): width 64, one head, no bias, ReLU, looks-linear
+- ``paper`` (Appendix B): width 64, one head, no bias, ReLU, looks-linear
   orthogonal init, Adam with the paper's per-dataset learning rates, no
   dropout or weight decay, at most 5000 epochs, stopping after
   ``--patience`` (100) epochs without a better validation metric; depths 5
@@ -22,7 +22,7 @@ Recipes (``--recipes``, :func:`gate_paper.models.build_model`):
 Each run reports the test metrics of the epoch of best validation metric
 (ROC AUC for Minesweeper, Tolokers and Questions, accuracy for the others)
 and, on the binary sets, of the epoch of best validation balanced accuracy
-in the same run (the paper's Table 2 "AUROC" is balanced accuracy). One
+in the same run (the paper's Table 3 "AUROC" is balanced accuracy). One
 run file per run in ``--out-dir``; the tables (mean and 95% CI over the
 splits, next to the paper's numbers) in ``--tables-dir``.
 
@@ -193,7 +193,7 @@ def fit(model, data, c: dict, plot_dir=None, compile_after=None) -> dict:
             bal_test_acc=on_test['acc'],
         )
     out, alphas, on_test = evaluate(selectors[0])
-    # Dirichlet energy (Appendix D) of the input and of the output, over
+    # Dirichlet energy (Appendix C) of the input and of the output, over
     # all node pairs and over adjacent pairs.
     energies = [
         float(dirichlet_energy(h.double(), ei))
@@ -572,7 +572,7 @@ def write(records, folder) -> str:
         f'{len(records)} runs. Test metric (%) of the epoch with the best '
         'validation metric (ROC AUC from the class-1 probability on '
         'Minesweeper, Tolokers and Questions, accuracy otherwise), mean ± '
-        "95% CI over the splits (n). The paper's Table 2 numbers for the "
+        "95% CI over the splits (n). The paper's Table 3 numbers for the "
         'ROC AUC sets are balanced accuracy of the epoch of best validation '
         'balanced accuracy (`bal_acc`).\n'
     )

@@ -93,7 +93,7 @@ def tables(records):
             (
                 'bal_acc',
                 'Test balanced accuracy (%) at the epoch of best '
-                "validation balanced accuracy (the paper's Table 2 "
+                "validation balanced accuracy (the paper's Table 3 "
                 'quantity)',
                 wide(frame[binary & paper], 'bal_test_bal_acc', 'bal_acc'),
             )

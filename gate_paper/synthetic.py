@@ -1,4 +1,4 @@
-r"""One run of the synthetic tasks (Sec. 5.1, Tables 1 and 2; Appendix C's
+r"""One run of the synthetic tasks (Sec. 5.1, Tables 1 and 2; Appendix B's
 settings), which :mod:`gate_paper.table1` and :mod:`gate_paper.table2`
 share: the configuration of a run, its command-line options and its
 training."""
@@ -59,7 +59,7 @@ def config(dataset, source, model, num_layers, seed, args) -> dict:
 
 
 def add_training_args(parser: argparse.ArgumentParser, study: str):
-    r"""``--models``, Appendix C's settings, ``--out-dir`` (run files,
+    r"""``--models``, Appendix B's settings, ``--out-dir`` (run files,
     default ``runs/<study>``), ``--tables-dir`` and the runner's options."""
     parser.add_argument(
         '--models', nargs='+', default=list(MODELS), choices=MODELS
@@ -143,7 +143,7 @@ def train_synthetic(
 ) -> dict:
     r"""Builds the run's model, seeded with its seed, and trains it: Adam
     without weight decay or dropout, selection at the minimum training
-    loss, stopping once it falls below ``stop_loss`` (Appendix C). The
+    loss, stopping once it falls below ``stop_loss`` (Appendix B). The
     values of an epoch come from its training forward pass (before its
     update). Also records the first epoch of 100% training accuracy with
     the test accuracy then, the best test accuracy of any epoch (the

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from gate_paper import real_graphs
+from gate_paper import real_graphs, run_queue
 from gate_paper.store import read, run_id
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -88,6 +88,7 @@ def test_every_table_on_the_results_page_is_rebuilt():
         files = re.findall(r':file:\s*(\S+)', f.read())
     assert len(files) >= 7
     rebuilt = [f'real_graphs/{osp.basename(f)}/' for _, _, f, _ in REAL_GRAPHS]
+    rebuilt += ['real_graphs/strong/', 'real_graphs/tolokers/']
     for path in files:
         assert path.startswith('_data/') and path.endswith('.csv'), path
         name = path[len('_data/') :]
@@ -129,3 +130,19 @@ def test_every_committed_run_file_says_its_provenance():
             if 'max_test_acc' in result and result['max_test_acc'] is None:
                 assert result['max_test_acc_epoch'] is None
                 assert 'max_test_acc' in p['results_not_recorded']
+
+
+def test_the_run_queues_tables_rebuild_from_the_committed_runs(tmp_path):
+    # The strong recipe's GAT-sep against GATE-sep ("no runs yet" until
+    # the GPU runs arrive) and, once it has runs, Tolokers.
+    run_queue.rebuild_tables(RUNS, str(tmp_path))
+    for sub in ('strong', 'tolokers'):
+        folder = osp.join(DATA, 'real_graphs', sub)
+        if not osp.isdir(folder):
+            assert not (tmp_path / sub).exists()
+            continue
+        committed = sorted(os.listdir(folder))
+        assert committed == sorted(os.listdir(tmp_path / sub))
+        for name in committed:
+            with open(osp.join(folder, name)) as f:
+                assert (tmp_path / sub / name).read_text() == f.read(), name
