@@ -94,11 +94,15 @@ def of_run(
     import torch
 
     device = torch.device(device)
+    memory = {}
     if device.type == 'cuda':
         name = torch.cuda.get_device_name(device)
+        peak = torch.cuda.max_memory_allocated(device)
+        memory = {'max_memory_mib': round(peak / 2**20, 1)}
     else:
         name = platform.processor() or platform.machine()
     return {
+        **memory,
         'device': str(device),
         'device_name': name,
         'dtype': str(dtype).replace('torch.', ''),

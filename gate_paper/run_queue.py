@@ -264,6 +264,7 @@ class _Call:
         self.records = []
         self.events = []
         self.device_name = None
+        self.gpu = []  # (utilisation %, memory used MiB) samples
 
     def left(self):
         return self.deadline - time.monotonic()
@@ -294,6 +295,20 @@ class _Call:
             'elapsed_s': round(time.monotonic() - self.start, 1),
             'dry': self.args.dry,
             'finished_this_call': len(self.records),
+            'runs_per_hour': round(
+                3600
+                * len(self.records)
+                / max(time.monotonic() - self.start, 1),
+                1,
+            ),
+            'gpu_utilisation_mean': (
+                round(statistics.mean(u for u, _ in self.gpu), 1)
+                if self.gpu
+                else None
+            ),
+            'gpu_memory_used_max_mib': (
+                max(m for _, m in self.gpu) if self.gpu else None
+            ),
             'tiers': tiers,
             'seconds_per_epoch': measured(self.records, self.args.procs),
             'events': self.events,
@@ -392,6 +407,7 @@ def _loop(call, outputs, settings, work):
     args = call.args
     task = functools.partial(run_one, settings)
     pool, running = _new_pool(args), {}
+    sampled = 0.0
     try:
         while True:
             skipped = collections.deque()
@@ -410,9 +426,14 @@ def _loop(call, outputs, settings, work):
                 break
             ready, _ = wait(
                 running,
-                timeout=max(call.left(), 0),
+                timeout=max(min(call.left(), 10), 0),
                 return_when=FIRST_COMPLETED,
             )
+            if time.monotonic() - sampled >= 10:
+                call.gpu += _gpu_sample()
+                sampled = time.monotonic()
+            if not ready and call.left() > 0:
+                continue
             if not ready:
                 outputs.log(
                     f'time is up: {len(running)} runs still going are '
@@ -447,6 +468,25 @@ def _loop(call, outputs, settings, work):
                 pool = _new_pool(args)
     finally:
         _end(pool)
+
+
+def _gpu_sample():
+    r"""``[(utilisation %, memory used MiB)]`` of the first GPU from
+    ``nvidia-smi``, ``[]`` without one."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ['nvidia-smi', '--query-gpu=utilization.gpu,memory.used']
+            + ['--format=csv,noheader,nounits', '--id=0'],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        util, memory = done.stdout.split(',')
+        return [(float(util), float(memory))]
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return []
 
 
 def _requeue(call, outputs, item, work):
