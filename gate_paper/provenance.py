@@ -100,7 +100,7 @@ def of_run(
         peak = torch.cuda.max_memory_allocated(device)
         memory = {'max_memory_mib': round(peak / 2**20, 1)}
     else:
-        name = platform.processor() or platform.machine()
+        name = _cpu_name()
     return {
         **memory,
         'device': str(device),
@@ -110,6 +110,17 @@ def of_run(
         'compiled': bool(compiled),
         'epochs_run': int(epochs_run),
     }
+
+
+def _cpu_name() -> str:
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def gate_kernel(value, num_edges: int) -> str:

@@ -507,12 +507,16 @@ def _requeue(call, outputs, item, work):
 # After the call ------------------------------------------------------------
 
 
-def unpack(path, store_root=STORE):
+def unpack(path, store_root=STORE, dry_epochs=None):
     r"""Writes the run files of ``path`` (a ``runs.tar`` of :func:`run`)
-    into the store, each validated (a whole run record of a study of the
-    queue, named by its configuration); returns ``{study: count}``."""
+    into the store, each validated (a whole run record of a run of the
+    queue's :func:`plan`, with ``dry_epochs`` that of ``--dry``, named by
+    its configuration); returns ``{study: count}``. Nothing is written
+    unless every file is valid."""
     from gate_paper.real_graphs import RESULTS
 
+    planned = {store.run_id(c): s for _, s, c in plan(dry_epochs)}
+    valid = []
     counts = collections.Counter()
     with tarfile.open(path) as tar, tempfile.TemporaryDirectory() as tmp:
         for member in tar.getmembers():
@@ -531,21 +535,29 @@ def unpack(path, store_root=STORE):
             with open(copy, 'wb') as f:
                 f.write(tar.extractfile(member).read())
             record = store.read(copy, RESULTS)
-            if store.run_id(record['config']) + '.json' != name:
+            key = store.run_id(record['config'])
+            if key + '.json' != name:
                 raise ValueError(
                     f'{path}: {member.name} is not named by its run'
                 )
-            folder = os.path.join(store_root, study)
-            os.makedirs(folder, exist_ok=True)
-            store.save(
-                folder,
-                record['config'],
-                record['result'],
-                record['status'],
-                record.get('message'),
-                record.get('provenance'),
-            )
-            counts[study] += 1
+            if planned.get(key) != study:
+                raise ValueError(
+                    f"{path}: {member.name} is not a run of the queue's "
+                    f'{study}' + ('' if dry_epochs else ' (a --dry run?)')
+                )
+            valid.append((study, record))
+    for study, record in valid:
+        folder = os.path.join(store_root, study)
+        os.makedirs(folder, exist_ok=True)
+        store.save(
+            folder,
+            record['config'],
+            record['result'],
+            record['status'],
+            record.get('message'),
+            record.get('provenance'),
+        )
+        counts[study] += 1
     return dict(counts)
 
 
@@ -637,6 +649,11 @@ def parse_args(argv=None):
     back.add_argument('--store', default=STORE)
     back.add_argument('--tables-dir', default=TABLES)
     back.add_argument('--no-tables', action='store_true')
+    back.add_argument(
+        '--dry-epochs',
+        type=int_at_least(1),
+        help='the runs are those of run --dry --dry-epochs N',
+    )
     show = sub.add_parser('plan', help='what is done and next, per tier')
     show.add_argument('--store', default=STORE)
     args = parser.parse_args(argv)
@@ -657,7 +674,10 @@ def main(argv=None):
             os.environ['GATE_PAPER_COMMIT'] = args.commit
         return run(args)
     if args.command == 'unpack':
-        counts = unpack(args.tar, args.store)
+        try:
+            counts = unpack(args.tar, args.store, args.dry_epochs)
+        except (ValueError, OSError, tarfile.TarError) as e:
+            raise SystemExit(f'error: {e}; nothing was written') from None
         print(f'unpacked: {counts}')
         if not args.no_tables:
             rebuild_tables(args.store, args.tables_dir)

@@ -151,7 +151,12 @@ def test_dry_call_with_a_killed_worker_and_the_time_running_out(tmp_path):
     assert not any(alive(p) for p in workers)
 
     # The next call goes on from the runs committed to the store.
-    counts = run_queue.unpack(str(out / 'runs.tar'), str(tmp_path / 'store'))
+    with pytest.raises(ValueError, match='a --dry run'):
+        run_queue.unpack(str(out / 'runs.tar'), str(tmp_path / 'store'))
+    assert not (tmp_path / 'store').exists()  # nothing written
+    counts = run_queue.unpack(
+        str(out / 'runs.tar'), str(tmp_path / 'store'), dry_epochs=300
+    )
     assert sum(counts.values()) == len(records)
     again = tmp_path / 'again'
     proc = start(tmp_path, again, 25, '--dry-epochs', '2')
