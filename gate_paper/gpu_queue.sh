@@ -32,6 +32,11 @@ if [ -z "${DATA:-}" ]; then
     exit 2
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# Fail in seconds, not after the workers start, if a package is missing.
+"${PYTHON:-python3}" -c 'import numpy, pandas, scipy, torch, torch_geometric' || {
+    echo "missing packages: the queue needs numpy pandas scipy torch torch_geometric" >&2
+    exit 3
+}
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 exec "${PYTHON:-python3}" -m gate_paper.run_queue run --out "${OUT:?set OUT}" \
     --data-root "$DATA" --procs "${PROCS:-8}" --budget "${BUDGET:-420}" \

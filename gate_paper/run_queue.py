@@ -590,13 +590,42 @@ def rebuild_tables(store_root=STORE, tables_root=TABLES):
             )
 
 
-def show_plan(store_root=STORE):
+def _cell(c):
+    return (c['dataset'], c['recipe'], c['model'], c['num_layers'])
+
+
+def show_plan(store_root=STORE, procs=8):
+    r"""Per tier: the runs finished in the store, the next ones, and the
+    time the rest takes by the wall times the store's GPU runs measured
+    (per dataset, recipe, model and depth; with ``procs`` processes
+    sharing the GPU as they did)."""
+    from gate_paper.real_graphs import RESULTS
+
     order = plan()
     done = done_in(lambda s: [os.path.join(store_root, s)], order)
+    walls = collections.defaultdict(list)
+    for study in {s for _, s, _ in order}:
+        records, _ = store.scan(os.path.join(store_root, study), RESULTS)
+        for r in records.values():
+            p = r.get('provenance', {})
+            if p.get('recorded') and str(p.get('device', '')).startswith(
+                'cuda'
+            ):
+                walls[_cell(r['config'])].append(p['wall_s'])
     for tier in sorted({t for t, _, _ in order}):
         runs = [c for t, _, c in order if t == tier]
         left = [c for c in runs if store.run_id(c) not in done]
-        print(f'tier {tier}: {len(runs) - len(left)} of {len(runs)} finished')
+        known = [
+            statistics.mean(walls[_cell(c)]) for c in left if walls[_cell(c)]
+        ]
+        line = f'tier {tier}: {len(runs) - len(left)} of {len(runs)} finished'
+        if known:
+            line += (
+                f'; {len(known)} of the {len(left)} left have measured cells:'
+                f' about {sum(known) / procs / 60:.0f} min with {procs} '
+                'processes'
+            )
+        print(line)
         for c in left[:3]:
             print(f'    next: {store.run_id(c)}')
 
@@ -656,6 +685,7 @@ def parse_args(argv=None):
     )
     show = sub.add_parser('plan', help='what is done and next, per tier')
     show.add_argument('--store', default=STORE)
+    show.add_argument('--procs', type=int_at_least(1), default=8)
     args = parser.parse_args(argv)
     if args.command == 'run':
         if not args.out:
@@ -682,7 +712,7 @@ def main(argv=None):
         if not args.no_tables:
             rebuild_tables(args.store, args.tables_dir)
         return 0
-    show_plan(args.store)
+    show_plan(args.store, args.procs)
     return 0
 
 

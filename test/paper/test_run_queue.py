@@ -273,3 +273,22 @@ def test_the_shell_entry_runs_a_call(tmp_path):
     records = read_back(tmp_path / 'out')
     for r in records.values():
         assert len(r['provenance']['commit']) == 40
+
+
+def test_the_plan_estimates_from_the_measured_gpu_runs(tmp_path, capsys):
+    (_, study, first), (_, _, second) = run_queue.plan()[:2]
+    folder = tmp_path / study
+    folder.mkdir()
+    for config, wall in ((first, 120.0), (second, 60.0)):
+        store.save(
+            str(folder),
+            config,
+            {k: 0 for k in real_graphs.RESULTS},
+            provenance={'recorded': True, 'device': 'cuda', 'wall_s': wall},
+        )
+    # GATE split 0 done: its cell's 120 s for the 9 GATE splits left at
+    # depth 5, GAT's 60 s for GAT's 9: 1620 s with 1 process
+    run_queue.show_plan(str(tmp_path), procs=1)
+    out = capsys.readouterr().out
+    assert 'tier 1: 2 of 40 finished; 18 of the 38 left' in out
+    assert 'about 27 min with 1 processes' in out
