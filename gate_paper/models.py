@@ -167,7 +167,7 @@ class PaperMLPGAT(torch.nn.Module):
 class PaperFAGCN(torch.nn.Module):
     r"""FAGCN: a linear input layer, ``num_layers`` ``FAConv`` layers (no
     self-loops, ``eps`` times the input embedding added in every layer),
-    ReLU after every hidden layer (Appendix C), a linear output layer."""
+    ReLU after every hidden layer (Appendix B), a linear output layer."""
 
     def __init__(self, in_channels, hidden, out_channels, num_layers, eps):
         super().__init__()

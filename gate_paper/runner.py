@@ -11,22 +11,30 @@ processes.
   files).
 - A run that raises :class:`~gate_paper.training.Diverged` is recorded as
   diverged, with a warning, and the sweep goes on.
-- Ctrl-C or SIGTERM stops every worker at once; a worker that dies (the OOM
-  killer's SIGKILL) is reported, and the invocation ends with an error
-  that says how many runs finished.
+- Ctrl-C or SIGTERM stops every worker at once: SIGTERM raises
+  :class:`Terminated`, which no ``except Exception`` (a compiler's
+  fallback, say) can swallow; a worker that dies (the OOM killer's
+  SIGKILL) is reported, and the invocation ends with an error that says
+  how many runs finished. Workers end with the process that started them,
+  even if it is killed with SIGKILL (Linux: ``PR_SET_PDEATHSIG``).
+- Each run file records the run's provenance
+  (:mod:`gate_paper.provenance`).
 """
 
 import argparse
+import ctypes
+import ctypes.util
 import os
 import signal
 import sys
+import time
 import warnings
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from typing import Callable, List, Optional
 
-from gate_paper import store
+from gate_paper import provenance, store
 
 # Set in each worker process by its initializer: the threads of a run.
 _THREADS = None
@@ -128,38 +136,83 @@ def check_unique(parser: argparse.ArgumentParser, args, *names: str):
             )
 
 
-def _init_worker(threads: int):
+_PR_SET_PDEATHSIG = 1
+
+
+def end_with_parent(parent: int):
+    r"""Makes this process receive SIGKILL when its parent ends (Linux's
+    ``prctl(PR_SET_PDEATHSIG)``; elsewhere a thread that polls the parent
+    id), and ends it now if ``parent`` has already gone."""
+    libc = None
+    if sys.platform.startswith('linux'):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library('c'), use_errno=True)
+        except OSError:
+            libc = None
+    if libc is not None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    else:
+        import threading
+
+        def watch():
+            while os.getppid() == parent:
+                time.sleep(1)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        threading.Thread(target=watch, daemon=True).start()
+    if os.getppid() != parent:  # it died before the line above
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _init_worker(threads: int, parent: int):
     # Ctrl-C reaches the whole process group: the main process alone
     # decides, and ends the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    end_with_parent(parent)
     global _THREADS
     _THREADS = threads
 
 
 def execute(run: Callable, config: dict, folder: str) -> dict:
-    r"""Runs ``run(config)`` (a dict of results) and writes its run file;
-    returns the record. A :class:`Diverged` run is recorded as diverged."""
-    if _THREADS is not None and 'torch' in sys.modules:  # in a worker
-        sys.modules['torch'].set_num_threads(_THREADS)
+    r"""Runs ``run(config)`` (a dict of results; a ``'provenance'`` dict in
+    it, if any, goes to the run file's provenance) and writes its run file
+    with the provenance; returns the record. A :class:`Diverged` run is
+    recorded as diverged."""
+    torch = sys.modules.get('torch')
+    if _THREADS is not None and torch is not None:  # in a worker
+        torch.set_num_threads(_THREADS)
+    start = time.perf_counter()
     try:
-        result, status, message = run(config), 'finished', None
+        result, status, message = dict(run(config)), 'finished', None
     except Diverged as e:
         result, status, message = {}, 'diverged', str(e)
-    store.save(folder, config, result, status, message)
-    return {
-        'config': config,
+    wall = time.perf_counter() - start
+    torch = sys.modules.get('torch')
+    facts = result.pop('provenance', None) or {}
+    record = {
+        'config': store.canonical(config),
         'status': status,
         'result': result,
         **({} if message is None else {'message': message}),
+        'provenance': {
+            **provenance.environment(),
+            'threads': None if torch is None else torch.get_num_threads(),
+            **facts,
+            'wall_s': wall,
+        },
     }
+    store.save(folder, config, result, status, message, record['provenance'])
+    return record
 
 
-class _Terminated(Exception):
-    pass
+class Terminated(BaseException):
+    r"""SIGTERM, raised in the main process. A :class:`BaseException`,
+    as :class:`KeyboardInterrupt` is, so that code catching
+    :class:`Exception` (a compiler's fallback) cannot swallow it."""
 
 
 def _on_sigterm(signum, frame):
-    raise _Terminated
+    raise Terminated
 
 
 def run_all(
@@ -168,24 +221,27 @@ def run_all(
     folder: str,
     args: argparse.Namespace,
     label: Optional[Callable[[dict], str]] = None,
+    fields=(),
 ) -> List[dict]:
     r"""Runs every configuration of ``configs`` not yet finished in
     ``folder`` with ``run`` (a picklable callable: a module-level function
     or a :func:`functools.partial` of one, taking the configuration and
     returning a dict of results) as ``args`` say (``jobs``, ``threads``,
     ``resume``, ``tables_only``), and returns the records of the finished
-    runs in the order of ``configs``.
+    runs in the order of ``configs``. A run file that lacks a result named
+    in ``fields`` (another version's file) counts as not finished.
 
     Raises :class:`SystemExit` with a message (exit code 1) if a worker
     died or the invocation was interrupted (130 for Ctrl-C, 143 for
     SIGTERM), after ending every worker; the finished runs stay in their
     files.
     """
+    configs = [store.canonical(c) for c in configs]
     unique = list({store.run_id(c): c for c in configs}.items())
     if args.tables_only:
-        return store.load(folder, configs)
+        return store.load(folder, configs, fields)
     os.makedirs(folder, exist_ok=True)
-    records, bad = store.scan(folder)
+    records, bad = store.scan(folder, fields)
     done = {k for k, c in unique if k in records and records[k]['config'] == c}
     if done and not args.resume:
         raise SystemExit(
@@ -195,7 +251,7 @@ def run_all(
         )
     todo = [c for k, c in unique if k not in done]
     for path in bad:
-        print(f"'{path}' does not parse; its run goes again", file=sys.stderr)
+        print(f"'{path}' is refused; its run goes again", file=sys.stderr)
     label = label or store.run_id
     from tqdm import tqdm
 
@@ -216,9 +272,9 @@ def run_all(
                 finished += 1
         else:
             finished = _pool(todo, run, folder, args, label, pbar)
-    except (KeyboardInterrupt, _Terminated) as e:
+    except (KeyboardInterrupt, Terminated) as e:
         code = 130 if isinstance(e, KeyboardInterrupt) else 143
-        finished = len(store.load(folder, [c for _, c in unique]))
+        finished = len(store.load(folder, [c for _, c in unique], fields))
         print(
             f'\ninterrupted: {finished} of the {len(unique)} '
             f"runs are finished in '{folder}' (--resume goes on from them)",
@@ -229,7 +285,7 @@ def run_all(
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         pbar.close()
-    return store.load(folder, configs)
+    return store.load(folder, configs, fields)
 
 
 def _report(record, label, pbar):
@@ -249,7 +305,7 @@ def _pool(todo, run, folder, args, label, pbar) -> int:
         workers,
         mp_context=get_context('spawn'),
         initializer=_init_worker,
-        initargs=(args.threads or 1,),
+        initargs=(args.threads or 1, os.getpid()),
     )
     finished, pending = 0, set()
     try:

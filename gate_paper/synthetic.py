@@ -1,4 +1,4 @@
-r"""One run of the synthetic tasks (Sec. 5.1, Tables 1 and 2; Appendix C's
+r"""One run of the synthetic tasks (Sec. 5.1, Tables 1 and 2; Appendix B's
 settings), which :mod:`gate_paper.table1` and :mod:`gate_paper.table2`
 share: the configuration of a run, its command-line options and its
 training."""
@@ -15,8 +15,9 @@ import torch
 
 from gate_paper.metrics import accuracy
 from gate_paper.models import SYNTHETIC_MODELS, build_model
+from gate_paper.provenance import gate_kernel, of_run
 from gate_paper.runner import add_runner_args, run_all
-from gate_paper.store import load
+from gate_paper.store import load, run_id
 from gate_paper.training import Selector, mask_index, train
 from torch_geometric_gate._cli import int_at_least, positive_float
 
@@ -58,7 +59,7 @@ def config(dataset, source, model, num_layers, seed, args) -> dict:
 
 
 def add_training_args(parser: argparse.ArgumentParser, study: str):
-    r"""``--models``, Appendix C's settings, ``--out-dir`` (run files,
+    r"""``--models``, Appendix B's settings, ``--out-dir`` (run files,
     default ``runs/<study>``), ``--tables-dir`` and the runner's options."""
     parser.add_argument(
         '--models', nargs='+', default=list(MODELS), choices=MODELS
@@ -117,10 +118,10 @@ def run_study(
                 compile_after=args.compile_after,
             )
             run_one = functools.partial(run_one, settings)
-            run_all(runs, run_one, args.out_dir, args)
+            run_all(runs, run_one, args.out_dir, args, fields=RESULTS)
         finally:
             shutil.rmtree(tmp_root, ignore_errors=True)
-    return load(args.out_dir, runs)
+    return load(args.out_dir, runs, RESULTS)
 
 
 def in_order(frame, columns, order):
@@ -142,7 +143,7 @@ def train_synthetic(
 ) -> dict:
     r"""Builds the run's model, seeded with its seed, and trains it: Adam
     without weight decay or dropout, selection at the minimum training
-    loss, stopping once it falls below ``stop_loss`` (Appendix C). The
+    loss, stopping once it falls below ``stop_loss`` (Appendix B). The
     values of an epoch come from its training forward pass (before its
     update). Also records the first epoch of 100% training accuracy with
     the test accuracy then, the best test accuracy of any epoch (the
@@ -207,11 +208,9 @@ def train_synthetic(
 
     if plot_dir is not None:
         os.makedirs(plot_dir, exist_ok=True)
-        stem = os.path.join(
-            plot_dir,
-            f'{c["dataset"]}_{c["source"]}_L{c["num_layers"]}_{c["model"]}'
-            f'_seed{c["seed"]}',
-        )
+        # Named as the run file, by the whole configuration: a second sweep
+        # into the same folder keeps the first one's plots and histories.
+        stem = os.path.join(plot_dir, run_id(c))
         title = (
             f'{c["model"]}, {c["dataset"]} ({c["source"]}), '
             f'L={c["num_layers"]}, seed {c["seed"]}'
@@ -224,6 +223,15 @@ def train_synthetic(
         )
         torch.save(recorder.state_dict(), stem + '_alpha_history.pt')
 
+    x = data.x
+    num_edges = data.edge_index.size(1) + x.size(0)  # with the self-loops
+    facts = of_run(
+        x.device,
+        x.dtype,
+        compile_after is not None and epochs > compile_after,
+        epochs,
+        gate_kernel(x[:1], num_edges) if 'GATE' in c['model'] else None,
+    )
     return dict(
         min_loss_epoch=best['epoch'],
         min_train_loss=best['value'],
@@ -241,6 +249,7 @@ def train_synthetic(
         final_alpha_vv_mean=[
             final[f'alpha_vv_{i}'] for i in range(c['num_layers'])
         ],
+        provenance=facts,
     )
 
 

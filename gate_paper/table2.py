@@ -4,7 +4,7 @@ depends on its k-hop neighbourhood and aggregation is needed.
 
 Trains GAT_S, GAT, GATE_S and GATE (width 64, Adam lr 0.005, no weight decay
 or dropout, up to 10000 epochs, stopping once the training loss is below
-1e-4, looks-linear orthogonal init; Appendix C) of depth k, k+1 and k+2 for
+1e-4, looks-linear orthogonal init; Appendix B) of depth k, k+1 and k+2 for
 k = 1, 2, 3, with 5 model seeds on one graph per k: by default our
 ``NeighborDependentER`` (N=1000, p=0.01, 2-d Gaussian features, 2 classes,
 500/250/250 split), with ``--paper-data DIR`` the authors' exact graphs

@@ -326,3 +326,141 @@ def test_run_all_from_a_thread(tmp_path):
     thread.start()
     thread.join()
     assert [r['result']['value'] for r in records] == [2, 4]
+
+
+# Issue 50: defects 1, 2 and 11, and the signals on a loaded machine -------
+
+
+@pytest.fixture
+def hog():
+    # Two busy processes (this machine has 2 cores): the runner's signals
+    # must work on a loaded machine too.
+    procs = [
+        subprocess.Popen([sys.executable, '-c', 'while True: pass'])
+        for _ in range(2)
+    ]
+    yield
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_tuple_in_a_configuration_counts_as_done(tmp_path):
+    # Defect 11: JSON gives a list back, so the run never counted as done.
+    config = {'kind': 'ok', 'n': 1, 'depths': (1, 2)}
+    run_all([config], twice, str(tmp_path), runner_args())
+    called = []
+
+    def run(c):
+        called.append(c)
+        return twice(c)
+
+    records = run_all([config], run, str(tmp_path), runner_args('--resume'))
+    assert called == [] and len(records) == 1
+
+
+def test_a_run_file_lacking_a_result_runs_again(tmp_path):
+    # Defect 6: --resume kept another version's file without the result.
+    folder = str(tmp_path)
+    store.save(folder, configs(1)[0], {'other': 1})
+    with pytest.warns(UserWarning, match='without the results value'):
+        records = run_all(
+            configs(1),
+            twice,
+            folder,
+            runner_args('--resume'),
+            fields=['value'],
+        )
+    assert [r['result'] for r in records] == [{'value': 2}]
+
+
+def test_run_files_record_their_provenance(tmp_path):
+    (record,) = run_all(configs(1), twice, str(tmp_path), runner_args())
+    (saved,) = store.load(str(tmp_path))
+    assert saved == record
+    p = saved['provenance']
+    assert p['recorded'] is True and p['wall_s'] >= 0
+    assert len(p['commit']) == 40 and isinstance(p['clean'], bool)
+    import torch
+
+    assert p['torch'] == torch.__version__.split('+')[0] or p['torch']
+    assert p['threads'] == torch.get_num_threads()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('load', ['idle', 'loaded'])
+def test_sigterm_is_not_swallowed_by_except_exception(tmp_path, request, load):
+    # Defect 1: SIGTERM raised an Exception, which a run's `except
+    # Exception` (Inductor compiling the CPU loops) swallowed: the sweep
+    # ran to its end and exited 0.
+    if load == 'loaded':
+        request.getfixturevalue('hog')
+    proc = start(tmp_path, 'ok:1', 'swallow:2', 'ok:3')
+    marks = tmp_path / 'marks'
+    try:
+        wait_until(lambda: (marks / 'pid-2').exists(), 'run 2', proc)
+        time.sleep(0.5)  # in the loop that catches Exception
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert 'interrupted: 1 of the 3 runs are finished' in err
+    assert finished(tmp_path / 'runs') == {('ok', 1)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('load', ['idle', 'loaded'])
+def test_workers_end_with_a_killed_parent(tmp_path, request, load):
+    # Defect 2: `kill -9` of the invocation left every worker orphaned,
+    # blocked forever.
+    if load == 'loaded':
+        request.getfixturevalue('hog')
+    proc = start(tmp_path, 'ok:1', 'wait:2', 'wait:3', '--jobs', '2')
+    marks = tmp_path / 'marks'
+    try:
+        wait_until(
+            lambda: (marks / 'pid-2').exists() and (marks / 'pid-3').exists(),
+            'both workers waiting',
+            proc,
+        )
+        pids = [int((marks / f'pid-{n}').read_text()) for n in (2, 3)]
+        proc.kill()
+        proc.wait()
+    finally:
+        proc.kill()
+    deadline = time.monotonic() + 20
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in pids)
+    assert finished(tmp_path / 'runs') == {('ok', 1)}  # kept
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    'signum, code', [(signal.SIGTERM, 143), (signal.SIGINT, 130)]
+)
+def test_interrupt_on_a_loaded_machine(tmp_path, hog, signum, code):
+    # Once a process outlived Ctrl-C by 20 s on a loaded machine.
+    proc = start(tmp_path, 'ok:1', 'wait:2', 'wait:3', '--jobs', '2')
+    marks = tmp_path / 'marks'
+    try:
+        wait_until(
+            lambda: (marks / 'pid-2').exists() and (marks / 'pid-3').exists(),
+            'both workers waiting',
+            proc,
+        )
+        pids = [int((marks / f'pid-{n}').read_text()) for n in (2, 3)]
+        if signum == signal.SIGINT:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    deadline = time.monotonic() + 20
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in pids)
+    assert finished(tmp_path / 'runs') == {('ok', 1)}

@@ -168,6 +168,12 @@ def test_tiny_run_resume_and_determinism(first_run, later_runs):
     (again,) = store.load(b)
     (first,) = [r for r in records if r['config'] == again['config']]
     first['result'].pop('wall_s'), again['result'].pop('wall_s')
+    # the provenance: the same but for the threads and the wall time
+    p, q = first.pop('provenance'), again.pop('provenance')
+    assert q['threads'] == 1 and p['recorded'] and q['recorded']
+    for key in ('threads', 'wall_s'):
+        p.pop(key), q.pop(key)
+    assert p == q
     assert again == first
 
 

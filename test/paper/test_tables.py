@@ -9,6 +9,7 @@ from gate_paper.tables import markdown, runs_frame, write_tables
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 DATA = osp.join(ROOT, 'docs', 'source', '_data')
+RUNS = osp.join(ROOT, 'gate_paper', 'runs')
 
 # Every synthetic table the docs include, with the command that rebuilds
 # it from the committed run files (as gate_paper/README.md gives it).
@@ -54,7 +55,7 @@ def read_csv(path):
 def test_docs_tables_rebuild_from_the_committed_runs(
     tmp_path, capsys, script, runs, argv, folder, stem, count, names
 ):
-    run_dir = osp.join(DATA, 'runs', runs)
+    run_dir = osp.join(RUNS, runs)
     script.main(
         ['--tables-only', '--out-dir', run_dir, '--tables-dir', str(tmp_path)]
         + argv

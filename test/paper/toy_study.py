@@ -9,7 +9,9 @@ import it). A run is ``KIND:N``:
 - ``diverge``: raises :class:`~gate_paper.training.Diverged`;
 - ``barrier``: writes ``<marks>/barrier-N`` and waits until ``--parties``
   such files exist (invocations running at the same time);
-- ``workers``: counts the worker processes of the invocation.
+- ``workers``: counts the worker processes of the invocation;
+- ``swallow``: writes ``<marks>/pid-N`` and waits for ``<marks>/go`` in a
+  loop that catches :class:`Exception` (as a compiler's fallback does).
 """
 
 import argparse
@@ -75,6 +77,18 @@ def run_one(settings, config):
             ),
             'the other invocations',
         )
+    elif kind == 'swallow':
+        path = os.path.join(marks, f'pid-{n}')
+        with open(path + '.tmp', 'w') as f:
+            f.write(str(os.getpid()))
+        os.replace(path + '.tmp', path)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(os.path.join(marks, 'go')):
+            try:
+                time.sleep(0.02)
+                assert time.monotonic() < deadline
+            except Exception:  # noqa: BLE001 (what the test is about)
+                pass
     elif kind == 'workers':
         return {'workers': _workers_of(os.getppid()), 'pid': os.getpid()}
     return {'value': 2 * n, 'pid': os.getpid()}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One call of the GPU run queue (gate_paper/run_queue.py) on a lent machine
+# (one GPU, no network, a call of at most 10 minutes, at most 8 files back
+# from $OUT), from the repository root:
+#
+#     OUT=/out COMMIT=<the checkout's commit> bash gate_paper/gpu_queue.sh
+#
+# It runs the next unfinished runs of the queue's priority order for BUDGET
+# seconds (default 420), PROCS processes sharing the GPU (default 8), and
+# leaves $OUT/runs.tar, $OUT/summary.json and $OUT/log.txt, rewritten after
+# every finished run. After the call, on the development machine:
+#
+#     python -m gate_paper.run_queue unpack <files_at>/runs.tar
+#
+# writes the runs into gate_paper/runs/ and rebuilds the docs' tables;
+# commit them, and the next call goes on from there.
+#
+# DATA: a folder laid out as ../shared/data (default: the first of
+# gpu-data/, data/, shared/data/, ../shared/data/ holding heterophilous/).
+# The device tool sends the repository only: copy
+# ../shared/data/heterophilous to gpu-data/heterophilous, list gpu-data/ in
+# .git/info/exclude and carry it. Further arguments go to `run_queue run`
+# (e.g. --dry on a CPU).
+set -eu
+if [ -z "${DATA:-}" ]; then
+    for d in gpu-data data shared/data ../shared/data; do
+        if [ -d "$d/heterophilous" ]; then DATA="$d"; break; fi
+    done
+fi
+if [ -z "${DATA:-}" ]; then
+    echo "no data: set DATA to a folder laid out as ../shared/data" >&2
+    exit 2
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# Fail in seconds, not after the workers start, if a package is missing.
+"${PYTHON:-python3}" -c 'import numpy, pandas, scipy, torch, torch_geometric' || {
+    echo "missing packages: the queue needs numpy pandas scipy torch torch_geometric" >&2
+    exit 3
+}
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+exec "${PYTHON:-python3}" -m gate_paper.run_queue run --out "${OUT:?set OUT}" \
+    --data-root "$DATA" --procs "${PROCS:-8}" --budget "${BUDGET:-420}" \
+    ${COMMIT:+--commit "$COMMIT"} "$@"

@@ -1,0 +1,720 @@
+r"""The GPU run queue: the real-graph runs that need a GPU, in a fixed
+priority order, in calls of a few minutes on a lent machine, each call
+going on from the runs committed in the run store (``gate_paper/runs``).
+
+Priority (:func:`plan`), each tier in its order, depth by depth, split by
+split, the models of a split side by side:
+
+1. Tolokers, the paper's recipe, GATE and GAT, depth 5 then 10, splits
+   0-9 (study ``real_graphs_tolokers``);
+2. Tolokers, the paper's recipe, MLP+GAT, MLP and FAGCN (the same study);
+3. the strong recipe (Platonov et al.'s setup, ``--recipes strong`` of
+   :mod:`gate_paper.real_graphs`), GAT-sep and GATE-sep on Minesweeper and
+   Tolokers, depths 1-5, splits 0-9 (study ``real_graphs_strong``);
+4. the strong recipe's other models (GAT, GATv2, GATE).
+
+The configurations are those :mod:`gate_paper.real_graphs` makes for the
+same options, so its ``--tables-only`` reads the runs.
+
+``run`` (one call, at most ``--budget`` seconds): ``--procs`` worker
+processes share the device; each takes the next unfinished run (a run whose
+file is in ``--store`` is finished), skipping a run that the time left
+cannot hold by what this call measured. Each finished run is written into
+a work folder by its worker (one atomically written file) and, at once,
+into ``$OUT`` (``--out``): ``runs.tar`` (every run file finished in this
+call, ``<study>/<file>.json``) and ``summary.json`` (the device, the
+processes, seconds per epoch per model, what finished, what is left), each
+rewritten atomically after every run, and ``log.txt``: three files. A
+worker that dies (SIGKILL) is reported and its run goes back into the
+queue once; when the time is up the runs still going are ended (none is
+written half) and the call ends with code 0.
+
+``unpack OUT/runs.tar``: validates every run file and writes it into the
+store, then rebuilds the tables of the docs (:func:`rebuild_tables`).
+
+``plan``: what is done and what is next, per tier.
+
+``--dry``: the same plumbing on the CPU with tiny runs (width 8, two
+heads, ``--dry-epochs`` epochs) on generated graphs in PyG's raw layout of
+Tolokers and Minesweeper (unless ``--data-root`` is given); for the tests.
+
+    python -m gate_paper.run_queue run --out $OUT --procs 8 \
+        --budget 480 --data-root ../gpu-data
+    python -m gate_paper.run_queue unpack $OUT/runs.tar
+"""
+
+import argparse
+import collections
+import functools
+import io
+import json
+import os
+import signal
+import statistics
+import sys
+import tarfile
+import tempfile
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import get_context
+
+from gate_paper import runner, store
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STORE = os.path.join(ROOT, 'gate_paper', 'runs')
+TABLES = os.path.join(ROOT, 'docs', 'source', '_data', 'real_graphs')
+# (tier, study, real_graphs options, the models in the order of a split)
+TIERS = [
+    (1, 'real_graphs_tolokers', ['--datasets', 'Tolokers'], ['GATE', 'GAT']),
+    (
+        2,
+        'real_graphs_tolokers',
+        ['--datasets', 'Tolokers'],
+        ['MLP+GAT', 'MLP', 'FAGCN'],
+    ),
+    (
+        3,
+        'real_graphs_strong',
+        ['--datasets', 'Minesweeper', 'Tolokers', '--recipes', 'strong'],
+        ['GAT-sep', 'GATE-sep'],
+    ),
+    (
+        4,
+        'real_graphs_strong',
+        ['--datasets', 'Minesweeper', 'Tolokers', '--recipes', 'strong'],
+        ['GAT', 'GATv2', 'GATE'],
+    ),
+]
+# The options of every study for the tables: the models of both tiers.
+STUDIES = {
+    'real_graphs_tolokers': (
+        ['--datasets', 'Tolokers', '--models']
+        + ['MLP', 'GAT', 'MLP+GAT', 'FAGCN', 'GATE'],
+        'tolokers',
+    ),
+    'real_graphs_strong': (
+        ['--datasets', 'Minesweeper', 'Tolokers', '--recipes', 'strong']
+        + ['--models', 'GAT', 'GAT-sep', 'GATv2', 'GATE', 'GATE-sep'],
+        'strong',
+    ),
+}
+DRY = ['--max-epochs', '{epochs}', '--hidden', '8']
+FILES = ('runs.tar', 'summary.json', 'log.txt')
+
+
+def _configs(argv):
+    from gate_paper import real_graphs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        args = real_graphs.parse_args(
+            argv + ['--tables-only', '--out-dir', tmp]
+        )
+    return real_graphs.configs(args)
+
+
+def plan(dry_epochs=None):
+    r"""Every run of the queue in its order: ``[(tier, study, config)]``.
+    With ``dry_epochs``, the tiny runs of ``--dry``."""
+    order = []
+    for tier, study, argv, models in TIERS:
+        extra = ['--models', *models]
+        if dry_epochs is not None:
+            extra += [a.format(epochs=dry_epochs) for a in DRY]
+            if 'strong' in argv:
+                extra += ['--heads', '2']
+        configs = _configs(argv + extra)
+        rank = {m: i for i, m in enumerate(models)}
+        configs.sort(
+            key=lambda c: (
+                c['dataset'] != argv[1],  # the first dataset first
+                c['num_layers'],
+                c['split'],
+                rank[c['model']],
+            )
+        )
+        order += [(tier, study, c) for c in configs]
+    return order
+
+
+def done_in(folder_of, order):
+    r"""The run ids of ``order`` finished in the folders ``folder_of(study)``
+    (a file that the store refuses counts as not finished)."""
+    from gate_paper.real_graphs import RESULTS
+
+    done = set()
+    for study in {s for _, s, _ in order}:
+        for folder in folder_of(study):
+            records, _ = store.scan(folder, RESULTS)
+            done |= {store.run_id(r['config']) for r in records.values()}
+    return done
+
+
+def write_tiny_data(root):
+    r"""Tiny random graphs in the raw layout of PyG's
+    ``HeterophilousGraphDataset`` for Tolokers and Minesweeper (``--dry``):
+    60 nodes, 7 features, 2 classes, 10 random 50/25/25 splits."""
+    import numpy as np
+
+    for seed, name in enumerate(('tolokers', 'minesweeper')):
+        rng = np.random.default_rng(seed)
+        n = 60
+        edges = rng.integers(0, n, size=(3 * n, 2))
+        edges = edges[edges[:, 0] != edges[:, 1]]
+        edges = np.unique(np.sort(edges, axis=1), axis=0)
+        masks = np.zeros((3, 10, n), bool)
+        for i in range(10):
+            perm = rng.permutation(n)
+            masks[0, i, perm[: n // 2]] = True
+            masks[1, i, perm[n // 2 : 3 * n // 4]] = True
+            masks[2, i, perm[3 * n // 4 :]] = True
+        raw = os.path.join(root, 'heterophilous', name, 'raw')
+        os.makedirs(raw, exist_ok=True)
+        np.savez(
+            os.path.join(raw, f'{name}.npz'),
+            node_features=rng.normal(size=(n, 7)).astype(np.float32),
+            node_labels=np.arange(n) % 2,
+            edges=edges,
+            train_masks=masks[0],
+            val_masks=masks[1],
+            test_masks=masks[2],
+        )
+
+
+# The outputs ---------------------------------------------------------------
+
+
+def _replace(path, data: bytes):
+    tmp = f'{path}.tmp'
+    with open(tmp, 'wb') as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+class Outputs:
+    r"""``$OUT``: ``runs.tar``, ``summary.json`` (each rewritten whole
+    after every finished run) and ``log.txt``."""
+
+    def __init__(self, out, work, summary):
+        os.makedirs(out, exist_ok=True)
+        self.out, self.work, self.summary = out, work, summary
+        self.finished = []  # (study, file name)
+        self.log_file = open(os.path.join(out, 'log.txt'), 'a')
+
+    def log(self, text):
+        line = f'[{time.strftime("%H:%M:%S")}] {text}'
+        print(line, flush=True)
+        self.log_file.write(line + '\n')
+        self.log_file.flush()
+
+    def add(self, study, record):
+        self.finished.append((study, store.run_id(record['config']) + '.json'))
+        self.write()
+
+    def write(self):
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode='w') as tar:
+            for study, name in self.finished:
+                tar.add(
+                    os.path.join(self.work, study, name), f'{study}/{name}'
+                )
+        _replace(os.path.join(self.out, 'runs.tar'), buffer.getvalue())
+        text = json.dumps(self.summary(), indent=1, allow_nan=False)
+        _replace(os.path.join(self.out, 'summary.json'), text.encode())
+
+
+def measured(records, procs=None):
+    r"""Per model and depth (``'<dataset> <recipe> <model> L=<L>'``): the
+    runs, the mean seconds per epoch, epochs run and wall seconds of the
+    finished runs ``records``."""
+    groups = collections.defaultdict(list)
+    for r in records:
+        if r['status'] != 'finished':
+            continue
+        c = r['config']
+        key = f'{c["dataset"]} {c["recipe"]} {c["model"]} L={c["num_layers"]}'
+        groups[key].append(r)
+    out = {}
+    for key, rs in groups.items():
+        res = [r['result'] for r in rs]
+        out[key] = {
+            'runs': len(rs),
+            's_per_epoch': statistics.mean(x['s_per_epoch'] for x in res),
+            'epochs_run': statistics.mean(x['epochs_run'] for x in res),
+            'wall_s': statistics.mean(x['wall_s'] for x in res),
+            'procs': procs,
+        }
+    return out
+
+
+# One call ------------------------------------------------------------------
+
+
+class _Call:
+    def __init__(self, args, order, done):
+        self.args = args
+        self.start = time.monotonic()
+        self.deadline = self.start + args.budget
+        self.order = order
+        self.done = set(done)
+        self.todo = collections.deque(
+            (t, s, c) for t, s, c in order if store.run_id(c) not in done
+        )
+        self.attempts = collections.Counter()
+        self.records = []
+        self.events = []
+        self.device_name = None
+        self.gpu = []  # (utilisation %, memory used MiB) samples
+
+    def left(self):
+        return self.deadline - time.monotonic()
+
+    def expected(self, config):
+        # Seconds a run of this model and depth took in this call (the
+        # longest), None if none finished yet.
+        walls = [
+            r['provenance']['wall_s']
+            for r in self.records
+            if all(
+                r['config'][k] == config[k]
+                for k in ('dataset', 'recipe', 'model', 'num_layers')
+            )
+        ]
+        return max(walls) if walls else None
+
+    def summary(self):
+        tiers = collections.OrderedDict()
+        for tier, _, c in self.order:
+            t = tiers.setdefault(str(tier), {'runs': 0, 'finished': 0})
+            t['runs'] += 1
+            t['finished'] += store.run_id(c) in self.done
+        return {
+            'device_name': self.device_name,
+            'procs': self.args.procs,
+            'budget_s': self.args.budget,
+            'elapsed_s': round(time.monotonic() - self.start, 1),
+            'dry': self.args.dry,
+            'finished_this_call': len(self.records),
+            'runs_per_hour': round(
+                3600
+                * len(self.records)
+                / max(time.monotonic() - self.start, 1),
+                1,
+            ),
+            'gpu_utilisation_mean': (
+                round(statistics.mean(u for u, _ in self.gpu), 1)
+                if self.gpu
+                else None
+            ),
+            'gpu_memory_used_max_mib': (
+                max(m for _, m in self.gpu) if self.gpu else None
+            ),
+            'tiers': tiers,
+            'seconds_per_epoch': measured(self.records, self.args.procs),
+            'events': self.events,
+            'finished': [store.run_id(r['config']) for r in self.records],
+        }
+
+
+def run(args):
+    order = plan(args.dry_epochs if args.dry else None)
+    work = args.work or tempfile.mkdtemp(prefix='gate_queue_')
+    for study in {s for _, s, _ in order}:
+        os.makedirs(os.path.join(work, study), exist_ok=True)
+    done = done_in(
+        lambda s: [os.path.join(args.store, s), os.path.join(work, s)], order
+    )
+    call = _Call(args, order, done)
+    outputs = Outputs(args.out, work, call.summary)
+    outputs.log(
+        f'{len(order)} runs in the queue, {len(done & _ids(order))} '
+        f'finished in {args.store}; {args.procs} processes, '
+        f'{args.budget} s'
+    )
+    outputs.write()
+    if not call.todo:
+        outputs.log('nothing left to run')
+        return 0
+    settings = _prepare(args, order, work)
+    previous = signal.signal(signal.SIGTERM, runner._on_sigterm)
+    try:
+        _loop(call, outputs, settings, work)
+    except (KeyboardInterrupt, runner.Terminated) as e:
+        outputs.log(f'stopped by {type(e).__name__}')
+        call.events.append(f'stopped by {type(e).__name__}')
+        return 130 if isinstance(e, KeyboardInterrupt) else 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        outputs.write()
+        outputs.log(
+            f'{len(call.records)} runs finished in this call, '
+            f'{len(call.todo)} left, {time.monotonic() - call.start:.0f} s'
+        )
+        outputs.log_file.close()
+    return 0
+
+
+def _ids(order):
+    return {store.run_id(c) for _, _, c in order}
+
+
+def _prepare(args, order, work):
+    import torch
+
+    from gate_paper import data as gp_data
+    from gate_paper.real_graphs import main_metric
+
+    datasets = sorted({c['dataset'] for _, _, c in order})
+    source = args.data_root
+    if source is None:  # --dry without data: generated graphs
+        source = os.path.join(work, 'data')
+        write_tiny_data(source)
+    root = os.path.join(work, 'processed')
+    gp_data.copy_offline(datasets, source, root)
+    for dataset in datasets:  # process each once, before the workers
+        data, _ = gp_data.load_dataset(dataset, root, False, False)
+        gp_data.split_masks(data, 0, main_metric(dataset) == 'roc_auc')
+    device = args.device
+    if device == 'auto':
+        device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    return {
+        'root': root,
+        'device': device,
+        'plot_dir': None,
+        'plot_splits': set(),
+        'compile_after': None,
+    }
+
+
+def _new_pool(args):
+    return ProcessPoolExecutor(
+        args.procs,
+        mp_context=get_context('spawn'),
+        initializer=runner._init_worker,
+        initargs=(args.threads, os.getpid()),
+    )
+
+
+def _end(pool):
+    for process in list(getattr(pool, '_processes', {}).values()):
+        process.kill()  # a run still going: nothing of it is written
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _loop(call, outputs, settings, work):
+    from gate_paper.real_graphs import run_one
+
+    args = call.args
+    task = functools.partial(run_one, settings)
+    pool, running = _new_pool(args), {}
+    sampled = 0.0
+    try:
+        while True:
+            skipped = collections.deque()
+            while call.todo and len(running) < args.procs:
+                tier, study, c = call.todo.popleft()
+                need = call.expected(c)
+                if need is not None and need > call.left():
+                    skipped.append((tier, study, c))
+                    continue
+                folder = os.path.join(work, study)
+                future = pool.submit(runner.execute, task, c, folder)
+                running[future] = (tier, study, c)
+                outputs.log(f'start tier {tier}: {store.run_id(c)}')
+            call.todo.extendleft(reversed(skipped))
+            if not running:
+                break
+            ready, _ = wait(
+                running,
+                timeout=max(min(call.left(), 10), 0),
+                return_when=FIRST_COMPLETED,
+            )
+            if time.monotonic() - sampled >= 10:
+                call.gpu += _gpu_sample()
+                sampled = time.monotonic()
+            if not ready and call.left() > 0:
+                continue
+            if not ready:
+                outputs.log(
+                    f'time is up: {len(running)} runs still going are '
+                    'ended (nothing of them is written)'
+                )
+                call.events.append(f'time up, {len(running)} runs ended')
+                call.todo.extendleft(reversed(list(running.values())))
+                break
+            broken = False
+            for future in ready:
+                tier, study, c = running.pop(future)
+                try:
+                    record = future.result()
+                except BrokenProcessPool:
+                    broken = True
+                    _requeue(call, outputs, (tier, study, c), work)
+                    continue
+                call.records.append(record)
+                call.done.add(store.run_id(c))
+                call.device_name = record['provenance'].get('device_name')
+                outputs.add(study, record)
+                p = record['provenance']
+                outputs.log(
+                    f'done tier {tier}: {store.run_id(c)} ({record["status"]}'
+                    f', {p["wall_s"]:.1f} s, {p.get("epochs_run")} epochs)'
+                )
+            if broken:
+                for item in list(running.values()):
+                    _requeue(call, outputs, item, work)
+                running = {}
+                _end(pool)
+                pool = _new_pool(args)
+    finally:
+        _end(pool)
+
+
+def _gpu_sample():
+    r"""``[(utilisation %, memory used MiB)]`` of the first GPU from
+    ``nvidia-smi``, ``[]`` without one."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ['nvidia-smi', '--query-gpu=utilization.gpu,memory.used']
+            + ['--format=csv,noheader,nounits', '--id=0'],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        util, memory = done.stdout.split(',')
+        return [(float(util), float(memory))]
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return []
+
+
+def _requeue(call, outputs, item, work):
+    tier, study, c = item
+    key = store.run_id(c)
+    if os.path.exists(os.path.join(work, study, key + '.json')):
+        return  # it finished before its worker died
+    call.attempts[key] += 1
+    if call.attempts[key] > 1:
+        text = f'a worker died twice on {key}: not tried again in this call'
+    else:
+        call.todo.appendleft(item)
+        text = f'a worker died (SIGKILL?) during {key}: it goes again'
+    outputs.log(text)
+    call.events.append(text)
+
+
+# After the call ------------------------------------------------------------
+
+
+def unpack(path, store_root=STORE, dry_epochs=None):
+    r"""Writes the run files of ``path`` (a ``runs.tar`` of :func:`run`)
+    into the store, each validated (a whole run record of a run of the
+    queue's :func:`plan`, with ``dry_epochs`` that of ``--dry``, named by
+    its configuration); returns ``{study: count}``. Nothing is written
+    unless every file is valid."""
+    from gate_paper.real_graphs import RESULTS
+
+    planned = {store.run_id(c): s for _, s, c in plan(dry_epochs)}
+    valid = []
+    counts = collections.Counter()
+    with tarfile.open(path) as tar, tempfile.TemporaryDirectory() as tmp:
+        for member in tar.getmembers():
+            study, _, name = member.name.partition('/')
+            if (
+                not member.isfile()
+                or study not in STUDIES
+                or '/' in name
+                or not name.endswith('.json')
+            ):
+                raise ValueError(
+                    f'{path}: {member.name!r} is not <study>/<run>.json of '
+                    f'the studies {sorted(STUDIES)}'
+                )
+            copy = os.path.join(tmp, name)
+            with open(copy, 'wb') as f:
+                f.write(tar.extractfile(member).read())
+            record = store.read(copy, RESULTS)
+            key = store.run_id(record['config'])
+            if key + '.json' != name:
+                raise ValueError(
+                    f'{path}: {member.name} is not named by its run'
+                )
+            if planned.get(key) != study:
+                raise ValueError(
+                    f"{path}: {member.name} is not a run of the queue's "
+                    f'{study}' + ('' if dry_epochs else ' (a --dry run?)')
+                )
+            valid.append((study, record))
+    for study, record in valid:
+        folder = os.path.join(store_root, study)
+        os.makedirs(folder, exist_ok=True)
+        store.save(
+            folder,
+            record['config'],
+            record['result'],
+            record['status'],
+            record.get('message'),
+            record.get('provenance'),
+        )
+        counts[study] += 1
+    return dict(counts)
+
+
+def rebuild_tables(store_root=STORE, tables_root=TABLES):
+    r"""The docs' tables of the queue's studies from the store: each
+    study's :mod:`gate_paper.real_graphs` tables (once it has runs) and the
+    strong recipe's GAT-sep against GATE-sep per depth
+    (:func:`gate_paper.real_graphs_tables.strong_sep`, "no runs yet" until
+    runs arrive)."""
+    from gate_paper import real_graphs
+    from gate_paper.real_graphs_tables import strong_sep
+    from gate_paper.tables import write_tables
+
+    for study, (argv, sub) in STUDIES.items():
+        folder = os.path.join(store_root, study)
+        records = store.load(folder, _configs(argv), real_graphs.RESULTS)
+        if records:
+            real_graphs.main(
+                argv
+                + ['--tables-only', '--out-dir', folder]
+                + ['--tables-dir', os.path.join(tables_root, sub)]
+            )
+        if study == 'real_graphs_strong':
+            write_tables(
+                os.path.join(tables_root, sub),
+                'strong',
+                'The strong recipe: GAT-sep against GATE-sep per depth',
+                f'{len(records)} runs of the strong recipe.\n',
+                [('sep', None, strong_sep(records))],
+            )
+
+
+def _cell(c):
+    return (c['dataset'], c['recipe'], c['model'], c['num_layers'])
+
+
+def show_plan(store_root=STORE, procs=8):
+    r"""Per tier: the runs finished in the store, the next ones, and the
+    time the rest takes by the wall times the store's GPU runs measured
+    (per dataset, recipe, model and depth; with ``procs`` processes
+    sharing the GPU as they did)."""
+    from gate_paper.real_graphs import RESULTS
+
+    order = plan()
+    done = done_in(lambda s: [os.path.join(store_root, s)], order)
+    walls = collections.defaultdict(list)
+    for study in {s for _, s, _ in order}:
+        records, _ = store.scan(os.path.join(store_root, study), RESULTS)
+        for r in records.values():
+            p = r.get('provenance', {})
+            if p.get('recorded') and str(p.get('device', '')).startswith(
+                'cuda'
+            ):
+                walls[_cell(r['config'])].append(p['wall_s'])
+    for tier in sorted({t for t, _, _ in order}):
+        runs = [c for t, _, c in order if t == tier]
+        left = [c for c in runs if store.run_id(c) not in done]
+        known = [
+            statistics.mean(walls[_cell(c)]) for c in left if walls[_cell(c)]
+        ]
+        line = f'tier {tier}: {len(runs) - len(left)} of {len(runs)} finished'
+        if known:
+            line += (
+                f'; {len(known)} of the {len(left)} left have measured cells:'
+                f' about {sum(known) / procs / 60:.0f} min with {procs} '
+                'processes'
+            )
+        print(line)
+        for c in left[:3]:
+            print(f'    next: {store.run_id(c)}')
+
+
+# Command line --------------------------------------------------------------
+
+
+def _seconds(text):
+    value = float(text)
+    if not 10 <= value <= 540:
+        raise argparse.ArgumentTypeError(
+            f'expected seconds from 10 to 540 (9 minutes), got {text!r}'
+        )
+    return value
+
+
+def parse_args(argv=None):
+    from torch_geometric_gate._cli import int_at_least
+
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    sub = parser.add_subparsers(dest='command', required=True)
+    go = sub.add_parser('run', help='one call: the next runs, into --out')
+    go.add_argument('--out', default=os.environ.get('OUT'), required=False)
+    go.add_argument(
+        '--budget',
+        type=_seconds,
+        default=480,
+        help='seconds this call may take (at most 540; default 480)',
+    )
+    go.add_argument('--procs', type=int_at_least(1), default=8)
+    go.add_argument(
+        '--threads',
+        type=int_at_least(1),
+        default=1,
+        help='CPU threads of each process (default 1)',
+    )
+    go.add_argument('--data-root', help='a folder laid out as ../shared/data')
+    go.add_argument('--store', default=STORE)
+    go.add_argument('--work', help='the work folder (default: a new one)')
+    go.add_argument('--device', default='auto')
+    go.add_argument(
+        '--commit',
+        help='the commit of this checkout, for the run files where it has '
+        'no .git (GATE_PAPER_COMMIT)',
+    )
+    go.add_argument('--dry', action='store_true')
+    go.add_argument('--dry-epochs', type=int_at_least(1), default=3)
+    back = sub.add_parser('unpack', help='runs.tar into the store, tables')
+    back.add_argument('tar')
+    back.add_argument('--store', default=STORE)
+    back.add_argument('--tables-dir', default=TABLES)
+    back.add_argument('--no-tables', action='store_true')
+    back.add_argument(
+        '--dry-epochs',
+        type=int_at_least(1),
+        help='the runs are those of run --dry --dry-epochs N',
+    )
+    show = sub.add_parser('plan', help='what is done and next, per tier')
+    show.add_argument('--store', default=STORE)
+    show.add_argument('--procs', type=int_at_least(1), default=8)
+    args = parser.parse_args(argv)
+    if args.command == 'run':
+        if not args.out:
+            parser.error('run: --out (or $OUT) is required')
+        if args.data_root is None and not args.dry:
+            parser.error('run: --data-root is required (except with --dry)')
+        if args.dry and args.device == 'auto':
+            args.device = 'cpu'
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.command == 'run':
+        if args.commit:  # the workers inherit it
+            os.environ['GATE_PAPER_COMMIT'] = args.commit
+        return run(args)
+    if args.command == 'unpack':
+        try:
+            counts = unpack(args.tar, args.store, args.dry_epochs)
+        except (ValueError, OSError, tarfile.TarError) as e:
+            raise SystemExit(f'error: {e}; nothing was written') from None
+        print(f'unpacked: {counts}')
+        if not args.no_tables:
+            rebuild_tables(args.store, args.tables_dir)
+        return 0
+    show_plan(args.store, args.procs)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

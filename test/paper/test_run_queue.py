@@ -1,0 +1,294 @@
+import json
+import os
+import os.path as osp
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+
+import pytest
+
+from gate_paper import real_graphs, run_queue, store
+from gate_paper.real_graphs_tables import strong_sep
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+
+def test_the_queue_runs_the_priorities_of_issue_49_in_order():
+    order = run_queue.plan()
+    tiers = [t for t, _, _ in order]
+    assert tiers == sorted(tiers)
+    assert [tiers.count(t) for t in (1, 2, 3, 4)] == [40, 60, 200, 300]
+    key = lambda c: (c['dataset'], c['recipe'], c['num_layers'], c['model'])  # noqa: E731
+    first = [(key(c), c['split']) for _, _, c in order[:4]]
+    assert first == [
+        (('Tolokers', 'paper', 5, 'GATE'), 0),
+        (('Tolokers', 'paper', 5, 'GAT'), 0),
+        (('Tolokers', 'paper', 5, 'GATE'), 1),
+        (('Tolokers', 'paper', 5, 'GAT'), 1),
+    ]
+    tier1 = [c for t, _, c in order if t == 1]
+    assert [c['num_layers'] for c in tier1] == [5] * 20 + [10] * 20
+    assert {c['lr'] for c in tier1 if c['num_layers'] == 10} == {0.0005}
+    tier3 = [c for t, _, c in order if t == 3]
+    assert {c['model'] for c in tier3} == {'GAT-sep', 'GATE-sep'}
+    assert {(c['hidden'], c['heads'], c['max_epochs']) for c in tier3} == {
+        (512, 8, 1000)
+    }
+    assert [c['dataset'] for c in tier3] == ['Minesweeper'] * 100 + [
+        'Tolokers'
+    ] * 100
+    # The configurations of `real_graphs` for the study's options, so that
+    # its --tables-only reads the queue's runs.
+    for study, (argv, _) in run_queue.STUDIES.items():
+        args = real_graphs.parse_args(
+            argv + ['--tables-only', '--out-dir', osp.join(ROOT, 'runs', 'x')]
+        )
+        ids = {store.run_id(c) for c in real_graphs.configs(args)}
+        queued = {store.run_id(c) for _, s, c in order if s == study}
+        assert queued == ids
+
+
+def workers_of(pid):
+    try:
+        with open(f'/proc/{pid}/task/{pid}/children') as f:
+            children = f.read().split()
+    except FileNotFoundError:
+        return []
+    found = []
+    for child in children:
+        try:
+            with open(f'/proc/{child}/cmdline', 'rb') as f:
+                if b'spawn_main' in f.read():
+                    found.append(int(child))
+        except FileNotFoundError:
+            pass
+    return found
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f'/proc/{pid}/stat') as f:
+        return f.read().split(')')[-1].split()[0] != 'Z'
+
+
+def start(tmp_path, out, budget, *argv):
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+    return subprocess.Popen(
+        [sys.executable, '-m', 'gate_paper.run_queue', 'run', '--dry']
+        + ['--out', str(out), '--store', str(tmp_path / 'store')]
+        + ['--procs', '2', '--budget', str(budget), *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def read_back(out):
+    r"""The run files of ``out/runs.tar``, each validated."""
+    records = {}
+    with tarfile.open(out / 'runs.tar') as tar:
+        for member in tar.getmembers():
+            study, name = member.name.split('/')
+            path = out / 'check' / name
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(tar.extractfile(member).read())
+            record = store.read(str(path), real_graphs.RESULTS)
+            assert name == store.run_id(record['config']) + '.json'
+            records[name[: -len('.json')]] = record
+    return records
+
+
+@pytest.mark.slow
+def test_dry_call_with_a_killed_worker_and_the_time_running_out(tmp_path):
+    out = tmp_path / 'out'
+    proc = start(tmp_path, out, 60, '--dry-epochs', '300')
+    killed = None
+    workers = set()
+    try:
+        deadline = time.monotonic() + 120
+        while killed is None:
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, 'no run finished'
+            workers |= set(workers_of(proc.pid))
+            log = out / 'log.txt'
+            if log.exists() and log.read_text().count('] done tier') >= 2:
+                killed = workers_of(proc.pid)[0]
+                os.kill(killed, signal.SIGKILL)  # a worker, mid-run
+            time.sleep(0.1)
+        while proc.poll() is None:
+            workers |= set(workers_of(proc.pid))
+            time.sleep(0.2)
+        text, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, text[-3000:]
+    print(text[-6000:])
+    assert sorted(os.listdir(out)) == sorted(run_queue.FILES)  # <= 8
+    assert 'a worker died (SIGKILL?) during' in text
+    assert 'time is up' in text
+    summary = json.loads((out / 'summary.json').read_text())
+    assert any('worker died' in e for e in summary['events'])
+    assert summary['procs'] == 2
+    records = read_back(out)  # whole, valid run files only
+    assert set(records) == set(summary['finished'])
+    assert len(records) == summary['finished_this_call'] >= 2
+    for r in records.values():
+        p = r['provenance']
+        assert p['recorded'] and p['device'] == 'cpu' and p['threads'] == 1
+    per_model = summary['seconds_per_epoch']
+    assert per_model and all(v['procs'] == 2 for v in per_model.values())
+    # every process of the call is gone
+    deadline = time.monotonic() + 20
+    while any(alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in workers)
+
+    # The next call goes on from the runs committed to the store.
+    with pytest.raises(ValueError, match='a --dry run'):
+        run_queue.unpack(str(out / 'runs.tar'), str(tmp_path / 'store'))
+    assert not (tmp_path / 'store').exists()  # nothing written
+    counts = run_queue.unpack(
+        str(out / 'runs.tar'), str(tmp_path / 'store'), dry_epochs=300
+    )
+    assert sum(counts.values()) == len(records)
+    again = tmp_path / 'again'
+    proc = start(tmp_path, again, 25, '--dry-epochs', '2')
+    try:
+        text, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, text[-3000:]
+    # --dry-epochs 2 makes other configurations: none finished
+    assert ', 0 finished in' in text
+    proc = start(tmp_path, again, 25, '--dry-epochs', '300')
+    try:
+        text, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, text[-3000:]
+    assert f', {len(records)} finished in' in text
+    second = json.loads((again / 'summary.json').read_text())['finished']
+    assert not set(second) & set(records)
+
+
+def test_unpack_refuses_what_is_not_a_run_of_the_queue(tmp_path):
+    path = tmp_path / 'runs.tar'
+    evil = tmp_path / 'x.json'
+    evil.write_text('{}')
+    with tarfile.open(path, 'w') as tar:
+        tar.add(evil, '../outside.json')
+    with pytest.raises(ValueError, match='is not <study>/<run>.json'):
+        run_queue.unpack(str(path), str(tmp_path / 'store'))
+    assert not (tmp_path / 'outside.json').exists()
+    config = run_queue.plan()[0][2]
+    folder = tmp_path / 'made'
+    folder.mkdir()
+    good = store.save(str(folder), config, {'metric': 'roc_auc'})
+    with tarfile.open(path, 'w') as tar:
+        tar.add(good, 'real_graphs_tolokers/' + osp.basename(good))
+    with pytest.raises(ValueError, match='without the results best_epoch'):
+        run_queue.unpack(str(path), str(tmp_path / 'store'))
+
+
+def test_the_strong_table_says_no_runs_yet_and_the_published_numbers():
+    table = strong_sep([])
+    assert len(table) == 12
+    assert (
+        table[table['L'] != 'best on validation']['GAT-sep'] == 'no runs yet'
+    ).all()
+    best = table[table['L'] == 'best on validation'].set_index('dataset')
+    assert best.loc['Minesweeper', 'Platonov et al. GAT-sep'] == '93.91 ± 0.35'
+    assert best.loc['Tolokers', 'Platonov et al. GAT-sep'] == '83.78 ± 0.43'
+    assert best.loc['Minesweeper', 'GATE paper GATE-sep'] == '94.18 ± 0.43'
+
+
+def test_the_strong_table_of_runs():
+    records = [
+        {
+            'config': {
+                'dataset': 'Minesweeper',
+                'recipe': 'strong',
+                'model': model,
+                'num_layers': L,
+                'split': split,
+                'edges': 'undirected',
+            },
+            'status': 'finished',
+            'result': {
+                'test_metric': test + split / 100,
+                'val_metric': val,
+            },
+        }
+        for model, L, test, val in [
+            ('GAT-sep', 1, 0.90, 0.9),
+            ('GAT-sep', 2, 0.80, 0.8),
+            ('GATE-sep', 1, 0.92, 0.7),
+            ('GATE-sep', 2, 0.94, 0.95),
+        ]
+        for split in (0, 1)
+    ]
+    table = strong_sep(records).set_index(['dataset', 'L'])
+    row = table.loc[('Minesweeper', '1')]
+    assert row['GAT-sep'].startswith('90.50 ± ') and '(n=2)' in row['GAT-sep']
+    assert row['GATE-sep minus GAT-sep'].startswith('2.00 ± 0.00 (n=2)')
+    best = table.loc[('Minesweeper', 'best on validation')]
+    assert best['GAT-sep'].endswith('(L=1)')
+    assert best['GATE-sep'].startswith('94.50') and best['GATE-sep'].endswith(
+        '(L=2)'
+    )
+    assert table.loc[('Minesweeper', '3'), 'GAT-sep'] == 'no runs yet'
+    assert table.loc[('Tolokers', '1'), 'GATE-sep'] == 'no runs yet'
+
+
+@pytest.mark.slow
+def test_the_shell_entry_runs_a_call(tmp_path):
+    run_queue.write_tiny_data(str(tmp_path / 'data'))
+    env = dict(
+        os.environ,
+        OUT=str(tmp_path / 'out'),
+        DATA=str(tmp_path / 'data'),
+        PYTHON=sys.executable,
+        COMMIT='0' * 40,
+        OMP_NUM_THREADS='1',
+    )
+    proc = subprocess.run(
+        ['bash', osp.join('gate_paper', 'gpu_queue.sh'), '--dry']
+        + ['--store', str(tmp_path / 'store'), '--budget', '20']
+        + ['--procs', '1'],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(os.listdir(tmp_path / 'out')) == sorted(run_queue.FILES)
+    records = read_back(tmp_path / 'out')
+    for r in records.values():
+        assert len(r['provenance']['commit']) == 40
+
+
+def test_the_plan_estimates_from_the_measured_gpu_runs(tmp_path, capsys):
+    (_, study, first), (_, _, second) = run_queue.plan()[:2]
+    folder = tmp_path / study
+    folder.mkdir()
+    for config, wall in ((first, 120.0), (second, 60.0)):
+        store.save(
+            str(folder),
+            config,
+            {k: 0 for k in real_graphs.RESULTS},
+            provenance={'recorded': True, 'device': 'cuda', 'wall_s': wall},
+        )
+    # GATE split 0 done: its cell's 120 s for the 9 GATE splits left at
+    # depth 5, GAT's 60 s for GAT's 9: 1620 s with 1 process
+    run_queue.show_plan(str(tmp_path), procs=1)
+    out = capsys.readouterr().out
+    assert 'tier 1: 2 of 40 finished; 18 of the 38 left' in out
+    assert 'about 27 min with 1 processes' in out
