@@ -17,10 +17,11 @@
 # 3 files. After the call: tar xzf runs.tar.gz -C docs/source/_data/runs
 # and commit; the next call resumes from there.
 #
-# DATA: a folder laid out as ../shared/data (default: gpu-data/,
-# shared/data/ or ../shared/data/; the device tool sends only the
-# repository: copy the heterophilous sets to gpu-data/, list it in
-# .git/info/exclude and carry it). JOBS: processes sharing the GPU
+# DATA: a data root of PyG's datasets holding heterophilous/ (default:
+# gpu-data/ or shared/data/; the device tool sends only the repository:
+# copy the heterophilous sets to gpu-data/, list it in .git/info/exclude
+# and carry it); it is copied to a temporary folder first, as PyG writes
+# its processed files into the data root. JOBS: processes sharing the GPU
 # (default 8). DRY=1: the same plumbing on the CPU with tiny runs (depth 1,
 # split 0, 2 epochs, width 8, GAT and GATE), for the tests.
 set -u
@@ -33,14 +34,17 @@ mkdir -p "$OUT"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 if [ -z "${DATA:-}" ]; then
-    for d in gpu-data shared/data ../shared/data; do
+    for d in gpu-data shared/data; do
         if [ -d "$d/heterophilous" ]; then DATA="$d"; break; fi
     done
 fi
 if [ -z "${DATA:-}" ]; then
-    echo "no data: set DATA to a folder laid out as ../shared/data" >&2
+    echo "no data: set DATA to a data root holding heterophilous/" >&2
     exit 2
 fi
+data_copy=$(mktemp -d)
+cp -r "$DATA/heterophilous" "$data_copy/" || exit 2
+DATA="$data_copy"
 
 if [ "${DRY:-0}" = 1 ]; then
     extra=(--device cpu --depths 1 --splits 0 --max-epochs 2 --hidden 8)
@@ -93,5 +97,5 @@ part real_graphs_strong --datasets Minesweeper Tolokers --recipes strong \
     "${strong[@]}"
 kill "$packer" 2>/dev/null
 pack
-rm -rf "$work"
+rm -rf "$work" "$data_copy"
 echo "total: $(($(date +%s) - start)) s" | tee -a "$OUT/summary.txt"
