@@ -27,8 +27,8 @@ import os.path as osp
 import shutil
 
 DATASETS = ('Minesweeper', 'Tolokers')  # the two-class sets (ROC AUC)
-DEFAULT_ROOT = os.environ.get('GATE_DATA_ROOT') or osp.join(
-    osp.dirname(osp.realpath(__file__)), '..', 'data'
+DEFAULT_ROOT = os.environ.get('GATE_DATA_ROOT') or osp.normpath(
+    osp.join(osp.dirname(osp.realpath(__file__)), '..', 'data')
 )
 
 

@@ -88,7 +88,9 @@ parser.add_argument(
     '--root',
     default=osp.join(
         os.environ.get('GATE_DATA_ROOT')
-        or osp.join(osp.dirname(osp.realpath(__file__)), '..', 'data'),
+        or osp.normpath(
+            osp.join(osp.dirname(osp.realpath(__file__)), '..', 'data')
+        ),
         'OGB',
     ),
     help="OGB's data folder, the dataset downloaded there if missing",
