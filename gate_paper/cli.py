@@ -61,3 +61,15 @@ def float_in(
 
 positive_float = float_in(0.0, low_open=True)
 probability = float_in(0.0, 1.0)
+
+
+def outputs(args, stem: str) -> str:
+    r"""Where a script's invocation wrote: its run files (``--out-dir``)
+    and tables (``--tables-dir``, ``<stem>.md`` and ``<stem>_*.csv``)."""
+    import os
+
+    return (
+        f'Run files (one JSON file per run): {args.out_dir}{os.sep}\n'
+        f'Tables: {os.path.join(args.tables_dir, stem + ".md")} and '
+        f'{os.path.join(args.tables_dir, stem + "_*.csv")}'
+    )

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from gate_paper import data as gp_data
-from gate_paper.cli import int_at_least, positive_float
+from gate_paper.cli import int_at_least, outputs, positive_float
 from gate_paper.paper_numbers import TABLE4_OGB
 from gate_paper.runner import (
     add_runner_args,
@@ -356,6 +356,7 @@ def main(argv=None):
             [('table', None, table(records))],
         )
     )
+    print(outputs(args, 'ogb'))
 
 
 if __name__ == '__main__':

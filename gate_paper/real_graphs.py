@@ -41,7 +41,7 @@ import time
 import torch
 
 from gate_paper import data as gp_data
-from gate_paper.cli import float_in, int_at_least, positive_float
+from gate_paper.cli import float_in, int_at_least, outputs, positive_float
 from gate_paper.metrics import metrics
 from gate_paper.models import MODELS, STRONG_ONLY, build_model
 from gate_paper.paper_numbers import LEARNING_RATES
@@ -534,6 +534,7 @@ def main(argv=None):
         run_all(runs, functools.partial(run_one, settings), args.out_dir, args)
     records = load(args.out_dir, runs)
     print(write(records, args.tables_dir))
+    print(outputs(args, 'real_graphs'))
 
 
 def write(records, folder) -> str:

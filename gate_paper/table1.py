@@ -27,7 +27,7 @@ import pandas as pd
 from torch_geometric.transforms import Compose
 
 from gate_paper import data as gp_data
-from gate_paper.cli import int_at_least
+from gate_paper.cli import int_at_least, outputs
 from gate_paper.runner import check_folders, check_unique
 from gate_paper.synthetic import (
     RESULTS,
@@ -177,6 +177,7 @@ def main(argv=None):
 
     records = run_study(args, runs, run_one, prepare, data_root=args.data_root)
     print(write(records, args))
+    print(outputs(args, 'table1'))
 
 
 def write(records, args) -> str:

@@ -30,7 +30,7 @@ import os
 
 import pandas as pd
 
-from gate_paper.cli import int_at_least
+from gate_paper.cli import int_at_least, outputs
 from gate_paper.data import npz_graph
 from gate_paper.runner import check_folders, check_unique
 from gate_paper.stats import mean_ci95
@@ -192,6 +192,7 @@ def main(argv=None):
         graph_seed=args.graph_seed,
     )
     print(write(records, args))
+    print(outputs(args, 'table2'))
 
 
 def write(records, args) -> str:

@@ -223,3 +223,9 @@ def test_diverged_runs_do_not_end_the_sweep(later_runs):
     assert all(r['message'].startswith('diverged at epoch') for r in records)
     summary = open(osp.join(folder, 'table1_summary.csv')).read()
     assert 'er8,5,diverged,diverged,' in summary
+    # It says where it wrote (issue 46):
+    assert out.stdout.rstrip().splitlines()[-2:] == [
+        f'Run files (one JSON file per run): {folder}{os.sep}',
+        f'Tables: {osp.join(folder, "table1.md")} and '
+        f'{osp.join(folder, "table1_*.csv")}',
+    ]
