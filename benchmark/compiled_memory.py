@@ -137,7 +137,12 @@ def measure(num_nodes, num_edges, heads, channels, in_channels, dropout):
 
 
 def main(argv: List[str] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(
+        description=(
+            "Bytes saved for backward by GATE's chunked attention and by "
+            'GATv2Conv, eager and under torch.compile, on random graphs.'
+        )
+    )
     parser.add_argument('--edges', type=count_at_least(1), nargs='+',
                         default=[10**5, 10**6])  # fmt: skip
     parser.add_argument(
