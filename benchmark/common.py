@@ -41,9 +41,10 @@ SIZED_GRAPHS = {
     'arxiv-size': (169343, 1166243, 128),
     'products-size': (2449029, 123718280, 100),
 }
-DEFAULT_DATA = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared', 'data'
-)
+#: The data root of the real graphs, as the examples and gate_paper's
+#: scripts use it (they download into it): ``$GATE_DATA_ROOT``, else
+#: ``data``.
+DEFAULT_DATA = os.environ.get('GATE_DATA_ROOT') or 'data'
 
 # Graphs ######################################################################
 
@@ -162,7 +163,9 @@ def _real_graph(name: str, data_root: str) -> Tuple[Tensor, Tensor]:
     if not os.path.isdir(src):
         raise FileNotFoundError(
             f"Dataset folder '{src}' not found; pass '--data-root' (the "
-            f"folder that holds 'Planetoid/' and 'heterophilous/')"
+            f"folder that holds 'Planetoid/' and 'heterophilous/', e.g. the "
+            f"data/ that examples/heterophilous.py and gate_paper's scripts "
+            f'download into), or set GATE_DATA_ROOT'
         )
     cls = Planetoid if folder == 'Planetoid' else HeterophilousGraphDataset
     with tempfile.TemporaryDirectory(prefix='gate-bench-') as tmp:
