@@ -9,7 +9,14 @@ import tarfile
 import numpy as np
 import pytest
 import torch
-from data_testing import copy_shared, dead_url, needs_shared
+from data_testing import (
+    copy_shared,
+    dead_url,
+    local_url,
+    needs_shared,
+    serve,
+    shared,
+)
 from torch_geometric.datasets import WebKB
 
 from gate_paper import data as gp_data
@@ -72,6 +79,33 @@ def test_offline_is_a_usage_error_before_any_folder(
     assert 'argument --data-root: could not download Texas (URLError' in err
     assert 'WebKB/texas/raw/out1_node_feature_label.txt' in err
     assert os.listdir(tmp_path) == []
+
+
+@needs_shared('WebKB', 'texas', 'raw')
+def test_quick_downloads_texas(tmp_path, monkeypatch):
+    # Issue 46: --quick stopped at once on Texas without ../shared/data; it
+    # now gets Texas through PyG's WebKB (from a local server here) into the
+    # default data root, ./data.
+    raw = shared('WebKB', 'texas', 'raw')
+    files = {
+        local_url(
+            '',
+            f'{WebKB.url}/new_data/texas/{f}'
+            if f.startswith('out1_')
+            else f'{WebKB.url}/splits/{f}',
+        ): osp.join(raw, f)
+        for f in os.listdir(raw)
+    }
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv('GATE_DATA_ROOT', raising=False)
+    with serve(files, tmp_path / 'server') as base:
+        monkeypatch.setattr(WebKB, 'url', local_url(base, WebKB.url))
+        args = real_graphs.parse_args(['--quick', '--out-dir', 'runs'])
+    assert args.data_root == 'data' and args.datasets == ['Texas']
+    got = tmp_path / 'data' / 'WebKB' / 'texas' / 'raw'
+    assert sorted(os.listdir(got)) == sorted(os.listdir(raw))
+    data, num_classes = gp_data.load_dataset('Texas', 'data')
+    assert (data.num_nodes, num_classes) == (183, 5)
 
 
 def test_out_dir_that_is_a_file_is_a_usage_error(tmp_path, capsys):
