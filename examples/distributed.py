@@ -28,18 +28,6 @@ import math
 import os
 import tempfile
 
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data.distributed import DistributedSampler
-from torch_geometric.data import Data
-from torch_geometric.loader import NeighborLoader
-from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
-
-from torch_geometric_gate.datasets import SelfSufficientER
-from torch_geometric_gate.nn import GATE
-
 
 def int_at_least(minimum):  # an argparse type with a range
     def parse(text):
@@ -118,6 +106,19 @@ def parse_args(argv=None):
 
 def main():
     args = parse_args()
+    # The heavy imports after the arguments: --help is quick.
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data.distributed import DistributedSampler
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
+    from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
+
+    from torch_geometric_gate.datasets import SelfSufficientER
+    from torch_geometric_gate.nn import GATE
+
     # Set by torchrun; without it, one process and no DDP:
     rank = int(os.environ.get('RANK', 0))
     world_size = int(os.environ.get('WORLD_SIZE', 1))

@@ -28,18 +28,6 @@ import os
 import os.path as osp
 import shutil
 
-import torch
-import torch.nn.functional as F
-from ogb.nodeproppred import Evaluator, PygNodePropPredDataset
-from torch_geometric.data import Data
-from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
-from torch_geometric.data.storage import GlobalStorage
-from torch_geometric.loader import NeighborLoader
-from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
-from torch_geometric.utils import to_undirected
-
-from torch_geometric_gate.nn import GATE
-
 
 def int_at_least(minimum):  # an argparse type with a range
     def parse(text):
@@ -120,6 +108,20 @@ if len(args.num_neighbors) != args.num_layers:
         f'argument --num-neighbors: expected one value or one per layer '
         f'({args.num_layers}), got {len(args.num_neighbors)}'
     )
+
+# The heavy imports after the arguments: --help and usage errors are quick.
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from ogb.nodeproppred import Evaluator, PygNodePropPredDataset  # noqa: E402
+from torch_geometric.data import Data  # noqa: E402
+from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr  # noqa
+from torch_geometric.data.storage import GlobalStorage  # noqa: E402
+from torch_geometric.loader import NeighborLoader  # noqa: E402
+from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE  # noqa
+from torch_geometric.utils import to_undirected  # noqa: E402
+
+from torch_geometric_gate.nn import GATE  # noqa: E402
+
 if args.loader == 'neighbor' and not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
     parser.error(
         '--loader neighbor: the sampling needs pyg-lib or torch-sparse'
