@@ -28,6 +28,7 @@ from common import (
     cpu_chunk_log2,
     cpu_graphs_and_heads,
     eager_loops,
+    int_at_least,
     make_layer,
     parse_checked,
     time_rounds,
@@ -36,8 +37,6 @@ from report import (
     result_notes,
     write_results,
 )
-
-from torch_geometric_gate._cli import int_at_least
 
 COLUMNS = [
     'graph', 'num_nodes', 'num_edges', 'heads', 'threads', 'chunk_log2',

@@ -7,6 +7,7 @@ The scripts import it as :obj:`common`: Python puts a script's own folder
 first on the module search path (``python benchmark/pair.py``).
 """
 
+import argparse
 import contextlib
 import gc
 import math
@@ -40,9 +41,10 @@ SIZED_GRAPHS = {
     'arxiv-size': (169343, 1166243, 128),
     'products-size': (2449029, 123718280, 100),
 }
-DEFAULT_DATA = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared', 'data'
-)
+#: The data root of the real graphs, as the examples and gate_paper's
+#: scripts use it (they download into it): ``$GATE_DATA_ROOT``, else
+#: ``data``.
+DEFAULT_DATA = os.environ.get('GATE_DATA_ROOT') or 'data'
 
 # Graphs ######################################################################
 
@@ -161,7 +163,9 @@ def _real_graph(name: str, data_root: str) -> Tuple[Tensor, Tensor]:
     if not os.path.isdir(src):
         raise FileNotFoundError(
             f"Dataset folder '{src}' not found; pass '--data-root' (the "
-            f"folder that holds 'Planetoid/' and 'heterophilous/')"
+            f"folder that holds 'Planetoid/' and 'heterophilous/', e.g. the "
+            f"data/ that examples/heterophilous.py and gate_paper's scripts "
+            f'download into), or set GATE_DATA_ROOT'
         )
     cls = Planetoid if folder == 'Planetoid' else HeterophilousGraphDataset
     with tempfile.TemporaryDirectory(prefix='gate-bench-') as tmp:
@@ -456,6 +460,86 @@ def free(device):
         torch.cuda.empty_cache()
 
 
+# Command line ################################################################
+# Argument types with ranges: a value out of range is a one-line usage
+# error that names the flag and the expected range (exit code 2).
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    r"""An argparse type: an integer ``>= minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(
+                f'expected an integer >= {minimum}, got {text!r}'
+            )
+        return value
+
+    parse.__name__ = f'int>={minimum}'
+    return parse
+
+
+def float_in(
+    low: Optional[float] = None,
+    high: Optional[float] = None,
+    low_open: bool = False,
+) -> Callable[[str], float]:
+    r"""An argparse type: a finite number in ``[low, high]`` (``(low,
+    high]`` with ``low_open=True``; :obj:`None`: no bound)."""
+    left = '(' if low_open else '['
+    expected = (
+        f'a number in {left}{"-inf" if low is None else low}, '
+        f'{"inf" if high is None else high}]'
+    )
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        ok = math.isfinite(value)
+        if ok and low is not None:
+            ok = value > low if low_open else value >= low
+        if ok and high is not None:
+            ok = value <= high
+        if not ok:
+            raise argparse.ArgumentTypeError(
+                f'expected {expected}, got {text!r}'
+            )
+        return value
+
+    parse.__name__ = 'float'
+    return parse
+
+
+positive_float = float_in(0.0, low_open=True)
+probability = float_in(0.0, 1.0)
+
+
+def count_at_least(minimum: int) -> Callable[[str], int]:
+    r"""An argparse type: a whole number ``>= minimum``, also written as a
+    float (``1e5``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value % 1 == 0 and value >= minimum):
+            raise argparse.ArgumentTypeError(
+                f'expected a whole number >= {minimum} (e.g. 1e5), got '
+                f'{text!r}'
+            )
+        return int(value)
+
+    parse.__name__ = f'count>={minimum}'
+    return parse
+
+
 def add_layer_args(
     parser,
     graphs: Sequence[str],
@@ -467,8 +551,6 @@ def add_layer_args(
     :obj:`--heads`, :obj:`--hidden`, :obj:`--channels`, :obj:`--warmup`,
     :obj:`--reps`, :obj:`--threads`, :obj:`--data-root` and :obj:`--out`
     (checked by :func:`parse_checked`)."""
-    from torch_geometric_gate._cli import int_at_least
-
     parser.add_argument(
         '--graphs', nargs='+', type=graph_name, default=list(graphs)
     )

@@ -29,7 +29,13 @@ from typing import List
 
 import torch
 import torch.nn.functional as F
-from common import saved_bytes
+from common import (
+    count_at_least,
+    int_at_least,
+    positive_float,
+    probability,
+    saved_bytes,
+)
 from report import commit
 from torch import Tensor
 from torch_geometric.nn import GATv2Conv
@@ -132,19 +138,32 @@ def measure(num_nodes, num_edges, heads, channels, in_channels, dropout):
 
 
 def main(argv: List[str] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--edges', type=float, nargs='+', default=[1e5, 1e6])
+    parser = argparse.ArgumentParser(
+        description=(
+            "Bytes saved for backward by GATE's chunked attention and by "
+            'GATv2Conv, eager and under torch.compile, on random graphs.'
+        )
+    )
+    parser.add_argument('--edges', type=count_at_least(1), nargs='+',
+                        default=[10**5, 10**6])  # fmt: skip
     parser.add_argument(
-        '--degree', type=float, default=20.0,
+        '--degree', type=positive_float, default=20.0,
         help='average in-degree: nodes = edges / degree',
     )  # fmt: skip
-    parser.add_argument('--heads', type=int, nargs='+', default=[1, 8])
-    parser.add_argument('--channels', type=int, default=32,
+    parser.add_argument('--heads', type=int_at_least(1), nargs='+',
+                        default=[1, 8])  # fmt: skip
+    parser.add_argument('--channels', type=int_at_least(1), default=32,
                         help='heads * out_channels')  # fmt: skip
-    parser.add_argument('--in-channels', type=int, default=32)
-    parser.add_argument('--dropout', type=float, default=0.0)
-    parser.add_argument('--threads', type=int, default=1)
+    parser.add_argument('--in-channels', type=int_at_least(1), default=32)
+    parser.add_argument('--dropout', type=probability, default=0.0)
+    parser.add_argument('--threads', type=int_at_least(1), default=1)
     args = parser.parse_args(argv)
+    for heads in args.heads:
+        if args.channels % heads:
+            parser.error(
+                f'argument --channels: expected a multiple of every --heads '
+                f'value, got {args.channels} for --heads {heads}'
+            )
     torch.set_num_threads(args.threads)
 
     print(f'Command: `python {" ".join(sys.argv)}`\n')

@@ -24,6 +24,7 @@ from common import (
     GATE_KERNELS,
     LAYERS,
     SIZED_GRAPHS,
+    int_at_least,
 )
 from fresh_process import fresh_process_step
 from report import (
@@ -31,8 +32,6 @@ from report import (
     result_notes,
     write_results,
 )
-
-from torch_geometric_gate._cli import int_at_least
 
 COLUMNS = ['device', 'layer', 'kernel', 'graph', 'num_nodes', 'num_edges',
            'depth', 'hidden', 'heads', 'cap_gb', 'status', 'peak_mb',

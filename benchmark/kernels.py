@@ -32,6 +32,7 @@ from common import (
     load_graph,
     make_layer,
     parse_checked,
+    positive_float,
     saved_bytes,
     status_of,
     time_step,
@@ -42,7 +43,6 @@ from report import (
     write_results,
 )
 
-from torch_geometric_gate._cli import positive_float
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
 COLUMNS = [

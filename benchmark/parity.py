@@ -31,6 +31,9 @@ import torch
 from common import (
     DTYPES,
     cuda_syncs,
+    float_in,
+    int_at_least,
+    probability,
     random_graph,
 )
 from report import (
@@ -41,7 +44,6 @@ from report import (
 )
 
 from torch_geometric_gate import GATEConv, attention_kernel
-from torch_geometric_gate._cli import int_at_least
 
 TOLERANCE = {'float32': 1e-4, 'bfloat16': 1e-2}
 COLUMNS = ['check', 'dtype', 'tensor', 'value', 'tolerance', 'status']
@@ -61,7 +63,7 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         '--power-law',
-        type=float,
+        type=float_in(0.0),
         default=1.2,
         help='target i drawn with weight (i + 1)^-p',
     )
@@ -75,7 +77,7 @@ def parse_args(argv=None):
         help='out_channels per head',
     )
     parser.add_argument('--edge-dim', type=int_at_least(1), default=8)
-    parser.add_argument('--dropout', type=float, default=0.3)
+    parser.add_argument('--dropout', type=probability, default=0.3)
     parser.add_argument(
         '--dtypes', nargs='+', default=list(DTYPES), choices=list(DTYPES)
     )

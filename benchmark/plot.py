@@ -47,7 +47,13 @@ def read_points(path: str) -> list:
 
 
 def main(argv=None) -> list:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(
+        description=(
+            'Plots training-step time and memory against edges (log-log) '
+            'from the CSVs of benchmark/kernels.py and benchmark/pair.py, '
+            'one line per layer and kernel.'
+        )
+    )
     parser.add_argument('csv', nargs='+', help='results CSVs')
     parser.add_argument('--out', required=True, help='the PNG to write')
     args = parser.parse_args(argv)

@@ -292,7 +292,14 @@ def markdown(rows, argv):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(
+        description=(
+            "Compiles GATE's Triton kernels for a GPU target on any "
+            'machine (no GPU needed) and reports the registers per thread '
+            "and the bytes spilled that Triton's ptxas gives, for the "
+            'kernel launches a run makes.'
+        )
+    )
     parser.add_argument('--heads', type=int, nargs='+', default=[1, 8])
     parser.add_argument('--channels', type=int, nargs='+', default=[64, 8])
     parser.add_argument(

@@ -46,7 +46,14 @@ def _measure(step: Step, device: torch.device, args) -> tuple:
 def main(argv=None):
     from torch_geometric_gate.ops import _triton_launch as launch
 
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(
+        description=(
+            "Tunes the Triton kernels' edge blocks on a GPU: the training "
+            "step of GATEConv under attention_kernel('triton') for each "
+            'pair of tile sizes, next to GATv2Conv, written to '
+            'triton_tune.csv and triton_tune.md.'
+        )
+    )
     parser.add_argument('--device', default='cuda')
     parser.add_argument('--graphs', nargs='+', default=['random-1e6'])
     parser.add_argument('--heads', type=int, nargs='+', default=[1, 8])

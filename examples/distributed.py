@@ -1,7 +1,7 @@
 r"""Data-parallel training of a GATE network on several processes, started
-by :obj:`torchrun`: :class:`DistributedDataParallel` (DDP) with PyG's
-:class:`NeighborLoader`, :obj:`nccl` on GPUs (one per process), :obj:`gloo`
-on CPU. The sampling needs :obj:`pyg-lib` or :obj:`torch-sparse`.
+by torchrun: DistributedDataParallel (DDP) with PyG's NeighborLoader, nccl
+on GPUs (one per process), gloo on CPU. The sampling needs pyg-lib or
+torch-sparse.
 
 Every process generates the same graph (the package's
 :class:`SelfSufficientER`, seeded) and holds all of it, as in PyG's
@@ -24,21 +24,46 @@ summation order.
 
 import argparse
 import gc
+import math
 import os
 import tempfile
 
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data.distributed import DistributedSampler
-from torch_geometric.data import Data
-from torch_geometric.loader import NeighborLoader
-from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
 
-from torch_geometric_gate._cli import int_at_least, positive_float
-from torch_geometric_gate.datasets import SelfSufficientER
-from torch_geometric_gate.nn import GATE
+def int_at_least(minimum):  # an argparse type with a range
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(
+                f'expected an integer >= {minimum}, got {text!r}'
+            )
+        return value
+
+    return parse
+
+
+def float_in(low, high=math.inf, low_open=False):  # an argparse type
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (low < value if low_open else low <= value) or not (
+            value <= high and math.isfinite(value)
+        ):
+            raise argparse.ArgumentTypeError(
+                f'expected a number in {"(" if low_open else "["}{low}, '
+                f'{high}], got {text!r}'
+            )
+        return value
+
+    return parse
+
+
+positive_float = float_in(0.0, low_open=True)
+
 
 parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
 parser.add_argument('--num-nodes', type=int_at_least(1), default=100_000)
@@ -81,6 +106,19 @@ def parse_args(argv=None):
 
 def main():
     args = parse_args()
+    # The heavy imports after the arguments: --help is quick.
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data.distributed import DistributedSampler
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
+    from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
+
+    from torch_geometric_gate.datasets import SelfSufficientER
+    from torch_geometric_gate.nn import GATE
+
     # Set by torchrun; without it, one process and no DDP:
     rank = int(os.environ.get('RANK', 0))
     world_size = int(os.environ.get('WORLD_SIZE', 1))

@@ -1,7 +1,6 @@
 r"""GATE on OGB node property prediction (ogbn-arxiv, ogbn-products): full
-batch, or mini-batches of sampled neighbourhoods from PyG's
-:class:`NeighborLoader` (:obj:`--loader neighbor`, which needs
-:obj:`pyg-lib` or :obj:`torch-sparse` for the sampling).
+batch, or mini-batches of sampled neighbourhoods from PyG's NeighborLoader
+(--loader neighbor, which needs pyg-lib or torch-sparse for the sampling).
 
 The model is :class:`torch_geometric_gate.nn.GATE` (a stack of
 :class:`GATEConv` layers, the last one emitting the logits). The loss is
@@ -12,35 +11,59 @@ is layer-wise over full neighbourhoods
 (:meth:`~torch_geometric.nn.models.BasicGNN.inference`), exact for every
 node.
 
-The dataset is read from :obj:`--root` in OGB's own layout
-(:obj:`ROOT/ogbn_arxiv/...`); nothing is downloaded here. To fetch it once
-where the network allows::
-
-    python -c "from ogb.nodeproppred import PygNodePropPredDataset as D; \
-        D('ogbn-arxiv', root='data/OGB')"
+The dataset comes through OGB's :class:`PygNodePropPredDataset` under
+:obj:`--root` (by default the repository's :obj:`data/OGB`, or
+:obj:`$GATE_DATA_ROOT/OGB`), downloaded there on first use.
 
 Then::
 
-    python examples/ogbn.py --root data/OGB --dataset ogbn-arxiv
-    python examples/ogbn.py --root data/OGB --dataset ogbn-products \
+    python examples/ogbn.py --dataset ogbn-arxiv
+    python examples/ogbn.py --dataset ogbn-products \
         --loader neighbor --num-neighbors 10 5 5
 """
 
 import argparse
+import math
+import os
 import os.path as osp
+import shutil
 
-import torch
-import torch.nn.functional as F
-from ogb.nodeproppred import Evaluator, PygNodePropPredDataset
-from torch_geometric.data import Data
-from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
-from torch_geometric.data.storage import GlobalStorage
-from torch_geometric.loader import NeighborLoader
-from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
-from torch_geometric.utils import to_undirected
 
-from torch_geometric_gate._cli import float_in, int_at_least, positive_float
-from torch_geometric_gate.nn import GATE
+def int_at_least(minimum):  # an argparse type with a range
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(
+                f'expected an integer >= {minimum}, got {text!r}'
+            )
+        return value
+
+    return parse
+
+
+def float_in(low, high=math.inf, low_open=False):  # an argparse type
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (low < value if low_open else low <= value) or not (
+            value <= high and math.isfinite(value)
+        ):
+            raise argparse.ArgumentTypeError(
+                f'expected a number in {"(" if low_open else "["}{low}, '
+                f'{high}], got {text!r}'
+            )
+        return value
+
+    return parse
+
+
+positive_float = float_in(0.0, low_open=True)
+
 
 parser = argparse.ArgumentParser(
     description=__doc__.split('\n\n')[0],
@@ -49,7 +72,17 @@ parser = argparse.ArgumentParser(
 parser.add_argument(
     '--dataset', choices=('ogbn-arxiv', 'ogbn-products'), default='ogbn-arxiv'
 )
-parser.add_argument('--root', required=True, help="OGB's data folder")
+parser.add_argument(
+    '--root',
+    default=osp.join(
+        os.environ.get('GATE_DATA_ROOT')
+        or osp.normpath(
+            osp.join(osp.dirname(osp.realpath(__file__)), '..', 'data')
+        ),
+        'OGB',
+    ),
+    help="OGB's data folder, the dataset downloaded there if missing",
+)
 parser.add_argument('--loader', choices=('full', 'neighbor'), default='full')
 parser.add_argument('--num-layers', type=int_at_least(1), default=3)
 parser.add_argument('--hidden-channels', type=int_at_least(1), default=256)
@@ -75,26 +108,47 @@ if len(args.num_neighbors) != args.num_layers:
         f'argument --num-neighbors: expected one value or one per layer '
         f'({args.num_layers}), got {len(args.num_neighbors)}'
     )
+
+# The heavy imports after the arguments: --help and usage errors are quick.
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from ogb.nodeproppred import Evaluator, PygNodePropPredDataset  # noqa: E402
+from torch_geometric.data import Data  # noqa: E402
+from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr  # noqa
+from torch_geometric.data.storage import GlobalStorage  # noqa: E402
+from torch_geometric.loader import NeighborLoader  # noqa: E402
+from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE  # noqa
+from torch_geometric.utils import to_undirected  # noqa: E402
+
+from torch_geometric_gate.nn import GATE  # noqa: E402
+
 if args.loader == 'neighbor' and not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
     parser.error(
         '--loader neighbor: the sampling needs pyg-lib or torch-sparse'
     )
-folder = osp.join(args.root, args.dataset.replace('-', '_'))
-if not osp.isdir(folder):
-    parser.error(
-        f"no copy of {args.dataset} under --root '{args.root}': expected "
-        f"OGB's layout, '{folder}'; nothing is downloaded here (fetch it "
-        f'once where the network allows: PygNodePropPredDataset('
-        f"'{args.dataset}', root='{args.root}'))"
-    )
-
 device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
 # ogb loads its processed file with `torch.load`, whose `weights_only=True`
 # default (PyTorch >= 2.6) refuses PyG's classes: allow the ones it holds.
-with torch.serialization.safe_globals(
-    [DataEdgeAttr, DataTensorAttr, GlobalStorage]
-):
-    dataset = PygNodePropPredDataset(args.dataset, root=args.root)
+folder = osp.join(args.root, args.dataset.replace('-', '_'))
+created = osp.abspath(folder)  # the outermost folder a download makes
+while not osp.isdir(osp.dirname(created)):
+    created = osp.dirname(created)
+created = None if osp.exists(created) else created
+try:
+    with torch.serialization.safe_globals(
+        [DataEdgeAttr, DataTensorAttr, GlobalStorage]
+    ):
+        dataset = PygNodePropPredDataset(args.dataset, root=args.root)
+except OSError as e:  # no network: leave nothing half-written
+    if created is not None:
+        shutil.rmtree(created, ignore_errors=True)
+    parser.error(
+        f'argument --root: could not download {args.dataset} '
+        f'({type(e).__name__}: '
+        f"{e}); expected OGB's layout under --root '{args.root}': "
+        f"'{folder}/raw/' and '{folder}/split/'. Without network, copy them "
+        'there, or point --root at a folder that holds them'
+    )
 split = dataset.get_idx_split()
 data = dataset[0]
 data = Data(

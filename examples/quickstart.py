@@ -18,6 +18,7 @@ some machines; one thread also keeps a busy CPU from being oversubscribed.
 """
 
 import argparse
+import math
 import tempfile
 import time
 
@@ -27,9 +28,45 @@ from torch_geometric.nn import GATv2Conv
 from tqdm import tqdm
 
 from torch_geometric_gate import GATEConv
-from torch_geometric_gate._cli import int_at_least, positive_float, probability
 from torch_geometric_gate.datasets import SelfSufficientER
 from torch_geometric_gate.utils import self_loop_attention
+
+
+def int_at_least(minimum):  # an argparse type with a range
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(
+                f'expected an integer >= {minimum}, got {text!r}'
+            )
+        return value
+
+    return parse
+
+
+def float_in(low, high=math.inf, low_open=False):  # an argparse type
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (low < value if low_open else low <= value) or not (
+            value <= high and math.isfinite(value)
+        ):
+            raise argparse.ArgumentTypeError(
+                f'expected a number in {"(" if low_open else "["}{low}, '
+                f'{high}], got {text!r}'
+            )
+        return value
+
+    return parse
+
+
+positive_float = float_in(0.0, low_open=True)
+probability = float_in(0.0, 1.0)
 
 
 class Net(torch.nn.Module):

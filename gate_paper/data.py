@@ -1,17 +1,23 @@
-r"""The data of the paper's scripts, offline only: the real graphs from a
-data root laid out as ``../shared/data`` (PyG's own dataset classes on a
-temporary copy, so nothing is downloaded and the root is never written),
-the authors' synthetic graphs from their ``.npz`` files, and the checked
+r"""The data of the paper's scripts: the real graphs through PyG's own
+dataset classes under a data root (``data/`` by default, as in PyG's
+examples; ``GATE_DATA_ROOT`` overrides), downloaded on first use; the
+authors' synthetic graphs from their ``.npz`` files; and the checked
 train/validation/test splits.
 
-A dataset missing from the root is an error naming what is missing and the
-layout expected, raised before any folder is created.
+A download that fails (no network) is a :class:`FileNotFoundError` naming
+the dataset, the files expected under the root and how to point the root
+at a local copy; it leaves nothing behind: files are downloaded into a
+temporary folder and moved into place only once all of them are complete.
 """
 
+import contextlib
+import io
 import os
 import shutil
+import sys
+import tempfile
 import zipfile
-from typing import Dict, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -28,18 +34,10 @@ HETEROPHILOUS = (
 SMALL = ('Cora', 'CiteSeer', 'Texas', 'Wisconsin', 'Actor')
 DATASETS = HETEROPHILOUS + SMALL
 ROC_AUC_DATASETS = ('Minesweeper', 'Tolokers', 'Questions')
-# The offline copies (``GATE_SHARED_DATA`` overrides, e.g. from a git
-# worktree that is not next to ``shared/``).
-SHARED_DATA = os.environ.get(
-    'GATE_SHARED_DATA',
-    os.path.join(
-        os.path.dirname(os.path.abspath(__file__)),
-        '..',
-        '..',
-        'shared',
-        'data',
-    ),
-)
+#: The environment variable that overrides the default data root.
+DATA_ROOT_ENV = 'GATE_DATA_ROOT'
+# PyG's progress lines, left out:
+QUIET = ('Downloading ', 'Processing...', 'Done!')
 # The folder of each dataset's PyG root under a data root.
 SUBDIR = {
     'Cora': 'Planetoid',
@@ -49,6 +47,12 @@ SUBDIR = {
     'Actor': 'Actor',
     **{name: 'heterophilous' for name in HETEROPHILOUS},
 }
+
+
+def default_root() -> str:
+    r"""The data root: ``$GATE_DATA_ROOT``, else ``data`` (relative to the
+    working directory, as in PyG's examples)."""
+    return os.environ.get(DATA_ROOT_ENV) or 'data'
 
 
 def raw_files(name: str) -> Sequence[str]:
@@ -75,48 +79,13 @@ def raw_files(name: str) -> Sequence[str]:
     return [os.path.join(raw, n) for n in names]
 
 
-def check_offline(names: Sequence[str], root: str):
-    r"""A :class:`FileNotFoundError` unless ``root`` holds the raw files of
-    every dataset of ``names``; creates nothing."""
-    for name in names:
-        files = raw_files(name)
-        missing = [
-            f for f in files if not os.path.isfile(os.path.join(root, f))
-        ]
-        if missing:
-            raise FileNotFoundError(
-                f'no offline copy of {name} under {root!r} (missing '
-                f'{os.path.join(root, missing[0])}); expected the layout of '
-                f'../shared/data: {", ".join(files[:3])}'
-                + (', ...' if len(files) > 3 else '')
-                + ' under the data root (nothing is downloaded)'
-            )
-
-
-def copy_offline(names: Sequence[str], root: str, dest: str):
-    r"""Copies the raw files of ``names`` from ``root`` (checked first) into
-    ``dest``, a writable root for PyG's processed files."""
-    check_offline(names, root)
-    for name in names:
-        for f in raw_files(name):
-            os.makedirs(os.path.dirname(os.path.join(dest, f)), exist_ok=True)
-            shutil.copyfile(os.path.join(root, f), os.path.join(dest, f))
-
-
-def load_dataset(
-    name: str, root: str, raw_edges: bool = False, normalize: bool = True
-) -> Tuple[Data, int]:
-    r"""Returns ``(data, num_classes)`` of dataset ``name`` with PyG's own
-    class from ``root``, a writable data root laid out as
-    ``../shared/data`` (see :func:`copy_offline`), checked before PyG
-    touches it. ``data.train_mask`` etc. are ``[num_nodes, num_splits]``.
-    With ``raw_edges=True`` a heterophilous graph keeps the edges of its raw
-    file (each edge once, one direction, as the authors' scripts used them)
-    instead of PyG's undirected graph. Planetoid features are row-normalised
-    (``NormalizeFeatures``) unless ``normalize=False``: the input Dirichlet
-    energies of the paper's Appendix D are those of the normalised
-    features.
-    """
+def pyg_dataset(name: str, root: str, transform=None):
+    r"""PyG's dataset ``name`` under the data root ``root`` (its class's
+    root is ``root/Planetoid``, ``root/WebKB``, ...; nothing is checked or
+    cleaned up here, see :func:`fetch`), without
+    the "Downloading ...", "Processing..." and "Done!" lines PyG prints to
+    stderr (these classes take no ``log`` argument); anything else it
+    prints is passed on."""
     from torch_geometric.datasets import (
         Actor,
         HeterophilousGraphDataset,
@@ -124,20 +93,107 @@ def load_dataset(
         WebKB,
     )
 
-    check_offline([name], root)
-    path = os.path.join(root, SUBDIR[name])
-    if name in HETEROPHILOUS:
-        dataset = HeterophilousGraphDataset(path, name)
-    elif name in ('Cora', 'CiteSeer'):
-        from torch_geometric.transforms import NormalizeFeatures
+    path, err = os.path.join(root, SUBDIR[name]), io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            if name in HETEROPHILOUS:
+                return HeterophilousGraphDataset(path, name)
+            if name in ('Cora', 'CiteSeer'):
+                return Planetoid(path, name, transform=transform)
+            if name == 'Actor':
+                return Actor(path)
+            return WebKB(path, name)
+    finally:
+        for line in err.getvalue().splitlines(keepends=True):
+            if not line.startswith(QUIET):
+                sys.stderr.write(line)
 
-        dataset = Planetoid(
-            path, name, transform=NormalizeFeatures() if normalize else None
-        )
-    elif name == 'Actor':
-        dataset = Actor(path)
-    else:
-        dataset = WebKB(path, name)
+
+def _first_missing(path: str) -> Optional[str]:
+    r"""The outermost folder of ``path`` (itself included) that does not
+    exist yet, or :obj:`None`."""
+    path, missing = os.path.abspath(path), None
+    while not os.path.isdir(path):
+        missing, parent = path, os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
+
+
+@contextlib.contextmanager
+def staging(root: str):
+    r"""A temporary folder under ``root`` (created if needed) to download
+    into, removed on leaving; on an error (or Ctrl-C) so is every folder
+    that creating ``root`` made."""
+    created = _first_missing(root)
+    try:
+        os.makedirs(root, exist_ok=True)
+        folder = tempfile.mkdtemp(prefix='.download-', dir=root)
+        try:
+            yield folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    except BaseException:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
+
+
+def fetch(names: Sequence[str], root: str):
+    r"""Makes sure ``root`` holds the raw files of every dataset of
+    ``names``: those it lacks are downloaded by PyG's own class into a
+    temporary folder under ``root`` (:func:`staging`) and moved into place
+    once all are complete. A failed download is a
+    :class:`FileNotFoundError` naming the dataset, the files expected and
+    how to point the root at a copy; nothing it created is left behind."""
+    for name in names:
+        files = raw_files(name)
+        missing = [
+            f for f in files if not os.path.isfile(os.path.join(root, f))
+        ]
+        if not missing:
+            continue
+        try:
+            with staging(root) as folder:
+                pyg_dataset(name, folder)
+                for f in missing:
+                    path = os.path.join(root, f)
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    os.replace(os.path.join(folder, f), path)
+        except OSError as e:  # URLError, aiohttp's errors, HTTP 404, ...
+            shown = ', '.join(files[:3])
+            if len(files) > 3:
+                shown += f' and {len(files) - 3} more'
+            raise FileNotFoundError(
+                f'could not download {name} ({type(e).__name__}: {e}); '
+                f'expected its raw files under the data root {root!r}: '
+                f'{shown}. Without network, copy them there from '
+                f"a local copy (the layout of PyG's dataset classes), or "
+                f'point the data root (--data-root, or the environment '
+                f'variable {DATA_ROOT_ENV}) at a folder that holds them'
+            ) from e
+
+
+def load_dataset(
+    name: str, root: str, raw_edges: bool = False, normalize: bool = True
+) -> Tuple[Data, int]:
+    r"""Returns ``(data, num_classes)`` of dataset ``name`` with PyG's own
+    class under the data root ``root`` (``Planetoid/``, ``WebKB/``,
+    ``Actor/``, ``heterophilous/``), downloaded first if missing
+    (:func:`fetch`). ``data.train_mask`` etc. are
+    ``[num_nodes, num_splits]``. With ``raw_edges=True`` a heterophilous
+    graph keeps the edges of its raw file (each edge once, one direction, as
+    the authors' scripts used them) instead of PyG's undirected graph.
+    Planetoid features are row-normalised (``NormalizeFeatures``) unless
+    ``normalize=False``: the input Dirichlet energies of the paper's
+    Appendix D are those of the normalised features.
+    """
+    from torch_geometric.transforms import NormalizeFeatures
+
+    fetch([name], root)
+    transform = NormalizeFeatures() if normalize else None
+    dataset = pyg_dataset(name, root, transform)
     data = dataset[0]
     if data.train_mask.dim() == 1:  # Planetoid: one public split
         for key in ('train_mask', 'val_mask', 'test_mask'):

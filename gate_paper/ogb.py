@@ -26,12 +26,13 @@ homogeneous examples use it. ``--mode full`` trains full batch; ``--mode
 mini`` on :class:`~torch_geometric.loader.NeighborLoader` batches of
 training nodes, evaluating layer-wise on full neighbourhoods.
 
-The data is read offline from ``--root`` in OGB's on-disk layout
-(``<root>/ogbn_arxiv/raw``, ... as :class:`PygNodePropPredDataset` writes
-it); nothing is downloaded. One run file per seed in ``--out-dir``.
+The data is OGB's (``PygNodePropPredDataset``) under ``--root``
+(``data/OGB``; ``$GATE_DATA_ROOT/OGB`` if that is set), downloaded there on
+first use. One run file per seed in ``--out-dir``.
 
-    python -m gate_paper.ogb --dataset ogbn-arxiv --root data/OGB \
-        --seeds 0 1 2 3 4 --device cuda
+    python -m gate_paper.ogb --quick   # ogbn-arxiv, 3 layers, 20 epochs
+    python -m gate_paper.ogb --dataset ogbn-arxiv --seeds 0 1 2 3 4 \
+        --device cuda
 """
 
 import argparse
@@ -43,6 +44,8 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from gate_paper import data as gp_data
+from gate_paper.cli import int_at_least, outputs, positive_float
 from gate_paper.paper_numbers import OGB_HIDDEN, TABLE4_OGB
 from gate_paper.provenance import gate_kernel, of_run
 from gate_paper.runner import (
@@ -55,7 +58,6 @@ from gate_paper.stats import mean_ci95
 from gate_paper.store import load
 from gate_paper.tables import runs_frame, write_tables
 from gate_paper.training import Selector, run_epochs
-from torch_geometric_gate._cli import int_at_least, positive_float
 
 DATASETS = tuple(TABLE4_OGB)
 
@@ -64,40 +66,62 @@ def folder_of(root: str, name: str) -> str:
     return os.path.join(root, name.replace('-', '_'))
 
 
-def check_offline(name: str, root: str):
-    r"""A :class:`FileNotFoundError` unless ``root`` holds dataset
-    ``name`` in OGB's on-disk layout (raw files and split, or the processed
-    file); creates nothing."""
+def present(name: str, root: str) -> bool:
+    r"""Whether ``root`` holds dataset ``name`` in OGB's on-disk layout
+    (raw files and split, or the processed file)."""
     base = folder_of(root, name)
     processed = os.path.join(base, 'processed', 'geometric_data_processed.pt')
     raw, split = os.path.join(base, 'raw'), os.path.join(base, 'split')
-    if os.path.isfile(processed) and os.path.isdir(split):
-        return
-    if os.path.isdir(raw) and os.path.isdir(split):
-        return
-    raise FileNotFoundError(
-        f'no offline copy of {name} under {root!r} (missing {raw} or '
-        f'{split}); expected the layout OGB writes: {base}/raw/, '
-        f'{base}/split/ (nothing is downloaded)'
+    return os.path.isdir(split) and (
+        os.path.isfile(processed) or os.path.isdir(raw)
     )
+
+
+def ogb_dataset(name: str, root: str):
+    r"""OGB's :class:`PygNodePropPredDataset` ``name`` under ``root``."""
+    from ogb.nodeproppred import PygNodePropPredDataset
+    from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
+    from torch_geometric.data.storage import GlobalStorage
+
+    # OGB loads its processed file with torch.load, whose weights_only
+    # default (torch >= 2.6) refuses PyG's classes: allow them.
+    safe = [DataEdgeAttr, DataTensorAttr, GlobalStorage]
+    with torch.serialization.safe_globals(safe):
+        return PygNodePropPredDataset(name, root=root)
+
+
+def fetch(name: str, root: str):
+    r"""Makes sure ``root`` holds dataset ``name``: if it lacks it, OGB's
+    class downloads it into a temporary folder under ``root``, moved into
+    place once complete. A failed download is a :class:`FileNotFoundError`
+    naming the dataset, the layout expected and how to point ``--root`` at
+    a copy; nothing it created is left behind."""
+    if present(name, root):
+        return
+    try:
+        with gp_data.staging(root) as folder:
+            ogb_dataset(name, folder)
+            os.replace(folder_of(folder, name), folder_of(root, name))
+    except OSError as e:  # URLError, ...
+        base = folder_of(root, name)
+        raise FileNotFoundError(
+            f'could not download {name} ({type(e).__name__}: {e}); '
+            f'expected the layout OGB writes under --root {root!r}: '
+            f'{base}/raw/ and {base}/split/. Without network, copy them '
+            'there from a local copy, or point --root at a folder that '
+            'holds them'
+        ) from e
 
 
 def load_ogb(name: str, root: str):
     r"""``(data, split, num_classes)``: the graph made undirected (ogbn-mag:
     its paper-citation view), ``data.y`` of shape ``[N]``, and OGB's split
     as index tensors."""
-    from ogb.nodeproppred import PygNodePropPredDataset
     from torch_geometric.data import Data
-    from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
-    from torch_geometric.data.storage import GlobalStorage
     from torch_geometric.utils import to_undirected
 
-    check_offline(name, root)
-    # OGB loads its processed file with torch.load, whose weights_only
-    # default (torch >= 2.6) refuses PyG's classes: allow them.
-    safe = [DataEdgeAttr, DataTensorAttr, GlobalStorage]
-    with torch.serialization.safe_globals(safe):
-        dataset = PygNodePropPredDataset(name, root=root)
+    fetch(name, root)
+    dataset = ogb_dataset(name, root)
     split, data = dataset.get_idx_split(), dataset[0]
     if name == 'ogbn-mag':
         data = Data(
@@ -203,12 +227,18 @@ def run_one(settings: dict, c: dict) -> dict:
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument(
+        '--quick',
+        action='store_true',
+        help='3 layers of width 64, 20 epochs, seed 0 (unless given): '
+        'checks the pipeline (and downloads the dataset) in minutes',
+    )
     parser.add_argument('--dataset', choices=DATASETS, default='ogbn-arxiv')
     parser.add_argument(
         '--root',
-        default=os.path.join('data', 'OGB'),
-        help="the data root in OGB's layout (only read, but OGB writes its "
-        'processed file into it on first use)',
+        default=os.path.join(gp_data.default_root(), 'OGB'),
+        help="OGB's data root, the dataset downloaded there if missing "
+        f'(default: data/OGB, or ${gp_data.DATA_ROOT_ENV}/OGB if set)',
     )
     parser.add_argument('--model', choices=('GATE', 'GATv2'), default='GATE')
     parser.add_argument(
@@ -221,7 +251,7 @@ def parse_args(argv=None):
     )
     parser.add_argument('--lr', type=positive_float, help='default: Table 6')
     parser.add_argument('--heads', type=int_at_least(1), default=1)
-    parser.add_argument('--epochs', type=int_at_least(1), default=2000)
+    parser.add_argument('--epochs', type=int_at_least(1), help='default: 2000')
     parser.add_argument(
         '--seeds', nargs='+', type=int_at_least(0), default=[0]
     )
@@ -242,6 +272,11 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     check_unique(parser, args, 'seeds')
     paper = TABLE4_OGB[args.dataset]
+    if args.quick:
+        args.num_layers = args.num_layers or 3
+        args.hidden = args.hidden or 64
+        args.epochs = args.epochs or 20
+    args.epochs = args.epochs or 2000
     args.num_layers = args.num_layers or paper['num_layers']
     args.hidden = args.hidden or OGB_HIDDEN[args.dataset]
     args.lr = args.lr or paper['lr']
@@ -258,7 +293,7 @@ def parse_args(argv=None):
         )
     if not args.tables_only:  # before any folder is created
         try:
-            check_offline(args.dataset, args.root)
+            fetch(args.dataset, args.root)
         except FileNotFoundError as e:
             parser.error(f'argument --root: {e}')
     check_folders(parser, args)
@@ -338,6 +373,7 @@ def main(argv=None):
             [('table', None, table(records))],
         )
     )
+    print(outputs(args, 'ogb'))
 
 
 if __name__ == '__main__':

@@ -2,7 +2,8 @@ r"""GATE against GATv2 and the paper's baselines on real graphs (Sec. 5.2,
 Table 3, the extended heterophilous Table 4 and Appendix C), on the 10
 standard splits with model selection on validation.
 
-Datasets (``--datasets``, offline from ``--data-root``): the heterophilous
+Datasets (``--datasets``, PyG's classes under ``--data-root``, downloaded
+on first use): the heterophilous
 sets of Platonov et al. (PyG's ``HeterophilousGraphDataset``) and the small
 sets of Appendix C (``Planetoid`` Cora and CiteSeer, public split, its "10
 splits" being 10 model seeds; ``WebKB`` Texas and Wisconsin and ``Actor``,
@@ -35,13 +36,12 @@ splits, next to the paper's numbers) in ``--tables-dir``.
 import argparse
 import functools
 import os
-import shutil
-import tempfile
 import time
 
 import torch
 
 from gate_paper import data as gp_data
+from gate_paper.cli import float_in, int_at_least, outputs, positive_float
 from gate_paper.metrics import metrics
 from gate_paper.models import MODELS, STRONG_ONLY, build_model
 from gate_paper.paper_numbers import LEARNING_RATES
@@ -56,7 +56,6 @@ from gate_paper.runner import (
 from gate_paper.store import load, run_id
 from gate_paper.tables import write_tables
 from gate_paper.training import Selector, mask_index, train
-from torch_geometric_gate._cli import float_in, int_at_least, positive_float
 
 DATASETS = gp_data.DATASETS
 RECIPES = ('paper', 'strong')
@@ -447,10 +446,10 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         '--data-root',
-        default=gp_data.SHARED_DATA,
-        help='a folder laid out as ../shared/data (Planetoid/, WebKB/, '
-        'Actor/, heterophilous/); only read, nothing is downloaded '
-        '(default: ../shared/data)',
+        default=gp_data.default_root(),
+        help="the data root of PyG's datasets (Planetoid/, WebKB/, Actor/, "
+        'heterophilous/), downloaded there if missing (default: '
+        f'${gp_data.DATA_ROOT_ENV} or data)',
     )
     parser.add_argument(
         '--out-dir',
@@ -519,7 +518,7 @@ def parse_args(argv=None):
         )
     if not args.tables_only:  # before any folder is created
         try:
-            gp_data.check_offline(args.datasets, args.data_root)
+            gp_data.fetch(args.datasets, args.data_root)
         except FileNotFoundError as e:
             parser.error(f'argument --data-root: {e}')
     check_folders(parser, args)
@@ -534,37 +533,33 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     runs = configs(args)
     if not args.tables_only:
-        root = tempfile.mkdtemp(prefix='gate_real_')
-        try:
-            gp_data.copy_offline(args.datasets, args.data_root, root)
-            for dataset in args.datasets:  # process each once, check splits
-                data, _ = gp_data.load_dataset(
-                    dataset, root, args.raw_edges, not args.raw_features
-                )
-                for split in args.splits:
-                    gp_data.split_masks(
-                        data, split, main_metric(dataset) == 'roc_auc'
-                    )
-            settings = {
-                'root': root,
-                'device': args.device,
-                'plot_dir': None
-                if args.no_plots
-                else os.path.join(args.out_dir, 'plots'),
-                'plot_splits': set(args.plot_splits),
-                'compile_after': args.compile_after,
-            }
-            run_all(
-                runs,
-                functools.partial(run_one, settings),
-                args.out_dir,
-                args,
-                fields=RESULTS,
+        for dataset in args.datasets:  # process each once, check splits
+            data, _ = gp_data.load_dataset(
+                dataset, args.data_root, args.raw_edges, not args.raw_features
             )
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
+            for split in args.splits:
+                gp_data.split_masks(
+                    data, split, main_metric(dataset) == 'roc_auc'
+                )
+        settings = {
+            'root': args.data_root,
+            'device': args.device,
+            'plot_dir': None
+            if args.no_plots
+            else os.path.join(args.out_dir, 'plots'),
+            'plot_splits': set(args.plot_splits),
+            'compile_after': args.compile_after,
+        }
+        run_all(
+            runs,
+            functools.partial(run_one, settings),
+            args.out_dir,
+            args,
+            fields=RESULTS,
+        )
     records = load(args.out_dir, runs, RESULTS)
     print(write(records, args.tables_dir))
+    print(outputs(args, 'real_graphs'))
 
 
 def write(records, folder) -> str:

@@ -49,6 +49,7 @@ import functools
 import io
 import json
 import os
+import shutil
 import signal
 import statistics
 import sys
@@ -370,7 +371,15 @@ def _prepare(args, order, work):
         source = os.path.join(work, 'data')
         write_tiny_data(source)
     root = os.path.join(work, 'processed')
-    gp_data.copy_offline(datasets, source, root)
+    for dataset in datasets:  # a copy the workers process, not the source
+        for name in gp_data.raw_files(dataset):
+            if os.path.isfile(os.path.join(source, name)):
+                os.makedirs(
+                    os.path.dirname(os.path.join(root, name)), exist_ok=True
+                )
+                shutil.copy(
+                    os.path.join(source, name), os.path.join(root, name)
+                )
     for dataset in datasets:  # process each once, before the workers
         data, _ = gp_data.load_dataset(dataset, root, False, False)
         gp_data.split_masks(data, 0, main_metric(dataset) == 'roc_auc')
@@ -643,7 +652,7 @@ def _seconds(text):
 
 
 def parse_args(argv=None):
-    from torch_geometric_gate._cli import int_at_least
+    from gate_paper.cli import int_at_least
 
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)

@@ -35,6 +35,7 @@ from multiprocessing import get_context
 from typing import Callable, List, Optional
 
 from gate_paper import provenance, store
+from gate_paper.cli import int_at_least
 
 # Set in each worker process by its initializer: the threads of a run.
 _THREADS = None
@@ -50,36 +51,17 @@ class Diverged(RuntimeError):
         self.epoch = epoch
 
 
-def _at_least_one(text: str) -> int:
-    # As torch_geometric_gate._cli.int_at_least(1), which would import the
-    # package, torch and PyG (seconds): the runner imports neither, so that
-    # a study that needs neither (the runner tests' toy study) starts at
-    # once.
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or value < 1:
-        raise argparse.ArgumentTypeError(
-            f'expected an integer >= 1, got {text!r}'
-        )
-    return value
-
-
-_at_least_one.__name__ = 'int>=1'
-
-
 def add_runner_args(parser: argparse.ArgumentParser):
     r"""``--jobs``, ``--threads``,
     ``--resume`` and ``--tables-only``."""
     parser.add_argument(
         '--jobs',
-        type=_at_least_one,
+        type=int_at_least(1),
         default=1,
         help='runs in parallel worker processes (at most one per run), '
         'each with --threads threads (default 1)',
     )
-    parser.add_argument('--threads', type=_at_least_one, default=None)
+    parser.add_argument('--threads', type=int_at_least(1), default=None)
     parser.add_argument(
         '--resume',
         action='store_true',

@@ -9,7 +9,8 @@ or dropout, up to 10000 epochs, stopping once the training loss is below
   classes and the one-hot label as the feature (``SelfSufficientER``,
   random 2:1:1 split);
 - ``cora-orig``, ``cora-rand``: Cora's graph and public split with its own
-  labels or 7 random ones, one-hot label features (from ``--data-root``).
+  labels or 7 random ones, one-hot label features (PyG's ``Planetoid``
+  under ``--data-root``, downloaded on first use).
 
 One run file per run in ``--out-dir``; ``table1.md`` and the tables' CSVs
 (test accuracy at the epoch of minimum training loss @ that epoch, the
@@ -23,10 +24,10 @@ import argparse
 import os
 
 import pandas as pd
-from torch_geometric.datasets import Planetoid
 from torch_geometric.transforms import Compose
 
 from gate_paper import data as gp_data
+from gate_paper.cli import int_at_least, outputs
 from gate_paper.runner import check_folders, check_unique
 from gate_paper.synthetic import (
     RESULTS,
@@ -41,7 +42,6 @@ from gate_paper.synthetic import (
     train_synthetic,
 )
 from gate_paper.tables import runs_frame, write_tables
-from torch_geometric_gate._cli import int_at_least
 from torch_geometric_gate.datasets import SelfSufficientER
 from torch_geometric_gate.transforms import OneHotLabelFeatures, RandomLabels
 
@@ -69,9 +69,9 @@ PAPER = {
 NOT_STOPPED = '+'
 
 
-def load_graph(name, seed, tmp_root):
-    r"""The graph of ``name`` (``tmp_root`` holds the processed graphs and a
-    copy of Cora's raw files)."""
+def load_graph(name, seed, tmp_root, data_root):
+    r"""The graph of ``name`` (``tmp_root`` holds the processed ER graphs,
+    ``data_root`` PyG's Cora, fetched before)."""
     if name in ('er2', 'er8'):
         dataset = SelfSufficientER(
             os.path.join(tmp_root, f'{name}_{seed}'),
@@ -84,14 +84,16 @@ def load_graph(name, seed, tmp_root):
     transform = OneHotLabelFeatures(7)
     if name == 'cora-rand':
         transform = Compose([RandomLabels(7, seed=seed), transform])
-    root = os.path.join(tmp_root, 'Planetoid')
-    return Planetoid(root, 'Cora', transform=transform)[0], 7
+    return gp_data.pyg_dataset('Cora', data_root, transform)[0], 7
 
 
 def run_one(settings, config):
     r"""One run of the table (in a worker process with ``--jobs``)."""
     data, num_classes = load_graph(
-        config['dataset'], config['seed'], settings['tmp_root']
+        config['dataset'],
+        config['seed'],
+        settings['tmp_root'],
+        settings['data_root'],
     )
     return train_synthetic(
         config,
@@ -131,9 +133,10 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         '--data-root',
-        default=gp_data.SHARED_DATA,
-        help='a data root laid out as ../shared/data, holding '
-        'Planetoid/Cora/raw (default: ../shared/data; only read)',
+        default=gp_data.default_root(),
+        help="the data root of PyG's datasets: Cora in Planetoid/Cora, "
+        f'downloaded there if missing (default: ${gp_data.DATA_ROOT_ENV} '
+        'or data)',
     )
     add_training_args(parser, 'table1')
     args = parser.parse_args(argv)
@@ -147,7 +150,7 @@ def parse_args(argv=None):
     needs_cora = any(d.startswith('cora') for d in args.datasets)
     if needs_cora and not args.tables_only:
         try:
-            gp_data.check_offline(['Cora'], args.data_root)
+            gp_data.fetch(['Cora'], args.data_root)
         except FileNotFoundError as e:
             parser.error(f'argument --data-root: {e}')
     check_folders(parser, args)
@@ -174,13 +177,13 @@ def main(argv=None):
     args = parse_args(argv)
     runs = configs(args)
 
-    def prepare(root):  # Cora's raw files copied, each graph processed
-        if any(d.startswith('cora') for d in args.datasets):
-            gp_data.copy_offline(['Cora'], args.data_root, root)
+    def prepare(root):  # each graph processed once
         for dataset in args.datasets:
-            load_graph(dataset, args.seed, root)
+            load_graph(dataset, args.seed, root, args.data_root)
 
-    print(write(run_study(args, runs, run_one, prepare), args))
+    records = run_study(args, runs, run_one, prepare, data_root=args.data_root)
+    print(write(records, args))
+    print(outputs(args, 'table1'))
 
 
 def write(records, args) -> str:

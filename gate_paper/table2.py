@@ -16,7 +16,13 @@ confidence interval of the mean over the seeds, t-distribution) in
 ``--tables-dir``.
 
     python -m gate_paper.table2 --quick   # 24 runs of 200 epochs
-    python -m gate_paper.table2 --paper-data ../shared/data/gate-synthetic
+    python -m gate_paper.table2 --paper-data data/gate-synthetic
+
+The authors' graphs are not distributed with this repository: they are the
+synthetic data of the authors' repository
+https://github.com/RelationalML/GATE, which states no licence; place them
+as ``.npz`` files (arrays ``x``, ``edge_index``, ``y``, ``train_mask``,
+``val_mask``, ``test_mask``) in the folder that ``--paper-data`` names.
 """
 
 import argparse
@@ -24,6 +30,7 @@ import os
 
 import pandas as pd
 
+from gate_paper.cli import int_at_least, outputs
 from gate_paper.data import npz_graph
 from gate_paper.runner import check_folders, check_unique
 from gate_paper.stats import mean_ci95
@@ -41,9 +48,16 @@ from gate_paper.synthetic import (
     train_synthetic,
 )
 from gate_paper.tables import runs_frame, write_tables
-from torch_geometric_gate._cli import int_at_least
 from torch_geometric_gate.datasets import NeighborDependentER
 
+SOURCE = (
+    "the authors' graphs are not shipped with this repository (their "
+    'repository, https://github.com/RelationalML/GATE, states no licence): '
+    'convert its synthetic graphs to .npz files with the arrays x, '
+    'edge_index, y, train_mask, val_mask and test_mask and place them in '
+    'the --paper-data folder as neighbor_dependent_k1.npz, ..._k2.npz and '
+    '..._k3.npz, or leave out --paper-data to run on NeighborDependentER'
+)
 # The paper's Table 2 (mean test accuracy +- 95% CI over 5 runs):
 PAPER = {
     (1, 1): ('93.6 ± 1.3', '92.3 ± 1.3', '96.4 ± 0.7', '93.5 ± 1.3'),
@@ -123,7 +137,9 @@ def parse_args(argv=None):
     parser.add_argument(
         '--paper-data',
         default=None,
-        help="a folder with the authors' neighbor_dependent_k{1,2,3}.npz",
+        help="a folder with the authors' graphs as "
+        'neighbor_dependent_k1.npz, ..._k2.npz, ..._k3.npz (default: our '
+        'NeighborDependentER graphs)',
     )
     add_training_args(parser, 'table2')
     args = parser.parse_args(argv)
@@ -142,6 +158,8 @@ def parse_args(argv=None):
             name = f'neighbor_dependent_k{k}.npz'
             try:
                 npz_graph(os.path.join(args.paper_data, name))
+            except FileNotFoundError as e:
+                parser.error(f'argument --paper-data: {e}; {SOURCE}')
             except (OSError, ValueError) as e:
                 parser.error(f'argument --paper-data: {e}')
     check_folders(parser, args)
@@ -174,6 +192,7 @@ def main(argv=None):
         graph_seed=args.graph_seed,
     )
     print(write(records, args))
+    print(outputs(args, 'table2'))
 
 
 def write(records, args) -> str:

@@ -1,19 +1,31 @@
-r"""``examples/heterophilous.py``: GATE against GATv2 on Minesweeper from a
-copy of the offline data in ``../shared/data/heterophilous``."""
+r"""``examples/heterophilous.py``: GATE against GATv2 on Minesweeper,
+downloaded through PyG's ``HeterophilousGraphDataset`` (from a local server
+serving a copy of the offline data), its offline error, and ``--plot``."""
 
 import importlib.util
 import os
 import os.path as osp
 import re
-import shutil
+import subprocess
+import sys
+import time
 
 import pytest
+from data_testing import (
+    copy_shared,
+    dead_url,
+    local_url,
+    needs_shared,
+    serve,
+    shared,
+)
 from script_testing import run_in_one_interpreter, script
+from torch_geometric.datasets import HeterophilousGraphDataset
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 SCRIPT = osp.join(ROOT, 'examples', 'heterophilous.py')
-SHARED = osp.join(ROOT, '..', 'shared', 'data', 'heterophilous')
 SMALL = ['--epochs', '3', '--num-layers', '2', '--hidden-channels', '8']
+MINESWEEPER = ('heterophilous', 'minesweeper', 'raw', 'minesweeper.npz')
 
 
 def _run(*argv):
@@ -24,6 +36,13 @@ def _run(*argv):
     return result
 
 
+def _load_module():
+    spec = importlib.util.spec_from_file_location('heterophilous', SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # main() is not run
+    return module
+
+
 def _files(root):
     return sorted(
         osp.relpath(osp.join(d, f), root)
@@ -32,21 +51,75 @@ def _files(root):
     )
 
 
+@needs_shared(*MINESWEEPER)
+def test_minesweeper_downloads_from_a_local_server(
+    tmp_path, monkeypatch, capsys
+):
+    url = HeterophilousGraphDataset.url
+    files = {f'{url}/minesweeper.npz': shared(*MINESWEEPER)}
+    files = {local_url('', u): f for u, f in files.items()}
+    with serve(files, tmp_path / 'server') as base:
+        monkeypatch.setattr(
+            HeterophilousGraphDataset, 'url', local_url(base, url)
+        )
+        data_root = tmp_path / 'data'  # missing: made by the download
+        data = _load_module().load(str(data_root), 'Minesweeper', 3)
+    out = capsys.readouterr()
+    raw = osp.join(str(data_root), 'heterophilous', 'minesweeper', 'raw')
+    assert out.out == f'Downloading Minesweeper into {raw}\n'
+    assert out.err == ''  # no "Processing..." / "Done!"
+    assert (data.num_nodes, int(data.train_mask.sum())) == (10000, 5000)
+    assert _files(data_root) == [
+        'heterophilous/minesweeper/processed/data.pt',
+        'heterophilous/minesweeper/processed/pre_filter.pt',
+        'heterophilous/minesweeper/processed/pre_transform.pt',
+        'heterophilous/minesweeper/raw/minesweeper.npz',
+    ]
+    with (
+        open(osp.join(raw, 'minesweeper.npz'), 'rb') as f,
+        open(shared(*MINESWEEPER), 'rb') as g,
+    ):
+        assert f.read() == g.read()
+
+
+@pytest.mark.parametrize('existing', [False, True])
+def test_offline_is_a_clear_error_that_leaves_nothing(
+    tmp_path, monkeypatch, existing
+):
+    url = dead_url(HeterophilousGraphDataset.url)
+    monkeypatch.setattr(HeterophilousGraphDataset, 'url', url)
+    data_root = tmp_path / 'data'
+    if existing:  # a data root that exists stays as it was: empty
+        data_root.mkdir()
+    with pytest.raises(FileNotFoundError) as e:
+        _load_module().load(str(data_root), 'Minesweeper', 0)
+    raw = osp.join(
+        str(data_root), 'heterophilous', 'minesweeper', 'raw',
+        'minesweeper.npz',
+    )  # fmt: skip
+    assert str(e.value) == (
+        'could not download Minesweeper (URLError: <urlopen error [Errno '
+        f"111] Connection refused>); expected '{raw}' (PyG's "
+        'HeterophilousGraphDataset layout). Without network, copy '
+        'minesweeper.npz there, or point --data-root (or GATE_DATA_ROOT) at '
+        'a folder that holds heterophilous/minesweeper/raw/minesweeper.npz'
+    )
+    assert os.listdir(tmp_path) == (['data'] if existing else [])
+    assert _files(tmp_path) == []
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not osp.isdir(osp.join(SHARED, 'minesweeper')),
-    reason='needs ../shared/data/heterophilous (the offline Minesweeper)',
-)
+@needs_shared(*MINESWEEPER)
 def test_minesweeper(tmp_path):
     pytest.importorskip('matplotlib')
-    data_root = tmp_path / 'data'
-    shutil.copytree(osp.join(SHARED, 'minesweeper'), data_root / 'minesweeper')
-    before = _files(data_root)
-    proc = _run('--data-root', str(data_root), *SMALL,
-                '--plot', str(tmp_path / 'alpha.png'))  # fmt: skip
+    data_root = copy_shared('heterophilous', tmp_path / 'data')
+    plots = tmp_path / 'plots'
+    plots.mkdir()  # an existing folder: the plots go into it
+    proc = _run('--data-root', data_root, *SMALL, '--plot', str(plots))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'Minesweeper, split 0: 10000 nodes' in proc.stdout
     assert 'train/val/test 5000/2500/2500' in proc.stdout
+    assert 'Processing' not in proc.stderr + proc.stdout
     rows = {}
     for line in proc.stdout.splitlines():
         match = re.match(
@@ -60,19 +133,53 @@ def test_minesweeper(tmp_path):
     for loss, val, test, alphas in rows.values():
         assert loss > 0 and 0 < val <= 1 and 0 < test <= 1
         assert len(alphas) == 2 and all(0 <= a <= 1 for a in alphas)
-    for name in ('GATE', 'GATv2'):
-        assert (tmp_path / f'alpha_{name}.png').stat().st_size > 0
-    assert _files(data_root) == before  # the data root is never written to
+    # Issue 50, defect 12: into the folder, not beside it as plots_GATE.png.
+    assert sorted(os.listdir(plots)) == [
+        'Minesweeper_GATE.png',
+        'Minesweeper_GATv2.png',
+    ]
+    assert all((plots / f).stat().st_size > 0 for f in os.listdir(plots))
+    assert sorted(os.listdir(tmp_path)) == ['data', 'plots']
+    assert f'Saved {plots / "Minesweeper_GATE.png"}' in proc.stdout
 
 
-def test_missing_data_root_is_a_clear_error(tmp_path):
-    spec = importlib.util.spec_from_file_location('heterophilous', SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # main() is not run
-    with pytest.raises(FileNotFoundError) as e:
-        module.load(str(tmp_path / 'nowhere'), 'Minesweeper', 0)
-    message = str(e.value)
-    assert 'No offline copy of Minesweeper under' in message
-    assert osp.join('minesweeper', 'raw', 'minesweeper.npz') in message
-    assert 'nothing is downloaded' in message
-    assert not osp.exists(tmp_path / 'nowhere')
+def test_plot_folder_is_checked_before_training(tmp_path, capsys):
+    # Issue 50, defect 12: a --plot into a missing folder failed after all
+    # the training; now the folder is made (or refused) first.
+    parse_args = _load_module().parse_args
+    missing = tmp_path / 'a' / 'b'
+    assert parse_args(['--plot', str(missing)]).plot == str(missing)
+    assert missing.is_dir()
+    (tmp_path / 'file.png').write_text('')
+    with pytest.raises(SystemExit) as e:
+        parse_args(['--plot', str(tmp_path / 'file.png')])
+    assert e.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .endswith(
+            f'error: argument --plot: '
+            f"'{tmp_path / 'file.png'}' is not a folder"
+        )
+    )
+
+
+def test_help_is_plain_and_fast():
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, '-X', 'importtime', SCRIPT, '--help'],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+    )
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr
+    imported = {
+        line.split('|')[-1].strip() for line in proc.stderr.split('\n')
+    }
+    assert not {'torch', 'torch_geometric', 'sklearn'} & imported
+    assert ':class:' not in proc.stdout and ':obj:' not in proc.stdout
+    assert ':math:' not in proc.stdout
+    assert '(default: None)' not in proc.stdout
+    assert elapsed < 5, elapsed  # imports nothing heavy: well under 1 s

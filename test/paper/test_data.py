@@ -4,21 +4,26 @@ import os.path as osp
 import numpy as np
 import pytest
 import torch
+from data_testing import (
+    copy_shared,
+    dead_url,
+    local_url,
+    needs_shared,
+    serve,
+    shared,
+)
 from torch_geometric.data import Data
+from torch_geometric.datasets import Planetoid, WebKB
 
 from gate_paper.data import (
-    SHARED_DATA,
     check_masks,
-    copy_offline,
+    default_root,
+    fetch,
     load_dataset,
     load_npz,
     npz_graph,
     raw_files,
     split_masks,
-)
-
-needs_shared = pytest.mark.skipif(
-    not osp.isdir(SHARED_DATA), reason='needs ../shared/data'
 )
 
 
@@ -30,25 +35,82 @@ def tree(root):
     )
 
 
-@pytest.mark.parametrize('root', ['missing', 'empty', 'misspelled'])
-def test_missing_dataset_names_the_layout_and_creates_nothing(tmp_path, root):
-    # A missing or misspelled data root ended in urllib's URLError after
-    # creating empty folders (issue 35, item 16).
+@pytest.mark.parametrize('root', ['missing', 'empty', 'partial'])
+def test_offline_names_the_files_and_leaves_nothing(
+    tmp_path, monkeypatch, root
+):
+    # Without network (here: a server that is down) the download fails: the
+    # error names the dataset, the files and how to point the root at a
+    # copy, and the root is left as it was (issue 46).
+    url = dead_url(WebKB.url)
+    monkeypatch.setattr(WebKB, 'url', url)
     if root == 'empty':
         (tmp_path / 'empty').mkdir()
-    elif root == 'misspelled':
-        (tmp_path / 'misspelled' / 'WebKB' / 'Texas' / 'raw').mkdir(
-            parents=True
-        )
+    elif root == 'partial':
+        raw = tmp_path / 'partial' / 'WebKB' / 'texas' / 'raw'
+        raw.mkdir(parents=True)
+        (raw / 'out1_graph_edges.txt').write_text('node_id\tnode_id\n')
     before = tree(tmp_path)
     path = str(tmp_path / root)
     with pytest.raises(FileNotFoundError) as e:
         load_dataset('Texas', path)
-    message = str(e.value)
-    assert message.startswith(f'no offline copy of Texas under {path!r}')
-    assert 'expected the layout of ../shared/data' in message
-    assert 'WebKB/texas/raw/out1_node_feature_label.txt' in message
+    assert str(e.value) == (
+        'could not download Texas (URLError: <urlopen error [Errno 111] '
+        f'Connection refused>); expected its raw files under the data root '
+        f'{path!r}: WebKB/texas/raw/out1_node_feature_label.txt, '
+        'WebKB/texas/raw/out1_graph_edges.txt, '
+        'WebKB/texas/raw/texas_split_0.6_0.2_0.npz and 9 more. Without '
+        "network, copy them there from a local copy (the layout of PyG's "
+        'dataset classes), or point the data root (--data-root, or the '
+        'environment variable GATE_DATA_ROOT) at a folder that holds them'
+    )
     assert tree(tmp_path) == before
+
+
+def test_default_root(monkeypatch):
+    monkeypatch.delenv('GATE_DATA_ROOT', raising=False)
+    assert default_root() == 'data'
+    monkeypatch.setenv('GATE_DATA_ROOT', '/somewhere/else')
+    assert default_root() == '/somewhere/else'
+
+
+CORA = ('Planetoid', 'Cora', 'raw')
+
+
+@needs_shared(*CORA)
+def test_cora_downloads_from_a_local_server(tmp_path, monkeypatch, capsys):
+    # PyG's Planetoid fetches its files (through fsspec and aiohttp) from a
+    # server on 127.0.0.1 that serves copies of the offline files at the
+    # URL paths PyG would fetch.
+    files = {
+        local_url('', f'{Planetoid.url}/{osp.basename(f)}'): shared(
+            *CORA, osp.basename(f)
+        )
+        for f in raw_files('Cora')
+    }
+    with serve(files, tmp_path / 'server') as base:
+        monkeypatch.setattr(Planetoid, 'url', local_url(base, Planetoid.url))
+        root = str(tmp_path / 'data')  # missing: made by the download
+        data, num_classes = load_dataset('Cora', root)
+        fetch(['Cora'], root)  # present: nothing to do
+    assert (data.num_nodes, num_classes) == (2708, 7)
+    assert tree(tmp_path / 'data') == [
+        'Planetoid',
+        'Planetoid/Cora',
+        'Planetoid/Cora/processed',
+        'Planetoid/Cora/processed/data.pt',
+        'Planetoid/Cora/processed/pre_filter.pt',
+        'Planetoid/Cora/processed/pre_transform.pt',
+        'Planetoid/Cora/raw',
+        *sorted(osp.join(*CORA, osp.basename(f)) for f in raw_files('Cora')),
+    ]
+    for f in raw_files('Cora'):
+        with (
+            open(osp.join(root, f), 'rb') as a,
+            open(shared(*CORA, osp.basename(f)), 'rb') as b,
+        ):
+            assert a.read() == b.read()
+    assert capsys.readouterr().err == ''  # no Downloading/Processing lines
 
 
 def test_unknown_dataset():
@@ -56,9 +118,11 @@ def test_unknown_dataset():
         raw_files('Texa')
 
 
-@needs_shared
+@needs_shared('WebKB', 'texas')
+@needs_shared(*CORA)
 def test_offline_copy_loads_with_pyg(tmp_path):
-    copy_offline(['Texas', 'Cora'], SHARED_DATA, str(tmp_path))
+    copy_shared('WebKB', tmp_path)
+    copy_shared('Planetoid', tmp_path)
     data, num_classes = load_dataset('Texas', str(tmp_path))
     assert (data.num_nodes, num_classes) == (183, 5)
     assert data.train_mask.shape == (183, 10)

@@ -39,17 +39,46 @@ def no_network(monkeypatch):
     monkeypatch.setattr(urllib.request, 'urlopen', refuse)
 
 
-def test_missing_root_is_a_usage_error_before_any_folder(tmp_path, capsys):
-    out = tmp_path / 'runs'
+def test_offline_is_a_usage_error_before_any_folder(
+    tmp_path, monkeypatch, capsys
+):
+    # Without network OGB's download fails: a usage error naming the layout
+    # expected and --root, and the folders the download made are removed.
+    import urllib.error
+    import urllib.request
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError(ConnectionRefusedError(111, 'refused'))
+
+    monkeypatch.setattr(urllib.request, 'urlopen', offline)
+    out, root = tmp_path / 'runs', str(tmp_path / 'nowhere')
+    monkeypatch.setattr('builtins.input', lambda *args: 'y')
     with pytest.raises(SystemExit) as e:
-        ogb.parse_args(
-            ['--root', str(tmp_path / 'nowhere'), '--out-dir', str(out)]
-        )
+        ogb.parse_args(['--root', root, '--out-dir', str(out)])
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert 'argument --root: no offline copy of ogbn-arxiv' in err
-    assert 'ogbn_arxiv/raw' in err and 'nothing is downloaded' in err
-    assert not out.exists()
+    folder = os.path.join(root, 'ogbn_arxiv')
+    assert err.endswith(
+        'error: argument --root: could not download ogbn-arxiv (URLError: '
+        '<urlopen error [Errno 111] refused>); expected the layout OGB '
+        f'writes under --root {root!r}: {folder}/raw/ and {folder}/split/. '
+        'Without network, copy them there from a local copy, or point '
+        '--root at a folder that holds them'
+    ), err
+    assert os.listdir(tmp_path) == []
+
+
+def test_quick(tmp_path):
+    write_fake_arxiv(tmp_path)
+    args = ogb.parse_args(
+        ['--quick', '--root', str(tmp_path), '--out-dir', str(tmp_path / 'o')]
+    )
+    assert (args.num_layers, args.hidden, args.epochs) == (3, 64, 20)
+    assert args.seeds == [0] and args.lr == ogb.TABLE4_OGB['ogbn-arxiv']['lr']
+    args = ogb.parse_args(
+        ['--root', str(tmp_path), '--out-dir', str(tmp_path / 'o')]
+    )
+    assert args.epochs == 2000
 
 
 def test_table5_settings_are_the_defaults(tmp_path):

@@ -6,18 +6,21 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from data_testing import (
+    copy_shared,
+    dead_url,
+    local_url,
+    needs_shared,
+    serve,
+    shared,
+)
+from torch_geometric.datasets import WebKB
 
 from gate_paper import data as gp_data
 from gate_paper import real_graphs
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 RUNS = osp.join(ROOT, 'gate_paper', 'runs')
-SHARED = gp_data.SHARED_DATA
-needs_shared = pytest.mark.skipif(
-    not osp.isdir(osp.join(SHARED, 'WebKB')),
-    reason=f'needs the offline datasets of ../shared/data ({SHARED}; '
-    'GATE_SHARED_DATA overrides)',
-)
 
 
 def write_heterophilous(root, name, num_nodes=60, num_classes=2, seed=0):
@@ -57,11 +60,12 @@ def runs_in(folder):
     }
 
 
-def test_missing_data_root_is_a_usage_error_before_any_folder(
-    tmp_path, capsys
+def test_offline_is_a_usage_error_before_any_folder(
+    tmp_path, monkeypatch, capsys
 ):
-    # It was a urllib URLError ("Name or service not known") after the
-    # output folders had been created.
+    # Without network (a server that is down): a usage error naming the
+    # files and the root, before any folder is made.
+    monkeypatch.setattr(WebKB, 'url', dead_url(WebKB.url))
     out = tmp_path / 'runs'
     with pytest.raises(SystemExit) as e:
         real_graphs.parse_args(
@@ -69,9 +73,36 @@ def test_missing_data_root_is_a_usage_error_before_any_folder(
         )
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert 'argument --data-root: no offline copy of Texas under' in err
-    assert 'expected the layout of ../shared/data' in err
-    assert not out.exists()
+    assert 'argument --data-root: could not download Texas (URLError' in err
+    assert 'WebKB/texas/raw/out1_node_feature_label.txt' in err
+    assert os.listdir(tmp_path) == []
+
+
+@needs_shared('WebKB', 'texas', 'raw')
+def test_quick_downloads_texas(tmp_path, monkeypatch):
+    # Issue 46: --quick stopped at once on Texas without ../shared/data; it
+    # now gets Texas through PyG's WebKB (from a local server here) into the
+    # default data root, ./data.
+    raw = shared('WebKB', 'texas', 'raw')
+    files = {
+        local_url(
+            '',
+            f'{WebKB.url}/new_data/texas/{f}'
+            if f.startswith('out1_')
+            else f'{WebKB.url}/splits/{f}',
+        ): osp.join(raw, f)
+        for f in os.listdir(raw)
+    }
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv('GATE_DATA_ROOT', raising=False)
+    with serve(files, tmp_path / 'server') as base:
+        monkeypatch.setattr(WebKB, 'url', local_url(base, WebKB.url))
+        args = real_graphs.parse_args(['--quick', '--out-dir', 'runs'])
+    assert args.data_root == 'data' and args.datasets == ['Texas']
+    got = tmp_path / 'data' / 'WebKB' / 'texas' / 'raw'
+    assert sorted(os.listdir(got)) == sorted(os.listdir(raw))
+    data, num_classes = gp_data.load_dataset('Texas', 'data')
+    assert (data.num_nodes, num_classes) == (183, 5)
 
 
 def test_out_dir_that_is_a_file_is_a_usage_error(tmp_path, capsys):
@@ -290,13 +321,15 @@ def test_a_diverged_run_is_recorded_and_the_tables_go_on(tmp_path):
     assert '1 diverged' in table  # a cell of a diverged run says so
 
 
-@needs_shared
+@needs_shared('WebKB', 'texas')
 @pytest.mark.slow
 def test_quick_on_texas_from_the_shared_data(tmp_path):
     out = tmp_path / 'out'
     real_graphs.main(
         [
             '--quick',
+            '--data-root',
+            copy_shared('WebKB', tmp_path / 'data'),
             '--models',
             'GAT',
             'GATE',
@@ -322,11 +355,11 @@ def test_quick_on_texas_from_the_shared_data(tmp_path):
     assert table[1].endswith(',56.7*,67.6*')
 
 
-@needs_shared
+@needs_shared('Planetoid', 'Cora')
 def test_planetoid_features_as_the_paper_used_them(tmp_path):
     from torch_geometric_gate.utils import dirichlet_energy
 
-    gp_data.copy_offline(['Cora'], SHARED, str(tmp_path))
+    copy_shared('Planetoid', tmp_path)
     data, _ = gp_data.load_dataset('Cora', str(tmp_path))
     # Appendix D's input energy of Cora (5.088e5 all pairs, 6.490e2
     # adjacent) is that of the row-normalised features:

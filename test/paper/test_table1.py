@@ -2,10 +2,19 @@ import os
 import os.path as osp
 
 import pytest
+from data_testing import (
+    copy_shared,
+    dead_url,
+    local_url,
+    needs_shared,
+    serve,
+    shared,
+)
 from script_testing import module, run_in_one_interpreter
+from torch_geometric.datasets import Planetoid
 
 from gate_paper import store, table1
-from gate_paper.data import SHARED_DATA
+from gate_paper.data import raw_files
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 # --datasets last, so that a test can add one:
@@ -19,12 +28,34 @@ def script(*argv):
     return result
 
 
-def test_quick_defaults():
-    args = table1.parse_args(['--quick', '--out-dir', os.devnull + '-none'])
+def test_quick_defaults(tmp_path):
+    # The data is not needed to read the tables: no download.
+    args = table1.parse_args(
+        ['--quick', '--tables-only', '--out-dir', str(tmp_path)]
+    )
     assert args.max_epochs == 200
     assert args.datasets == ['er8', 'cora-rand'] and args.depths == [1, 5]
     assert args.models == ['GAT_S', 'GAT', 'GATE_S', 'GATE']
-    os.rmdir(os.devnull + '-none')
+    assert args.data_root == 'data' or 'GATE_DATA_ROOT' in os.environ
+
+
+@needs_shared('Planetoid', 'Cora', 'raw')
+def test_quick_downloads_cora(tmp_path, monkeypatch):
+    # Issue 46: --quick stopped at once without ../shared/data; it now
+    # gets Cora through PyG's Planetoid (from a local server here).
+    files = {
+        local_url('', f'{Planetoid.url}/{os.path.basename(f)}'): shared(f)
+        for f in raw_files('Cora')
+    }
+    monkeypatch.chdir(tmp_path)  # the default root: ./data
+    monkeypatch.delenv('GATE_DATA_ROOT', raising=False)
+    with serve(files, tmp_path / 'server') as base:
+        monkeypatch.setattr(Planetoid, 'url', local_url(base, Planetoid.url))
+        table1.parse_args(['--quick', '--out-dir', str(tmp_path / 'runs')])
+    raw = tmp_path / 'data' / 'Planetoid' / 'Cora' / 'raw'
+    assert sorted(os.listdir(raw)) == sorted(
+        os.path.basename(f) for f in raw_files('Cora')
+    )
 
 
 @pytest.mark.parametrize(
@@ -72,11 +103,13 @@ def test_out_dir_naming_a_file_is_a_usage_error(tmp_path, capsys):
         assert 'argument --out-dir' in capsys.readouterr().err
 
 
-def test_missing_data_root_is_a_usage_error_before_any_folder(
-    tmp_path, capsys
+def test_offline_is_a_usage_error_before_any_folder(
+    tmp_path, monkeypatch, capsys
 ):
     # A missing --data-root ended in a URLError after creating empty
-    # folders (issue 35, item 16).
+    # folders (issue 35, item 16); without network (a server that is down)
+    # it is a usage error naming the files, and nothing is made.
+    monkeypatch.setattr(Planetoid, 'url', dead_url(Planetoid.url))
     with pytest.raises(SystemExit) as e:
         table1.parse_args(
             [
@@ -87,9 +120,11 @@ def test_missing_data_root_is_a_usage_error_before_any_folder(
             ]
         )
     assert e.value.code == 2
-    err = capsys.readouterr().err
-    assert f'no offline copy of Cora under {str(tmp_path / "data")!r}' in err
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert 'error: argument --data-root: could not download Cora (' in err
+    assert f'under the data root {str(tmp_path / "data")!r}' in err
     assert 'Planetoid/Cora/raw/ind.cora.x' in err
+    assert 'GATE_DATA_ROOT' in err
     assert os.listdir(tmp_path) == []
 
 
@@ -102,10 +137,12 @@ def first_run(tmp_path_factory):
     r"""A tiny run of two models on two datasets (``python -m
     gate_paper.table1``): its result, and its folder's files and run
     records as it left them; :obj:`None` without ``../shared/data``."""
-    if not osp.isdir(SHARED_DATA):
+    if not osp.isdir(shared('Planetoid', 'Cora')):
         return None
-    a = str(tmp_path_factory.mktemp('table1') / 'a')
-    out = script(*TINY, 'cora-rand', '--models', 'GATE', 'GAT', '--out-dir', a)
+    tmp = tmp_path_factory.mktemp('table1')
+    data, a = copy_shared('Planetoid', tmp / 'data'), str(tmp / 'a')
+    out = script(*TINY, 'cora-rand', '--models', 'GATE', 'GAT',
+                 '--data-root', data, '--out-dir', a)  # fmt: skip
     files = {f: open(osp.join(a, f)).read() for f in os.listdir(a)}
     return a, out, files, store.load(a)
 
@@ -142,7 +179,7 @@ def later_runs(tmp_path_factory, first_run):
 @pytest.mark.slow
 def test_tiny_run_resume_and_determinism(first_run, later_runs):
     if first_run is None:
-        pytest.skip('needs ../shared/data')
+        pytest.skip(f'needs the offline Cora: {shared("Planetoid", "Cora")}')
     a, out, before, records = first_run
     assert out.returncode == 0, out.stderr
     assert sorted(
@@ -192,3 +229,9 @@ def test_diverged_runs_do_not_end_the_sweep(later_runs):
     assert all(r['message'].startswith('diverged at epoch') for r in records)
     summary = open(osp.join(folder, 'table1_summary.csv')).read()
     assert 'er8,5,diverged,diverged,' in summary
+    # It says where it wrote (issue 46):
+    assert out.stdout.rstrip().splitlines()[-2:] == [
+        f'Run files (one JSON file per run): {folder}{os.sep}',
+        f'Tables: {osp.join(folder, "table1.md")} and '
+        f'{osp.join(folder, "table1_*.csv")}',
+    ]

@@ -100,6 +100,22 @@ def test_corrupt_paper_data_names_the_file(tmp_path, capsys):
     assert 'is not a readable .npz file' in err
 
 
+def test_missing_paper_data_says_where_it_comes_from(tmp_path, capsys):
+    # The authors' graphs are not shipped (their repository states no
+    # licence): the error says where they come from and how to place them.
+    with pytest.raises(SystemExit) as e:
+        table2.parse_args(
+            ['--paper-data', str(tmp_path), '--out-dir', str(tmp_path / 'o')]
+        )
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    path = str(tmp_path / 'neighbor_dependent_k1.npz')
+    assert f'argument --paper-data: no such .npz file: {path!r}; ' in err
+    assert 'https://github.com/RelationalML/GATE, states no licence' in err
+    assert 'arrays x, edge_index, y, train_mask, val_mask and test_mask' in err
+    assert not (tmp_path / 'o').exists()
+
+
 def test_out_dir_naming_a_file_is_a_usage_error(tmp_path, capsys):
     # Issue 35, item 15.
     (tmp_path / 'f').write_text('')

@@ -1,5 +1,5 @@
-r"""Argument types with ranges for the command-line scripts (examples and
-benchmark; private): a value out of range is a one-line usage error that
+r"""Argument types with ranges for the ``gate_paper`` scripts: a value out
+of range is a one-line usage error that
 names the flag and the expected range (exit code 2), not a silently
 different run or a traceback."""
 
@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
-    r"""An :mod:`argparse` type: an integer :obj:`>= minimum`."""
+    r"""An argparse type: an integer ``>= minimum``."""
 
     def parse(text: str) -> int:
         try:
@@ -31,9 +31,8 @@ def float_in(
     high: Optional[float] = None,
     low_open: bool = False,
 ) -> Callable[[str], float]:
-    r"""An :mod:`argparse` type: a finite number in :obj:`[low, high]`
-    (:obj:`(low, high]` with :obj:`low_open=True`; :obj:`None`: no
-    bound)."""
+    r"""An argparse type: a finite number in ``[low, high]`` (``(low,
+    high]`` with ``low_open=True``; :obj:`None`: no bound)."""
     left = '(' if low_open else '['
     expected = (
         f'a number in {left}{"-inf" if low is None else low}, '
@@ -62,3 +61,15 @@ def float_in(
 
 positive_float = float_in(0.0, low_open=True)
 probability = float_in(0.0, 1.0)
+
+
+def outputs(args, stem: str) -> str:
+    r"""Where a script's invocation wrote: its run files (``--out-dir``)
+    and tables (``--tables-dir``, ``<stem>.md`` and ``<stem>_*.csv``)."""
+    import os
+
+    return (
+        f'Run files (one JSON file per run): {args.out_dir}{os.sep}\n'
+        f'Tables: {os.path.join(args.tables_dir, stem + ".md")} and '
+        f'{os.path.join(args.tables_dir, stem + "_*.csv")}'
+    )
