@@ -521,3 +521,46 @@ def gate_bwd_src_combine_kernel(
         dval += tl.load(base + HC, mask=hc_mask, other=0.0)
     tl.store(dqs_ptr + u * HC + hc, dqs, mask=hc_mask)
     tl.store(dval_ptr + u * HC + hc, dval, mask=hc_mask)
+
+
+@triton.jit(do_not_specialize=['num_loops', 'seed'])
+def gate_loop_alpha_kernel(
+    qs_ptr, qd_ptr, eloop_ptr, as_ptr, at_ptr,
+    kind_ptr, rowptr_ptr, lse_ptr, alpha_ptr,
+    num_loops, seed, p_drop, scale, slope,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+):  # fmt: skip
+    r"""The attention weights of the appended self-loops alone,
+    :obj:`alpha[v] = exp(e_vv - lse_v)` :obj:`[num_loops, H]` (after
+    dropout), one program per block of :obj:`BLOCK_N` nodes
+    :math:`v < \text{num\_loops}`: instead of :func:`gate_alpha_kernel`'s
+    :obj:`E x H`. The appended loop of :obj:`v` is the last edge of its
+    CSR segment (both CSR builds put it there), :obj:`rowptr[v + 1] - 1`,
+    whose kind and dropout mask it reads; its edge projection is row
+    :obj:`v` of :obj:`eloop` (the last :obj:`num_loops` edges')."""
+    HC: tl.constexpr = H * C
+    h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    h_mask = h < H
+    v = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    node_mask = v < num_loops
+    p = tl.load(rowptr_ptr + v + 1, mask=node_mask, other=1).to(tl.int64) - 1
+    kind = tl.load(kind_ptr + p, mask=node_mask, other=2).to(tl.int32)
+    m3 = node_mask[:, None, None] & hc_mask[None, :, :]
+    rows = v[:, None, None] * HC + hc[None, :, :]
+    qd = tl.load(qd_ptr + rows, mask=m3, other=0.0).to(tl.float32)
+    a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    # `eloop` is indexed by the node (its row `v`), not by the CSR position:
+    z, act, att, score, valid = _edge_scores(
+        qs_ptr, eloop_ptr, v, v, node_mask, kind, qd, a_s, a_t, hc, hc_mask,
+        slope, HC, HAS_EDGE,
+    )  # fmt: skip
+    mh = node_mask[:, None] & h_mask[None, :]
+    lse = tl.load(lse_ptr + v[:, None] * H + h[None, :], mask=mh, other=0.0)
+    alpha = tl.where(valid[:, None], tl.exp(score - lse), 0.0)
+    if HAS_DROPOUT:
+        keep = _keep(seed, p, h, p_drop, H)
+        alpha = tl.where(keep, alpha * scale, 0.0)
+    tl.store(alpha_ptr + v[:, None] * H + h[None, :], alpha, mask=mh)

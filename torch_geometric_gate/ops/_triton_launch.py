@@ -348,3 +348,51 @@ def _backward(saved, settings, grad_alpha, grad_out, need):
         g_att[:1].to(att_neighbor.dtype, copy=True) if need[5] else None,
         g_att[1:].to(att_self.dtype, copy=True) if need[6] else None,
     )  # fmt: skip
+
+
+#: Nodes per program of :func:`gate_loop_alpha_kernel`, at most (fewer
+#: when :obj:`H * C` is large, to keep its tiles within
+#: :data:`ALPHA_TILE`).
+LOOP_BLOCK_NODES = 64
+
+
+def _loop_weights(
+    q_src, q_dst, edge_attr, weight_edge, att_neighbor, att_self, rowptr,
+    kind, lse, settings,
+):  # fmt: skip
+    r"""The attention weights of the :obj:`settings.num_loops` appended
+    self-loops alone, :obj:`[num_loops, H]` (row :obj:`v`: the loop
+    :obj:`(v, v)`, after dropout as :func:`_forward`'s weights), from the
+    forward's log-sum-exp: :obj:`N x H` written instead of :obj:`E x H`
+    (equal to the last :obj:`num_loops` rows of :func:`_forward`'s
+    weights). :obj:`kind` is in CSR order; the appended loops are the last
+    :obj:`num_loops` edges of :obj:`edge_attr`."""
+    from torch_geometric_gate.ops import _triton_kernels as k
+
+    num_loops = settings.num_loops
+    heads, channels = q_src.shape[1], q_src.shape[2]
+    h_pad, c_pad = _pow2(heads), _pow2(channels)
+    device = q_src.device
+    alpha = torch.empty(
+        num_loops, heads, device=device, dtype=settings.score_dtype
+    )
+    if num_loops == 0:
+        return alpha
+    q_src_c, q_dst_c = q_src.contiguous(), q_dst.contiguous()
+    eloop = None
+    if edge_attr is not None and weight_edge is not None:
+        loops = edge_attr[edge_attr.size(0) - num_loops :]
+        eloop = (loops @ weight_edge.t()).contiguous()
+    block = BLOCK_EDGES or max(
+        1, min(LOOP_BLOCK_NODES, ALPHA_TILE // (h_pad * c_pad))
+    )
+    with _on_device(device):
+        k.gate_loop_alpha_kernel[(_cdiv(num_loops, block),)](
+            q_src_c, q_dst_c, eloop if eloop is not None else q_src_c,
+            att_neighbor.contiguous(), att_self.contiguous(), kind, rowptr,
+            lse, alpha, num_loops, settings.seed, settings.p_drop,
+            settings.scale, settings.slope,
+            heads, channels, h_pad, c_pad, block,
+            eloop is not None, settings.p_drop > 0,
+        )  # fmt: skip
+    return alpha
