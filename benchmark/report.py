@@ -58,14 +58,43 @@ def machine_info() -> List[str]:
         else 'none (GPU numbers not measured)'
     )
     return [
-        f'- date: {datetime.date.today().isoformat()}',
+        f'- date: {datetime.date.today().isoformat()}, commit: {_commit()}',
         f'- CPU: {cpu}, {os.cpu_count()} cores visible, torch threads '
         f'{torch.get_num_threads()}',
         f'- GPU: {gpu}',
         f'- Python {platform.python_version()}, torch {torch.__version__}, '
         f'torch_geometric {torch_geometric.__version__}',
-        f'- torch-scatter: {scatter}',
+        f'- torch-scatter: {scatter}, triton: {_triton_version()}',
     ]
+
+
+def _commit() -> str:
+    r"""The checkout's commit (:obj:`+dirty` with local changes to tracked
+    files), or :obj:`unknown` outside a git checkout."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    git = ['git', '-C', root]
+    try:
+        head = subprocess.run(
+            [*git, 'rev-parse', '--short', 'HEAD'],
+            capture_output=True, text=True, timeout=20,
+        )  # fmt: skip
+        dirty = subprocess.run(
+            [*git, 'status', '--porcelain', '--untracked-files=no'],
+            capture_output=True, text=True, timeout=20,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return 'unknown'
+    if head.returncode != 0:
+        return 'unknown'
+    return head.stdout.strip() + ('+dirty' if dirty.stdout.strip() else '')
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+    except ImportError:
+        return 'absent'
+    return triton.__version__
 
 
 def result_notes(
