@@ -51,6 +51,8 @@ KERNEL_COLUMNS = [
 ]  # fmt: skip
 #: The Triton forward kernel, whose rate is measured against the copy rate.
 FORWARD_KERNEL = 'gate_fwd_kernel'
+#: On CPU, the rows of the operators that took longest, per step.
+CPU_ROWS = 10
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -169,9 +171,12 @@ def main(argv=None):
                         per_kernel = got.pop('per_kernel')
                         row.update(got, status='ok')
                         gpu = sum(ms for _, ms in per_kernel.values())
-                        for name, (calls, ms) in sorted(
+                        ranked = sorted(
                             per_kernel.items(), key=lambda kv: -kv[1][1]
-                        ):
+                        )
+                        if device.type != 'cuda':  # operators, not kernels
+                            ranked = ranked[:CPU_ROWS]
+                        for name, (calls, ms) in ranked:
                             kernel_rows.append(dict(
                                 base, layer=layer, name=name[:80],
                                 calls=calls, gpu_ms=ms,

@@ -64,10 +64,7 @@ def make_case(heads, channels, edge_dim, num_nodes=9, extra=(), seed=0,
     ei = torch.stack([src, dst])
     if sorted_index:
         ei = EdgeIndex(ei, sparse_size=(n, n)).sort_by('col')[0]
-        src, dst = (
-            ei[0].as_subclass(torch.Tensor),
-            ei[1].as_subclass(torch.Tensor),
-        )
+        src, dst = ei.as_tensor().unbind(0)
     num_input = src.numel()
     loops = torch.arange(n)
     src_all = torch.cat([src, loops]).to(DEVICE)
