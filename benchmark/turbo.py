@@ -147,16 +147,18 @@ def _load(folder: str, verbose=False):
 def build(folder: str, source: str) -> dict:
     r"""Copies turbo-gnn's GATv2 sources and the binding to
     :obj:`folder/src` and builds them in :obj:`folder/build`; writes and
-    returns :obj:`{status, seconds, error}` (:obj:`folder/build.json`)."""
+    returns :obj:`{status, seconds, error}` (:obj:`folder/build.json`).
+    A :obj:`folder` inside the checkout is refused (:class:`ValueError`):
+    the peer is built beside it, never in it."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.commonpath([root, os.path.abspath(folder)]) == root:
+        raise ValueError(
+            f'expected a build folder outside the checkout {root!r}, got '
+            f'{folder!r}'
+        )
     started = time.perf_counter()
     result = dict(status='ok', source=os.path.abspath(source))
     try:
-        root = os.path.abspath(os.path.dirname(os.path.dirname(__file__)))
-        if os.path.commonpath([root, os.path.abspath(folder)]) == root:
-            raise ValueError(
-                f'build folder {folder!r} is inside the checkout {root!r}: '
-                f'the peer is built beside it, never in it'
-            )
         src = os.path.join(folder, 'src')
         for rel in SOURCES:
             path = os.path.join(source, rel)
