@@ -220,6 +220,89 @@ def test_loop_weights_without_loops_is_empty():
     assert got.shape == (0, 1)
 
 
+# One head in 2-D tiles, several segments per program #########################
+
+
+def _forward_args(graph, inputs, params, seed=0):
+    csr, kind, settings = prepare(graph, inputs, params, seed)
+    i = {k: (v.detach() if v is not None else None) for k, v in inputs.items()}
+    _, ep = launch._edge_projection(i['edge_attr'], i['weight_edge'], csr.perm)
+    return (
+        csr, settings, i['q_src'].contiguous(), i['q_dst'].contiguous(),
+        i['value'].contiguous(), ep, i['att_neighbor'].contiguous(),
+        i['att_self'].contiguous(),
+    )  # fmt: skip
+
+
+def dense_out(graph, inputs, slope):
+    alpha = dense_alpha(graph, inputs, slope)
+    value = inputs['value'].double()
+    member = (
+        graph.dst[None, :]
+        == torch.arange(graph.num_dst, device=DEVICE)[:, None]
+    ).double()
+    return torch.einsum(
+        'ne,ehc->nhc', member, alpha[..., None] * value[graph.src]
+    )
+
+
+@pytest.mark.parametrize('nodes', [1, 3])
+@pytest.mark.parametrize('edge_dim,channels', [(None, 4), (2, 6)])
+def test_one_head_forward_matches_the_3d_kernel_and_dense(
+    nodes, edge_dim, channels
+):
+    # Node 8 has no incoming edge but its loop; 9 appended loops; with 3
+    # segments per program the last program is partly empty.
+    graph, inputs = make_case(1, channels, edge_dim)
+    params = params_of(inputs)
+    args = _forward_args(graph, inputs, params)
+    out, lse = launch._launch_forward_1h(*args, nodes=nodes)
+    want_out, want_lse = launch._launch_forward(*args)
+    assert out.shape == want_out.shape and out.dtype == want_out.dtype
+    assert_close(out, want_out, atol=1e-6, rtol=1e-6, what='out vs 3-D')
+    assert_close(lse, want_lse, atol=1e-6, rtol=1e-6, what='lse vs 3-D')
+    assert_close(out, dense_out(graph, inputs, 0.1), what='out vs dense')
+    i = {k: (v.detach() if v is not None else None) for k, v in inputs.items()}
+    _, chunked = chunked_attention(
+        graph, params, i['q_src'], i['q_dst'], i['value'], i['edge_attr']
+    )
+    assert_close(out, chunked, what='out vs chunked')
+
+
+def test_one_head_forward_splits_a_hub_and_keeps_the_dropout_mask(
+    monkeypatch,
+):
+    # A hub of 40 incoming edges in blocks of 2 and segments of 8 edges:
+    # five programs' partial results merged by gate_combine_kernel.
+    monkeypatch.setattr(launch, 'BLOCK_EDGES', 2)
+    monkeypatch.setattr(launch, 'SEGMENT_EDGES', 8)
+    hub = [v for u in range(1, 9) for v in (u, 0)] * 5
+    graph, inputs = make_case(1, 5, 2, num_nodes=9, extra=hub)
+    params = params_of(inputs)
+    args = _forward_args(graph, inputs, params)
+    out, lse = launch._launch_forward_1h(*args, nodes=2)
+    want_out, want_lse = launch._launch_forward(*args)
+    assert_close(out, want_out, atol=1e-6, rtol=1e-6, what='hub out')
+    assert_close(lse, want_lse, atol=1e-6, rtol=1e-6, what='hub lse')
+    assert_close(out, dense_out(graph, inputs, 0.1), what='hub vs dense')
+    # Dropout: the same mask as the 3-D kernel's (drawn per CSR position):
+    params = params_of(inputs, dropout=0.4, training=True)
+    args = _forward_args(graph, inputs, params, seed=5)
+    out, _ = launch._launch_forward_1h(*args)
+    want_out, _ = launch._launch_forward(*args)
+    assert_close(out, want_out, atol=1e-6, rtol=1e-6, what='dropout')
+    args = _forward_args(graph, inputs, params_of(inputs))
+    plain, _ = launch._launch_forward(*args)
+    assert not torch.allclose(out, plain)
+
+
+def test_one_head_forward_refuses_several_heads():
+    graph, inputs = make_case(2, 4, None)
+    args = _forward_args(graph, inputs, params_of(inputs))
+    with pytest.raises(ValueError, match='one head, got 2 heads'):
+        launch._launch_forward_1h(*args)
+
+
 # Every new kernel compiles for sm_90 (no GPU needed) ########################
 
 
@@ -236,8 +319,15 @@ def _run_loop_weights(heads, channels, dtype, edge_dim, dropout):
 
 #: The new kernels and a function that launches them for a configuration
 #: :obj:`(heads, channels, dtype, edge_dim, dropout)`.
+def _run_forward_1h(heads, channels, dtype, edge_dim, dropout):
+    graph, inputs = make_case(1, channels, edge_dim, dtype=dtype)
+    params = params_of(inputs, dropout=dropout, training=dropout > 0)
+    launch._launch_forward_1h(*_forward_args(graph, inputs, params, 3))
+
+
 NEW_KERNELS = {
     'gate_loop_alpha_kernel': _run_loop_weights,
+    'gate_fwd_1h_kernel': _run_forward_1h,
 }
 
 COMPILE_CONFIGS = [

@@ -396,3 +396,61 @@ def _loop_weights(
             eloop is not None, settings.p_drop > 0,
         )  # fmt: skip
     return alpha
+
+
+#: :func:`_launch_forward_1h`'s segments per program (low-degree nodes
+#: share a program) and warps; ``triton_tune.py``-style timings on a GPU
+#: decide them (and whether the dispatch switches to it).
+ONE_HEAD_NODES = 4
+ONE_HEAD_WARPS = 2
+
+
+def _launch_forward_1h(
+    csr, settings, q_src, q_dst, value, ep, a_s, a_t, nodes=None, warps=None
+):
+    r""":func:`_launch_forward` for one head with :func:`gate_fwd_1h_kernel`
+    (2-D tiles, :obj:`nodes` segments per program, :obj:`warps` warps;
+    defaults :data:`ONE_HEAD_NODES`, :data:`ONE_HEAD_WARPS`): the same
+    output and log-sum-exp, the same partial slots merged by
+    :func:`gate_combine_kernel`."""
+    from torch_geometric_gate.ops import _triton_kernels as k
+
+    heads, channels = value.shape[1], value.shape[2]
+    if heads != 1:
+        raise ValueError(
+            f'gate_fwd_1h_kernel computes one head, got {heads} heads'
+        )
+    nodes = nodes or ONE_HEAD_NODES
+    warps = warps or ONE_HEAD_WARPS
+    c_pad = _pow2(channels)
+    num_dst, num_edges = settings.num_dst, csr.src.numel()
+    device = value.device
+    block = _block_edges(1, c_pad, FORWARD_TILE, num_edges / max(num_dst, 1))
+    seg = max(1, SEGMENT_EDGES // block) * block
+    out = torch.empty(
+        num_dst, 1, channels, device=device, dtype=settings.out_dtype
+    )
+    lse = torch.empty(num_dst, 1, device=device, dtype=torch.float32)
+    if num_dst == 0:
+        return out, lse
+    segptr, seg_node, partptr, grid, slots = _segments(
+        csr.rowptr, num_dst, num_edges, seg
+    )
+    f32 = dict(device=device, dtype=torch.float32)
+    part_acc = torch.empty(max(slots, 1), 1, channels, **f32)
+    part_ml = torch.empty(max(slots, 1), 2, 1, **f32)
+    with _on_device(device):
+        k.gate_fwd_1h_kernel[(_cdiv(grid, nodes),)](
+            q_src, q_dst, value, ep if ep is not None else q_src, a_s, a_t,
+            csr.src, settings.kind, csr.rowptr, segptr, seg_node, partptr,
+            out, lse, part_acc, part_ml, num_dst, grid,
+            settings.seed, settings.p_drop, settings.scale, settings.slope,
+            channels, c_pad, block, seg, nodes,
+            ep is not None, settings.p_drop > 0, num_warps=warps,
+        )  # fmt: skip
+        if slots > 0:
+            k.gate_combine_kernel[(num_dst,)](
+                segptr, partptr, part_acc, part_ml, out, lse,
+                settings.scale, 1, channels, 1, c_pad,
+            )  # fmt: skip
+    return out, lse
