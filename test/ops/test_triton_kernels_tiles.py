@@ -303,6 +303,85 @@ def test_one_head_forward_refuses_several_heads():
         launch._launch_forward_1h(*args)
 
 
+# The backward's second pass from the first pass's record ###################
+
+NAMES = ('q_src', 'q_dst', 'value', 'edge_attr', 'weight_edge',
+         'att_neighbor', 'att_self')  # fmt: skip
+
+
+def backward_both(graph, inputs, params, seed=0, with_alpha=True):
+    r"""The gradients of both backward forms, and the gradients that they
+    take (in the caller's edge order)."""
+    csr, kind, settings, alpha, out, lse = forward(graph, inputs, params, seed)
+    i = {k: (v.detach() if v is not None else None) for k, v in inputs.items()}
+    saved = (*(i[name] for name in NAMES), csr.perm, csr.src, csr.rowptr,
+             kind, lse)  # fmt: skip
+    gen = torch.Generator().manual_seed(1)
+    grad_alpha = torch.randn(alpha.shape, generator=gen).to(DEVICE)
+    grad_out = torch.randn(out.shape, generator=gen).to(DEVICE)
+    if not with_alpha:
+        grad_alpha = None
+    need = tuple(i[name] is not None for name in NAMES)
+    old = launch._backward(saved, settings, grad_alpha, grad_out, need)
+    new = launch._backward(
+        saved, settings, grad_alpha, grad_out, need, record=True
+    )
+    return old, new, grad_alpha, grad_out
+
+
+def assert_same_grads(old, new, atol=1e-6, rtol=1e-5):
+    for name, a, b in zip(NAMES, old, new):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            assert a.dtype == b.dtype, name
+            assert_close(b, a, atol, rtol, f'grad {name} with the record')
+
+
+@pytest.mark.parametrize(
+    'heads,channels,edge_dim,with_alpha',
+    [(1, 4, None, False), (3, 5, 2, True), (2, 64, 3, True)],
+)
+def test_backward_record_matches_the_recomputing_backward_and_dense(
+    heads, channels, edge_dim, with_alpha
+):
+    graph, inputs = make_case(heads, channels, edge_dim)
+    params = params_of(inputs)
+    old, new, grad_alpha, grad_out = backward_both(
+        graph, inputs, params, with_alpha=with_alpha
+    )
+    assert_same_grads(old, new)
+    # Against a dense float64 computation of the attention:
+    wanted = [inputs[name] for name in NAMES if inputs[name] is not None]
+    alpha = dense_alpha(graph, inputs, 0.1)
+    out = dense_out(graph, inputs, 0.1)
+    outputs = [out] + ([alpha] if with_alpha else [])
+    grads = [grad_out.double()]
+    if with_alpha:
+        grads.append(grad_alpha.double())
+    want = iter(torch.autograd.grad(outputs, wanted, grads))
+    for name, got in zip(NAMES, new):
+        if inputs[name] is not None:
+            assert_close(got, next(want), 1e-4, 1e-4, f'grad {name} vs dense')
+
+
+def test_backward_record_with_dropout_hubs_and_wide_heads(monkeypatch):
+    # Hubs split over programs in both passes (a target of 40 edges and
+    # its sources' reverse), dropout (the same mask in both passes):
+    monkeypatch.setattr(launch, 'BLOCK_EDGES', 2)
+    monkeypatch.setattr(launch, 'SEGMENT_EDGES', 8)
+    hub = [v for u in range(1, 9) for v in (u, 0)] * 5
+    fan = [v for u in range(1, 9) for v in (0, u)] * 3
+    graph, inputs = make_case(2, 3, 2, extra=hub + fan)
+    params = params_of(inputs, dropout=0.3, training=True)
+    old, new, _, _ = backward_both(graph, inputs, params, seed=9)
+    assert_same_grads(old, new)
+    # More than 64 channels per head: no record (the recomputing kernels).
+    graph, inputs = make_case(1, 65, None)
+    old, new, _, _ = backward_both(graph, inputs, params_of(inputs))
+    for a, b in zip(old, new):
+        assert (a is None and b is None) or torch.equal(a, b)
+
+
 # Every new kernel compiles for sm_90 (no GPU needed) ########################
 
 
@@ -325,9 +404,17 @@ def _run_forward_1h(heads, channels, dtype, edge_dim, dropout):
     launch._launch_forward_1h(*_forward_args(graph, inputs, params, 3))
 
 
+def _run_backward_record(heads, channels, dtype, edge_dim, dropout):
+    graph, inputs = make_case(heads, channels, edge_dim, dtype=dtype)
+    params = params_of(inputs, dropout=dropout, training=dropout > 0)
+    backward_both(graph, inputs, params, seed=3)
+
+
 NEW_KERNELS = {
     'gate_loop_alpha_kernel': _run_loop_weights,
     'gate_fwd_1h_kernel': _run_forward_1h,
+    'gate_bwd_dst_rec_kernel': _run_backward_record,
+    'gate_bwd_src_rec_kernel': _run_backward_record,
 }
 
 COMPILE_CONFIGS = [

@@ -231,11 +231,14 @@ def _forward(
     return alpha, out, lse
 
 
-def _backward(saved, settings, grad_alpha, grad_out, need):
+def _backward(saved, settings, grad_alpha, grad_out, need, record=False):
     r"""The backward kernels: the gradients of :obj:`q_src, q_dst, value,
     edge_attr, weight_edge, att_neighbor, att_self` (:obj:`None` where
     :obj:`need` does not ask), from the tensors :func:`_forward`'s caller
-    saved."""
+    saved. With :obj:`record` (and at most 64 channels per head), the
+    first pass writes a record per edge and head (16 bytes) that the
+    second pass reads instead of recomputing the scores
+    (:func:`gate_bwd_dst_rec_kernel`, :func:`gate_bwd_src_rec_kernel`)."""
     from torch_geometric_gate.ops import _triton_kernels as k
 
     (
@@ -292,13 +295,24 @@ def _backward(saved, settings, grad_alpha, grad_out, need):
     d_ep = (
         torch.zeros(num_edges, heads * channels, **f32) if flags[0] else None
     )
+    record = record and c_pad <= 64
+    if record:
+        rec = (
+            torch.empty(num_edges, heads, **f32),
+            torch.empty(num_edges, heads, **f32),
+            torch.empty(num_edges, heads, device=device, dtype=torch.int64),
+        )  # fmt: skip
     with _on_device(device):
         if num_dst > 0:
-            k.gate_bwd_dst_kernel[(programs,)](
+            # The record, when asked, goes after the partial slots:
+            kernel, extra = k.gate_bwd_dst_kernel, ()
+            if record:
+                kernel, extra = k.gate_bwd_dst_rec_kernel, rec
+            kernel[(programs,)](
                 q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
                 src_s, kind, rowptr, segptr, seg_node, partptr,
                 lse, grad_out, ga_arg,
-                d_q_dst, delta, g_att, part, part_delta,
+                d_q_dst, delta, g_att, part, part_delta, *extra,
                 num_dst, num_segments, *common, settings.slope,
                 heads, channels, h_pad, c_pad, block_d, seg, *flags,
             )  # fmt: skip
@@ -313,14 +327,23 @@ def _backward(saved, settings, grad_alpha, grad_out, need):
                 rev_rowptr, num_src, num_edges, seg
             )
             part = torch.empty(max(slots, 1), 2, heads, channels, **f32)
-            k.gate_bwd_src_kernel[(grid,)](
-                q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
-                dst_s, kind, rev_rowptr, segptr, seg_node, partptr,
-                rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
-                d_ep if flags[0] else d_q_src, part,
-                num_src, *common, settings.slope,
-                heads, channels, h_pad, c_pad, block_s, seg, *flags,
-            )  # fmt: skip
+            if record:
+                k.gate_bwd_src_rec_kernel[(grid,)](
+                    a_s, a_t, dst_s, kind, rev_rowptr, segptr, seg_node,
+                    partptr, rev_pos, grad_out, delta, *rec, d_q_src,
+                    d_value, d_ep if flags[0] else d_q_src, part,
+                    num_src, *common, settings.slope,
+                    heads, channels, h_pad, c_pad, block_s, seg, *flags[:2],
+                )  # fmt: skip
+            else:
+                k.gate_bwd_src_kernel[(grid,)](
+                    q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
+                    dst_s, kind, rev_rowptr, segptr, seg_node, partptr,
+                    rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
+                    d_ep if flags[0] else d_q_src, part,
+                    num_src, *common, settings.slope,
+                    heads, channels, h_pad, c_pad, block_s, seg, *flags,
+                )  # fmt: skip
             if slots > 0:
                 k.gate_bwd_src_combine_kernel[(num_src,)](
                     segptr, partptr, part, d_q_src, d_value,
