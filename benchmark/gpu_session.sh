@@ -22,9 +22,10 @@
 # new kernels' tests and test_triton.py, compiled for the GPU), `host-ops`
 # (ATen ops and launches of a step, host_ops.py), `profile` (GPU time per
 # kernel next to wall time, syncs, gpu_profile.py: random-1e6 and
-# products-size, 1 and 8 heads, fp32 and bf16), `kernels` (random-1e6 and
-# arxiv-size: Triton GATE against GATv2Conv eager and compiled, the
-# baseline rerun in this call), `kernels-floor` (random-1e4), `turbo`
+# products-size, 1 and 8 heads, fp32 and bf16), `variants` (the new
+# kernels against those they may replace, triton_variants.py), `kernels`
+# (random-1e6 and arxiv-size: Triton GATE against GATv2Conv eager and
+# compiled, the baseline rerun in this call), `kernels-floor` (random-1e4), `turbo`
 # (GATE's attention beside turbo-gnn's GATv2 kernel, turbo.py) and
 # `kernels-products` (products-size, a plain and a sorted EdgeIndex
 # input). turbo-gnn's GATv2 kernel is built in the background from the
@@ -141,6 +142,7 @@ if [ "$DRY" = 1 ]; then
     DTYPES=(float32)
     TESTS=(test/ops/test_triton_kernels_tiles.py -k 'loop_weights_match')
     HOST=(--graphs random-200 --heads 1 --kernels triton)
+    VARIANTS=(--graphs random-300 --heads 1 --hidden 8 --reps 1 --warmup 0)
     PROFILE=(--graphs random-200 products-size --scale 2e-6 --heads 1
         --hidden 4 --channels 8 --dtypes float32)
     SIZE=(--scale 5e-6 --hidden 4 --channels 8 --heads 2 --reps 1
@@ -158,6 +160,8 @@ else
     DTYPES=(float32 bfloat16)
     TESTS=(test/ops/test_triton_kernels_tiles.py test/ops/test_triton.py)
     HOST=(--graphs random-1e4 --heads 1 8 --kernels triton reference)
+    VARIANTS=(--graphs random-1e6 arxiv-size --heads 1 8 --dtypes float32
+        bfloat16)
     PROFILE=(--graphs random-1e6 products-size --heads 1 8
         --dtypes float32 bfloat16)
     SIZE=(--heads 1 8 --reps 5 --devices cuda)
@@ -204,13 +208,13 @@ main)
         BUILD_PID=
     fi
     KERNELS=(triton)
-    parity 60
+    parity 50
     if [ $? != 0 ]; then
         KERNELS=()
         echo "Triton left out: the parity check did not pass" |
             tee -a "$OUT/summary.txt"
     fi
-    phase tests 60 sh -c 'python3 -m pytest -q -x -p no:cacheprovider \
+    phase tests 50 sh -c 'python3 -m pytest -q -x -p no:cacheprovider \
         --durations=5 "$@" >"$PHASE_DIR/tests.log" 2>&1; rc=$?;
         { echo "# Tests: pytest $*"; echo;
           tail -n 15 "$PHASE_DIR/tests.log" | sed "s/^/    /"; } \
@@ -219,12 +223,16 @@ main)
     phase host-ops 30 sh -c 'python3 benchmark/host_ops.py --out "$PHASE_DIR" \
         "$@"' sh "${HOST[@]}"
     # shellcheck disable=SC2016
-    phase profile 70 sh -c 'python3 benchmark/gpu_profile.py \
+    phase profile 60 sh -c 'python3 benchmark/gpu_profile.py \
         --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" "$@"' sh \
         "${PROFILE[@]}"
     if [ ${#KERNELS[@]} -gt 0 ]; then
         # shellcheck disable=SC2016
-        phase kernels 140 sh -c 'python3 benchmark/kernels.py \
+        phase variants 45 sh -c 'python3 benchmark/triton_variants.py \
+            --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" "$@"' sh \
+            "${VARIANTS[@]}"
+        # shellcheck disable=SC2016
+        phase kernels 120 sh -c 'python3 benchmark/kernels.py \
             --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" \
             --name kernels "$@"' sh "${SIZE[@]}" --graphs "${MAIN_GRAPHS[@]}" \
             --dtypes "${DTYPES[@]}" --gatv2 "${GATV2[@]}" \

@@ -44,7 +44,8 @@ def test_dry_run_keeps_the_results_of_faulting_and_hung_phases(tmp_path):
     assert 'rc=124 (timed out)' in phases['tests']
     # Without Triton (the parity check failed) the timing tables are left
     # out; the phases that do not time the layer's kernels run:
-    assert 'kernels' not in phases and 'kernels-products' not in phases
+    for name in ('variants', 'kernels', 'kernels-products'):
+        assert name not in phases, phases
     assert 'rc=139' in phases['host-ops']
     for name in ('profile', 'turbo'):
         assert 'rc=0' in phases[name], phases
@@ -84,9 +85,14 @@ def test_dry_run_times_triton_against_gatv2_and_the_inputs(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     phases = summary(out)
-    for name in ('parity', 'kernels', 'kernels-floor', 'kernels-products'):
+    for name in ('parity', 'variants', 'kernels', 'kernels-floor',
+                 'kernels-products'):  # fmt: skip
         assert 'rc=0' in phases[name], phases
     tables = (out / 'tables.md').read_text()
+    variants = tables[tables.index('<!-- variants: ') :]
+    for variant in ('| 1h nodes=4 warps=2 | ok |', '| loops only | ok |',
+                    '| record | ok |'):  # fmt: skip
+        assert variant in variants
     section = tables[tables.index('<!-- kernels-products: ') :]
     assert '| plain |' in section and '| edge-index |' in section
     floor = tables[tables.index('<!-- kernels-floor: ') :]
