@@ -664,8 +664,9 @@ def gate_fwd_1h_kernel(
             end = tl.minimum(start + SEG, tl.load(rowptr_ptr + v + 1))
             qd = tl.load(qd_ptr + v * C + c, mask=c_mask, other=0.0)
             qd = qd.to(tl.float32)
-            m_i = tl.full((), float('-inf'), tl.float32)
-            l_i = tl.zeros((), tl.float32)
+            # Scalars as reductions (0-d tensors, in every Triton 3):
+            m_i = tl.max(tl.full((BLOCK_E,), float('-inf'), tl.float32), 0)
+            l_i = tl.sum(tl.zeros((BLOCK_E,), tl.float32), 0)
             acc = tl.zeros((C_PAD,), tl.float32)
             for block in range(start, end, BLOCK_E):
                 p = block + tl.arange(0, BLOCK_E)
