@@ -201,10 +201,13 @@ def test_loop_weights_keep_the_dropout_mask_and_block_size(monkeypatch):
     n = graph.num_loops
     dropped = got == 0
     assert 0 < int(dropped.sum()) < dropped.numel()
-    assert torch.equal(got, alpha[-n:])
+    # The same mask and values (on a GPU, up to the rounding of another
+    # tile shape's sums; under the interpreter bit for bit):
+    assert torch.equal(got == 0, alpha[-n:] == 0)
+    assert_close(got, alpha[-n:], atol=1e-6, rtol=1e-6)
     # Blocks of 4 nodes (three programs, the last one partly masked):
     monkeypatch.setattr(launch, 'BLOCK_EDGES', 4)
-    assert torch.equal(launch._loop_weights(*args), got)
+    assert_close(launch._loop_weights(*args), got, atol=1e-6, rtol=1e-6)
 
 
 def test_loop_weights_without_loops_is_empty():
@@ -379,7 +382,9 @@ def test_backward_record_with_dropout_hubs_and_wide_heads(monkeypatch):
     graph, inputs = make_case(1, 65, None)
     old, new, _, _ = backward_both(graph, inputs, params_of(inputs))
     for a, b in zip(old, new):
-        assert (a is None and b is None) or torch.equal(a, b)
+        assert (a is None) == (b is None)
+        if a is not None:  # (GPU runs repeat up to rounding)
+            assert_close(b, a, atol=1e-6, rtol=1e-5)
 
 
 # Every new kernel compiles for sm_90 (no GPU needed) ########################
