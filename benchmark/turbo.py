@@ -170,7 +170,8 @@ def build(folder: str, source: str) -> dict:
             f.write(BINDING)
         if not torch.cuda.is_available():
             raise RuntimeError('no CUDA device: turbo-gnn is a CUDA build')
-        _load(folder, verbose=True)
+        module = _load(folder, verbose=True)
+        result['library'] = module.__file__
     except Exception as err:  # noqa: BLE001 (a result)
         traceback.print_exc()
         result.update(status='failed', error=f'{type(err).__name__}: {err}')
@@ -194,9 +195,20 @@ def built_module(folder: str):
     if result['status'] != 'ok':
         return None, f'turbo-gnn build failed: {result.get("error")}'[:200]
     try:
-        return _load(folder), None
+        return _import_built(result['library']), None
     except Exception as err:  # noqa: BLE001 (a result)
         return None, f'turbo-gnn load failed: {status_of(err)}'[:200]
+
+
+def _import_built(library: str):
+    # The built library itself: a second load() could rebuild (its ninja
+    # file follows the arch list of the calling environment).
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(MODULE, library)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # The comparison ##############################################################

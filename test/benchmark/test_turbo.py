@@ -103,3 +103,11 @@ def test_build_records_missing_sources_and_refuses_the_checkout(tmp_path):
     with pytest.raises(ValueError, match='outside the checkout'):
         turbo.build(inside, str(tmp_path))
     assert not os.path.exists(inside)
+
+
+def test_a_built_library_that_does_not_load_is_a_result(tmp_path):
+    (tmp_path / 'build.json').write_text(json.dumps(dict(
+        status='ok', library=str(tmp_path / 'missing.so'), seconds=1.0
+    )))  # fmt: skip
+    module, why = turbo.built_module(str(tmp_path))
+    assert module is None and why.startswith('turbo-gnn load failed')
