@@ -3,16 +3,17 @@ r"""The Triton kernels of issue 48 beside the ones they may replace.
 On GATE's attention inputs (self-loops appended, the CSR built once,
 outside the timed calls), the launch helpers of
 ``torch_geometric_gate.ops._triton_launch`` timed pairwise, per graph,
-heads and dtype: the forward (:func:`_launch_forward`) against the one-head
-2-D kernel (:func:`_launch_forward_1h`, one head only, a few segments per
-program and warps); all :obj:`E x H` weights (:func:`_forward` with
-:obj:`need_weights`) against the forward and the self-loop weights alone
-(:func:`_loop_weights`); the backward (:func:`_backward`) against the
-backward whose second pass reads the first pass's record
-(:obj:`record=True`). The median time of the repetitions (CUDA events on
-CUDA) and each variant's time over its baseline's; the outputs are
-compared too (:obj:`max_rel_diff`). On CPU (tests) the kernels run under
-the Triton interpreter::
+heads and dtype: the forward (:func:`_launch_forward`) against itself with
+2 warps and the one-head 2-D kernel (:func:`_launch_forward_1h`, one head
+only, a few segments per program and warps); all :obj:`E x H` weights
+(:func:`_forward` with :obj:`need_weights`) against the forward and the
+self-loop weights alone (:func:`_loop_weights`); the backward
+(:func:`_backward`) against the backward whose second pass reads the first
+pass's record (:obj:`record=True`, with Triton's 4 warps and with 8). The
+median time of the repetitions (CUDA events on CUDA) and each variant's
+time over its baseline's; the outputs are compared too
+(:obj:`max_rel_diff`). On CPU (tests) the kernels run under the Triton
+interpreter::
 
     python benchmark/triton_variants.py --graphs random-1e6 arxiv-size \
         --heads 1 8 --dtypes float32 bfloat16 --out DIR
@@ -121,8 +122,12 @@ def variants(case, heads):
     baseline."""
     from torch_geometric_gate.ops import _triton_launch as launch
 
-    out = [('forward', '3-D', lambda: launch._launch_forward(
-        *case.forward_args()))]  # fmt: skip
+    out = [
+        ('forward', '3-D', lambda: launch._launch_forward(
+            *case.forward_args())),
+        ('forward', '3-D warps=2', lambda: launch._launch_forward(
+            *case.forward_args(), warps=2)),
+    ]  # fmt: skip
     if heads == 1:
         for nodes, warps in ONE_HEAD:
             out.append((
@@ -156,6 +161,9 @@ def variants(case, heads):
         ('backward', 'record', lambda: launch._backward(
             case.saved(), case.settings, None, case.grad_out, need,
             record=True)),
+        ('backward', 'record warps=8', lambda: launch._backward(
+            case.saved(), case.settings, None, case.grad_out, need,
+            record=True, warps=8)),
     ]  # fmt: skip
     return out
 

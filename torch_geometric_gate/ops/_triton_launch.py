@@ -147,10 +147,13 @@ def _segments(rowptr: Tensor, num_dst: int, num_edges: int, seg: int):
     return segptr, seg_node, partptr, grid, 2 * (num_edges // seg)
 
 
-def _launch_forward(csr, settings, q_src, q_dst, value, ep, a_s, a_t):
+def _launch_forward(
+    csr, settings, q_src, q_dst, value, ep, a_s, a_t, warps=None
+):
     r"""Runs :func:`gate_fwd_kernel` (and :func:`gate_combine_kernel` when
     a node may be split) on contiguous inputs: returns :obj:`out` and the
-    log-sum-exp."""
+    log-sum-exp. :obj:`warps`: the forward kernel's warps (default:
+    Triton's, 4)."""
     from torch_geometric_gate.ops import _triton_kernels as k
 
     heads, channels = value.shape[1], value.shape[2]
@@ -180,7 +183,7 @@ def _launch_forward(csr, settings, q_src, q_dst, value, ep, a_s, a_t):
             out, lse, part_acc, part_ml, num_dst,
             settings.seed, settings.p_drop, settings.scale, settings.slope,
             heads, channels, h_pad, c_pad, block, seg,
-            ep is not None, settings.p_drop > 0,
+            ep is not None, settings.p_drop > 0, **_warps(warps),
         )  # fmt: skip
         if slots > 0:
             k.gate_combine_kernel[(num_dst,)](
@@ -231,14 +234,21 @@ def _forward(
     return alpha, out, lse
 
 
-def _backward(saved, settings, grad_alpha, grad_out, need, record=False):
+def _warps(warps):
+    return {} if warps is None else {'num_warps': warps}
+
+
+def _backward(
+    saved, settings, grad_alpha, grad_out, need, record=False, warps=None
+):
     r"""The backward kernels: the gradients of :obj:`q_src, q_dst, value,
     edge_attr, weight_edge, att_neighbor, att_self` (:obj:`None` where
     :obj:`need` does not ask), from the tensors :func:`_forward`'s caller
     saved. With :obj:`record` (and at most 64 channels per head), the
     first pass writes a record per edge and head (16 bytes) that the
     second pass reads instead of recomputing the scores
-    (:func:`gate_bwd_dst_rec_kernel`, :func:`gate_bwd_src_rec_kernel`)."""
+    (:func:`gate_bwd_dst_rec_kernel`, :func:`gate_bwd_src_rec_kernel`).
+    :obj:`warps`: the two passes' warps (default: Triton's, 4)."""
     from torch_geometric_gate.ops import _triton_kernels as k
 
     (
@@ -315,6 +325,7 @@ def _backward(saved, settings, grad_alpha, grad_out, need, record=False):
                 d_q_dst, delta, g_att, part, part_delta, *extra,
                 num_dst, num_segments, *common, settings.slope,
                 heads, channels, h_pad, c_pad, block_d, seg, *flags,
+                **_warps(warps),
             )  # fmt: skip
             if slots > 0:
                 k.gate_bwd_combine_kernel[(programs_c,)](
@@ -334,6 +345,7 @@ def _backward(saved, settings, grad_alpha, grad_out, need, record=False):
                     d_value, d_ep if flags[0] else d_q_src, part,
                     num_src, *common, settings.slope,
                     heads, channels, h_pad, c_pad, block_s, seg, *flags[:2],
+                    **_warps(warps),
                 )  # fmt: skip
             else:
                 k.gate_bwd_src_kernel[(grid,)](
@@ -343,6 +355,7 @@ def _backward(saved, settings, grad_alpha, grad_out, need, record=False):
                     d_ep if flags[0] else d_q_src, part,
                     num_src, *common, settings.slope,
                     heads, channels, h_pad, c_pad, block_s, seg, *flags,
+                    **_warps(warps),
                 )  # fmt: skip
             if slots > 0:
                 k.gate_bwd_src_combine_kernel[(num_src,)](
