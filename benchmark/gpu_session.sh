@@ -1,48 +1,66 @@
 #!/usr/bin/env bash
-# One call of a session with a GPU (10 minutes at most), from the
+# One call of a session with a GPU (9 minutes at most), from the
 # repository root:
 #
-#     OUT=$OUT bash benchmark/gpu_session.sh            # the first call
-#     OUT=$OUT bash benchmark/gpu_session.sh compiled   # a later call
+#     OUT=$OUT bash benchmark/gpu_session.sh            # issue 48's phases
+#     OUT=$OUT bash benchmark/gpu_session.sh suite      # tests, deep, tables
+#     OUT=$OUT bash benchmark/gpu_session.sh compiled   # compiled GATE
 #     OUT=$OUT bash benchmark/gpu_session.sh tune       # the Triton tiles
 #     DRY=1 OUT=/tmp/dry bash benchmark/gpu_session.sh  # CPU, tiny sizes
 #
 # Each phase runs in its own process under its own `timeout`; the script
-# stops itself before 9.5 minutes. Results are written after every
-# configuration; after every phase the whole work folder is packed into
-# $OUT/results.tar.gz and the phase's table copied to $OUT, so that a
-# fault or a kill loses at most the phase it hit. $OUT holds at most 8
-# files: summary.txt, env.txt, results.tar.gz and the tables. The first
-# call runs the at-scale parity check (Triton is left out of the rest if
-# it fails), the CUDA tests, the deep products-size step and the largest
-# graphs before the small ones; compiled GATv2Conv (30-60 s of Inductor
-# per heads and dtype) beside Triton GATE, eager and compiled, is the
-# second call's. On an H100
-# the first call took 312-330 s and the second 140 s: with 15 minutes of
-# device time, give the second what is left: TOTAL_SECONDS=<s> caps a
-# call (default 565 s).
+# stops itself before TOTAL_SECONDS (default 530 s). Results are written
+# after every configuration; after every phase the whole work folder is
+# packed into $OUT/results.tar.gz and every table so far concatenated into
+# $OUT/tables.md, so that a fault or a kill loses at most the phase it hit.
+# $OUT holds 4 files: summary.txt (each phase's exit code and seconds),
+# env.txt, tables.md and results.tar.gz (CSVs, logs). Every table records
+# the commit, torch's and Triton's versions and the device.
+#
+# The default part (issue 48): `parity` (parity.py at 20,000 nodes; if it
+# fails the Triton rows are left out of the timing phases), `tests` (the
+# new kernels' tests and test_triton.py, compiled for the GPU), `host-ops`
+# (ATen ops and launches of a step, host_ops.py), `profile` (GPU time per
+# kernel next to wall time, syncs, gpu_profile.py: random-1e6 and
+# products-size, 1 and 8 heads, fp32 and bf16), `variants` (the new
+# kernels against those they may replace, triton_variants.py), `kernels`
+# (random-1e6 and arxiv-size: Triton GATE against GATv2Conv eager and
+# compiled, the baseline rerun in this call), `kernels-floor`
+# (random-1e4), `turbo` (GATE's attention beside turbo-gnn's GATv2
+# kernel, turbo.py) and
+# `kernels-products` (products-size, a plain and a sorted EdgeIndex
+# input). turbo-gnn's GATv2 kernel is built in the background from the
+# start (a CUDA source build: nvcc on the CPU while the GPU phases run,
+# so it costs device time only if the turbo phase has to wait for it; its
+# `timeout`, LIMIT_turbo_build, defaults to the time left before the last
+# 150 s of the call) in a temporary folder outside the checkout, from the
+# first of gpu-peers/turbo-gnn, shared/peers/turbo-gnn and
+# ../shared/peers/turbo-gnn that exists (TURBO_SRC overrides); its log
+# and time are results too.
 #
 # DRY=1 runs the same phases on the CPU, the Triton kernels under the
-# interpreter, at tiny sizes. Test hooks: GATE_FAULT_PHASE="<phase> ..."
+# interpreter, at tiny sizes (turbo-gnn's build then fails at once: no
+# CUDA, recorded). Test hooks: GATE_FAULT_PHASE="<phase> ..."
 # makes those phases' processes die of SIGSEGV, GATE_HANG_PHASE=<phase>
 # makes that one hang until its timeout; LIMIT_<phase>=<s> sets a phase's
-# time limit (a dash in the name as an underscore: LIMIT_kernels_large).
+# time limit (a dash in the name as an underscore: LIMIT_kernels_floor).
 set -u
 OUT="${OUT:-$PWD/gpu-out}"
 PART="${1:-main}"
 case "$PART" in
-main | compiled | tune) ;;
+main | suite | compiled | tune) ;;
 *)
-    echo "unknown part '$PART' (expected main, compiled or tune)" >&2
+    echo "unknown part '$PART' (expected main, suite, compiled or tune)" >&2
     exit 2
     ;;
 esac
 DRY="${DRY:-0}"
 START=$(date +%s)
-DEADLINE=$((START + ${TOTAL_SECONDS:-565}))
+DEADLINE=$((START + ${TOTAL_SECONDS:-530}))
 mkdir -p "$OUT"
 WORK="$(mktemp -d)"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+DONE=()  # the phases run so far, in order (their tables go to tables.md)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 if [ "$DRY" = 1 ]; then
     export TRITON_INTERPRET=1 CUDA_VISIBLE_DEVICES='' OMP_NUM_THREADS=1
     DEVICE=cpu
@@ -51,9 +69,21 @@ else
     DEVICE=cuda
 fi
 
-pack() {  # The work folder into $OUT/results.tar.gz, atomically.
+pack() {  # The work folder into $OUT/results.tar.gz and the tables into
+    # $OUT/tables.md, each atomically.
     tar -czf "$OUT/.results.tar.gz" -C "$WORK" . &&
         mv "$OUT/.results.tar.gz" "$OUT/results.tar.gz"
+    local name f
+    : >"$OUT/.tables.md"
+    for name in "${DONE[@]}"; do
+        for f in "$WORK/$name"/*.md; do
+            [ -e "$f" ] || continue
+            printf '<!-- %s: %s -->\n' "$name" "$(basename "$f")" >>"$OUT/.tables.md"
+            cat "$f" >>"$OUT/.tables.md"
+            echo >>"$OUT/.tables.md"
+        done
+    done
+    mv "$OUT/.tables.md" "$OUT/tables.md"
 }
 
 phase() {  # phase NAME DEFAULT_LIMIT COMMAND...: runs it in $WORK/NAME.
@@ -78,18 +108,17 @@ phase() {  # phase NAME DEFAULT_LIMIT COMMAND...: runs it in $WORK/NAME.
     rc=$?
     echo "$name: rc=$rc$([ $rc = 124 ] && echo ' (timed out)')" \
         "($(($(date +%s) - started)) s of $limit)" | tee -a "$OUT/summary.txt"
-    for f in "$WORK/$name"/*.md; do
-        [ -e "$f" ] && cp "$f" "$OUT/$(basename "$f")"
-    done
+    DONE+=("$name")
     pack
     return $rc
 }
 
 # What the session ran on, and what building turbo-gnn (a CUDA source
-# build) would need: nvcc, the toolkit, the host compiler, torch's CUDA.
+# build) needs: nvcc, the toolkit, the host compiler, torch's CUDA.
 {
     date
     echo "part: $PART, DRY=$DRY, commit: $(git rev-parse HEAD 2>/dev/null)"
+    git status --short 2>/dev/null | head -n 20
     nvidia-smi 2>&1 | head -n 15
     nvcc --version 2>&1 | tail -n 2
     ls -d /usr/local/cuda* 2>&1
@@ -97,11 +126,6 @@ phase() {  # phase NAME DEFAULT_LIMIT COMMAND...: runs it in $WORK/NAME.
 import common, report, triton
 print("\n".join(report.machine_info() + report.build_info()))
 print("- triton", triton.__version__)
-try:
-    import turbo_gnn
-    print("- turbo_gnn", getattr(turbo_gnn, "__version__", "present"))
-except ImportError:
-    print("- turbo_gnn: not installed (a CUDA source build, no network here)")
 '
 } >"$OUT/env.txt" 2>&1
 echo "env: $(grep -c . "$OUT/env.txt") lines" | tee "$OUT/summary.txt"
@@ -110,33 +134,140 @@ DATA=()
 for d in gpu-data shared/data ../shared/data; do
     if [ -d "$d/Planetoid" ]; then DATA=(--data-root "$d"); break; fi
 done
+TURBO_SRC="${TURBO_SRC:-}"
+if [ -z "$TURBO_SRC" ]; then
+    for d in gpu-peers/turbo-gnn shared/peers/turbo-gnn ../shared/peers/turbo-gnn; do
+        if [ -f "$d/csrc/gatv2/gatv2_kernel.cu" ]; then TURBO_SRC=$d; break; fi
+    done
+fi
 if [ "$DRY" = 1 ]; then
     PARITY=(--nodes 12 --edges 40 --isolated 2 --input-loops 2 --heads 2
         --channels 2 --edge-dim 2 --dtypes float32)
     DTYPES=(float32)
-    TESTS=(test/ops/test_triton.py -k 'dropout_seeded')
+    TESTS=(test/ops/test_triton_kernels_tiles.py -k 'loop_weights_match')
+    HOST=(--graphs random-200 --heads 1 --kernels triton)
+    VARIANTS=(--graphs random-300 --heads 1 --hidden 8 --reps 1 --warmup 0)
+    PROFILE=(--graphs random-200 products-size --scale 2e-6 --heads 1
+        --hidden 4 --channels 8 --dtypes float32)
     SIZE=(--scale 5e-6 --hidden 4 --channels 8 --heads 2 --reps 1
         --warmup 0 --devices cpu)
     DEEP=(--scale 2e-6 --hidden 8 --devices cpu)
+    MAIN_GRAPHS=(arxiv-size)
+    FLOOR=(random-100)
+    PRODUCTS=(--scale 2e-6)
+    TURBO=(--graphs random-300 --shapes 1x8 --dtypes float32 --reps 1)
+    GATV2=(eager)
     LARGE=(products-size arxiv-size)
     SMALL=(random-100)
 else
     PARITY=()
-    TESTS=(test/ops test/nn -k 'triton or cuda')
+    DTYPES=(float32 bfloat16)
+    TESTS=(test/ops/test_triton_kernels_tiles.py test/ops/test_triton.py
+        -k 'not compile')
+    HOST=(--graphs random-1e4 --heads 1 8 --kernels triton reference)
+    VARIANTS=(--graphs random-1e6 arxiv-size --heads 1 8 --dtypes float32
+        bfloat16)
+    PROFILE=(--graphs random-1e6 products-size --heads 1 8
+        --dtypes float32 bfloat16)
     SIZE=(--heads 1 8 --reps 5 --devices cuda)
     DEEP=(--devices cuda)
+    MAIN_GRAPHS=(random-1e6 arxiv-size)
+    FLOOR=(random-1e4)
+    PRODUCTS=()
+    TURBO=(--graphs random-1e6 arxiv-size products-size)
+    GATV2=(eager compiled)
     LARGE=(products-size arxiv-size random-1e6)
     SMALL=(random-1e5 random-1e4)
-    DTYPES=(float32 bfloat16)
     [ ${#DATA[@]} -gt 0 ] && SMALL+=(cora)
 fi
 
+# shellcheck disable=SC2016
+parity() {
+    phase parity "$1" sh -c 'python3 benchmark/parity.py --out "$PHASE_DIR" "$@"' \
+        sh "${PARITY[@]}"
+}
+
 case "$PART" in
 main)
-    KERNELS=(reference chunked triton)
+    # turbo-gnn's build, in the background from the start (nvcc on the
+    # CPU while the GPU phases run), in a folder outside the checkout:
+    TURBO_DIR="$(mktemp -d)"
+    mkdir -p "$WORK/turbo-build"
+    BUILD_LIMIT=${LIMIT_turbo_build:-$((DEADLINE - START - 150))}
+    [ "$BUILD_LIMIT" -lt 60 ] && BUILD_LIMIT=60
+    if [ -n "$TURBO_SRC" ]; then
+        (
+            started=$(date +%s)
+            TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}" MAX_JOBS=4 \
+                timeout -k 5 "$BUILD_LIMIT" python3 \
+                benchmark/turbo.py --build "$TURBO_DIR" --source "$TURBO_SRC" \
+                --out "$WORK/turbo-build" >"$WORK/turbo-build/log.txt" 2>&1
+            rc=$?
+            echo "turbo-build: rc=$rc$([ $rc = 124 ] && echo ' (timed out)')" \
+                "($(($(date +%s) - started)) s of $BUILD_LIMIT)" \
+                >>"$OUT/summary.txt"
+        ) &
+        BUILD_PID=$!
+    else
+        echo "turbo-build: no turbo-gnn sources (gpu-peers/turbo-gnn," \
+            "shared/peers/turbo-gnn, ../shared/peers/turbo-gnn)" |
+            tee -a "$OUT/summary.txt" "$WORK/turbo-build/log.txt"
+        BUILD_PID=
+    fi
+    KERNELS=(triton)
+    parity 50
+    if [ $? != 0 ]; then
+        KERNELS=()
+        echo "Triton left out: the parity check did not pass" |
+            tee -a "$OUT/summary.txt"
+    fi
+    phase tests 50 sh -c 'python3 -m pytest -q -x -p no:cacheprovider \
+        --durations=5 "$@" >"$PHASE_DIR/tests.log" 2>&1; rc=$?;
+        { echo "# Tests: pytest $*"; echo;
+          tail -n 15 "$PHASE_DIR/tests.log" | sed "s/^/    /"; } \
+          >"$PHASE_DIR/tests.md"; exit $rc' sh "${TESTS[@]}"
     # shellcheck disable=SC2016
-    phase parity 120 sh -c 'python3 benchmark/parity.py --out "$PHASE_DIR" "$@"' \
-        sh "${PARITY[@]}"
+    phase host-ops 30 sh -c 'python3 benchmark/host_ops.py --out "$PHASE_DIR" \
+        "$@"' sh "${HOST[@]}"
+    # shellcheck disable=SC2016
+    phase profile 60 sh -c 'python3 benchmark/gpu_profile.py \
+        --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" "$@"' sh \
+        "${PROFILE[@]}"
+    if [ ${#KERNELS[@]} -gt 0 ]; then
+        # shellcheck disable=SC2016
+        phase variants 45 sh -c 'python3 benchmark/triton_variants.py \
+            --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" "$@"' sh \
+            "${VARIANTS[@]}"
+        # shellcheck disable=SC2016
+        phase kernels 120 sh -c 'python3 benchmark/kernels.py \
+            --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" \
+            --name kernels "$@"' sh "${SIZE[@]}" --graphs "${MAIN_GRAPHS[@]}" \
+            --dtypes "${DTYPES[@]}" --gatv2 "${GATV2[@]}" \
+            --kernels "${KERNELS[@]}"
+        # shellcheck disable=SC2016
+        phase kernels-floor 30 sh -c 'python3 benchmark/kernels.py \
+            --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" \
+            --name kernels-floor "$@"' sh "${SIZE[@]}" --graphs "${FLOOR[@]}" \
+            --dtypes "${DTYPES[@]}" --gatv2 eager --kernels triton reference
+    fi
+    [ -n "$BUILD_PID" ] && wait "$BUILD_PID"
+    # shellcheck disable=SC2016
+    phase turbo 80 sh -c 'python3 benchmark/turbo.py --compare "$0" \
+        --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" "$@"' \
+        "$TURBO_DIR" "${TURBO[@]}"
+    if [ ${#KERNELS[@]} -gt 0 ]; then
+        # shellcheck disable=SC2016
+        phase kernels-products 60 sh -c 'python3 benchmark/kernels.py \
+            --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" \
+            --name kernels-products "$@"' sh "${SIZE[@]}" "${PRODUCTS[@]}" \
+            --graphs products-size --inputs plain edge-index \
+            --dtypes "${DTYPES[@]}" --gatv2 none --kernels triton
+    fi
+    rm -rf "$TURBO_DIR"
+    ;;
+suite)
+    KERNELS=(reference chunked triton)
+    parity 120
     if [ $? != 0 ]; then
         KERNELS=(reference chunked)
         echo "Triton left out: the parity check did not pass" |
@@ -145,7 +276,7 @@ main)
     phase tests 180 sh -c 'python3 -m pytest -q -p no:cacheprovider \
         --durations=10 "$@" >"$PHASE_DIR/tests.log" 2>&1; rc=$?;
         tail -n 25 "$PHASE_DIR/tests.log" >"$PHASE_DIR/tests.md"; exit $rc' \
-        sh "${TESTS[@]}"
+        sh test/ops test/nn -k 'triton or cuda'
     # shellcheck disable=SC2016
     phase deep 130 sh -c 'python3 benchmark/deep.py --graph products-size \
         --depth 3 --hidden 256 --heads 1 --out "$PHASE_DIR" "$@"' \

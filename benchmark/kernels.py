@@ -18,6 +18,7 @@ as skipped::
 """
 
 import argparse
+import itertools
 import os
 import time
 
@@ -46,7 +47,8 @@ from report import (
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
 COLUMNS = [
-    'device', 'graph', 'num_nodes', 'num_edges', 'heads', 'hidden', 'dtype',
+    'device', 'graph', 'input', 'num_nodes', 'num_edges', 'heads', 'hidden',
+    'dtype',
     'layer', 'kernel', 'status', 'reps', 'step_ms', 'ns_per_edge', 'peak_mb',
     'saved_mb', 'time_vs_gatv2_eager', 'time_vs_gatv2_compiled',
     'peak_vs_gatv2_eager', 'peak_vs_gatv2_compiled', 'saved_vs_gatv2_eager',
@@ -101,6 +103,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=1e9,
         help='skip the configurations left after this long',
     )
+    parser.add_argument(
+        '--inputs', nargs='+', default=['plain'],
+        choices=['plain', 'edge-index'],
+        help="the edges as a plain tensor and/or a column-sorted EdgeIndex "
+        "(whose cached CSC gives GATE's Triton kernels their CSR)",
+    )  # fmt: skip
     parser.add_argument('--name', default='kernels')
     parser.add_argument('--plot', action='store_true')
     return parse_checked(parser, argv)
@@ -211,21 +219,33 @@ def ratios(rows):
     r"""Each row's time and peak over GATv2Conv's (eager and compiled) of the
     same device, graph, heads and dtype; its saved bytes over eager's."""
     ref = {
-        (r['device'], r['graph'], r['heads'], r['dtype'], r['kernel']): r
+        (r['device'], r['graph'], r.get('input'), r['heads'], r['dtype'],
+         r['kernel']): r
         for r in rows
         if r['layer'] == 'GATv2' and r.get('status') == 'ok'
-    }
+    }  # fmt: skip
     for r in rows:
         for variant in ('eager', 'compiled'):
-            other = ref.get(
-                (r['device'], r['graph'], r['heads'], r['dtype'], variant)
-            )
+            other = ref.get((r['device'], r['graph'], r.get('input'),
+                             r['heads'], r['dtype'], variant))  # fmt: skip
             if other is None or r.get('status') != 'ok':
                 continue
             for key, name in (('step_ms', 'time'), ('peak_mb', 'peak'),
                               ('saved_mb', 'saved')):  # fmt: skip
                 if r.get(key) and other.get(key):
                     r[f'{name}_vs_gatv2_{variant}'] = r[key] / other[key]
+
+
+def _edges(edge_index, num_nodes, kind):
+    r"""The edges as the step takes them: the plain tensor, or a
+    column-sorted :class:`torch_geometric.EdgeIndex` (sorted here, once per
+    graph, as a data pipeline would)."""
+    if kind == 'plain':
+        return edge_index
+    from torch_geometric import EdgeIndex
+
+    ei = EdgeIndex(edge_index, sparse_size=(num_nodes, num_nodes))
+    return ei.sort_by('col')[0]
 
 
 def main(argv=None):
@@ -268,41 +288,43 @@ def main(argv=None):
                 )
                 write()  # fmt: skip
                 continue
-            for heads in args.heads:
-                for dtype in args.dtypes:
-                    x = x0.to(DTYPES[dtype])
-                    base = dict(
-                        device=str(device), graph=graph, num_nodes=x.size(0),
-                        num_edges=edge_index.size(1), heads=heads,
-                        hidden=args.hidden, dtype=dtype,
-                    )  # fmt: skip
-                    for layer, kernel in variants:
-                        row = dict(base, layer=layer, kernel=kernel)
-                        rows.append(row)
-                        if time.perf_counter() - started > args.max_seconds:
-                            row['status'] = 'skipped (time budget)'
-                        elif (kernel.startswith('triton')
-                              and device.type != 'cuda'
-                              and not interpret):  # fmt: skip
-                            row['status'] = 'skipped (needs CUDA)'
-                        else:
-                            try:
-                                row.update(measure(layer, kernel, x,
-                                                   edge_index, heads, device,
-                                                   args, compiled),
-                                           status='ok')  # fmt: skip
-                                if kernel == 'triton':
-                                    row.update(forward_bandwidth(
-                                        edge_index, x.size(0), heads,
-                                        args.hidden, DTYPES[dtype], device,
-                                        args.reps,
-                                    ), copy_gbs=copy)  # fmt: skip
-                            except Exception as err:  # noqa: BLE001
-                                row['status'] = status_of(err)
-                            free(device)
-                        write()
-                        print({k: row.get(k) for k in COLUMNS if k in row},
-                              flush=True)  # fmt: skip
+            for heads, dtype, kind in itertools.product(
+                args.heads, args.dtypes, args.inputs
+            ):
+                x = x0.to(DTYPES[dtype])
+                edges = _edges(edge_index, x.size(0), kind)
+                base = dict(
+                    device=str(device), graph=graph, input=kind,
+                    num_nodes=x.size(0), num_edges=edge_index.size(1),
+                    heads=heads, hidden=args.hidden, dtype=dtype,
+                )  # fmt: skip
+                for layer, kernel in variants:
+                    row = dict(base, layer=layer, kernel=kernel)
+                    rows.append(row)
+                    if time.perf_counter() - started > args.max_seconds:
+                        row['status'] = 'skipped (time budget)'
+                    elif (kernel.startswith('triton')
+                          and device.type != 'cuda'
+                          and not interpret):  # fmt: skip
+                        row['status'] = 'skipped (needs CUDA)'
+                    else:
+                        try:
+                            row.update(measure(layer, kernel, x,
+                                               edges, heads, device,
+                                               args, compiled),
+                                       status='ok')  # fmt: skip
+                            if kernel == 'triton' and kind == 'plain':
+                                row.update(forward_bandwidth(
+                                    edge_index, x.size(0), heads,
+                                    args.hidden, DTYPES[dtype], device,
+                                    args.reps,
+                                ), copy_gbs=copy)  # fmt: skip
+                        except Exception as err:  # noqa: BLE001
+                            row['status'] = status_of(err)
+                        free(device)
+                    write()
+                    print({k: row.get(k) for k in COLUMNS if k in row},
+                          flush=True)  # fmt: skip
             del x0, edge_index
             free(device)
     if args.plot:

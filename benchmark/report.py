@@ -95,8 +95,16 @@ def machine_info() -> List[str]:
         f'- GPU: {gpu}',
         f'- Python {platform.python_version()}, torch {torch.__version__}, '
         f'torch_geometric {torch_geometric.__version__}',
-        f'- torch-scatter: {scatter}',
+        f'- torch-scatter: {scatter}, triton: {_triton_version()}',
     ]
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+    except ImportError:
+        return 'absent'
+    return triton.__version__
 
 
 def result_notes(

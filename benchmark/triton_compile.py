@@ -84,13 +84,13 @@ def launch_record(name, kernel, args, **extra):
 
 
 @contextmanager
-def recording(launches, **extra):
-    r"""Under it, every launch of the kernels (run under the Triton
-    interpreter) is added to the dict ``launches``, once per distinct
-    signature and constants, with the ``extra`` fields."""
+def recording(launches, names=KERNELS, **extra):
+    r"""Under it, every launch of the kernels ``names`` (run under the
+    Triton interpreter) is added to the dict ``launches``, once per
+    distinct signature and constants, with the ``extra`` fields."""
     from torch_geometric_gate.ops import _triton_kernels as kernels
 
-    saved = {name: getattr(kernels, name).run for name in KERNELS}
+    saved = {name: getattr(kernels, name).run for name in names}
     for name, run_kernel in saved.items():
         kernel = getattr(kernels, name)
 

@@ -241,8 +241,8 @@ def gate_keep_kernel(
     tl.store(keep_ptr + p[:, None] * H + h[None, :], keep.to(tl.int8), mask=mh)
 
 
-@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed'])
-def gate_bwd_dst_kernel(
+@triton.jit
+def _bwd_dst(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
     lse_ptr, gout_ptr, galpha_ptr,
@@ -252,23 +252,10 @@ def gate_bwd_dst_kernel(
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     HAS_GALPHA: tl.constexpr,
+    rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
+    WRITE_RECORD: tl.constexpr,
 ):  # fmt: skip
-    r"""Backward, pass 1: programs stride over the segments of the target
-    nodes (as :func:`gate_fwd_kernel` splits them). With
-    :math:`d\alpha_e` the gradient of the (pre-dropout) attention weight,
-    :math:`\delta_v = \sum_e \alpha_e d\alpha_e` and :math:`g_e =
-    \mathbf{a}_e \odot \phi'(z_e)`, the score gradient is
-    :math:`ds_e = \alpha_e (d\alpha_e - \delta_v)`, so
-
-    * :math:`dV x_v = \sum_e \alpha_e d\alpha_e g_e - \delta_v \sum_e
-      \alpha_e g_e` (one pass over the edges, no second loop),
-    * :math:`d\mathbf{a}_k` likewise with :math:`\phi(z_e)` for the edges
-      of kind :math:`k`, summed over this program's nodes into
-      :obj:`gatt[pid]` (reduced in PyTorch: deterministic, no atomics).
-
-    A node of one segment gets :obj:`dqd[v]` and :obj:`delta[v]` for pass
-    2; the segments of a split node write their sums to the partial slots
-    :obj:`partptr[v] + k`, finished by :func:`gate_bwd_combine_kernel`."""
+    # The body of gate_bwd_dst_kernel and gate_bwd_dst_rec_kernel.
     HC: tl.constexpr = H * C
     pid = tl.program_id(0)
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
@@ -277,6 +264,8 @@ def gate_bwd_dst_kernel(
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     g_as = tl.zeros((H_PAD, C_PAD), tl.float32)
     g_at = tl.zeros((H_PAD, C_PAD), tl.float32)
+    # Bit c of an edge's record: z_c > 0 (phi'(z_c) = 1, else the slope).
+    bit = tl.full((C_PAD,), 1, tl.int64) << tl.arange(0, C_PAD).to(tl.int64)
     for j in range(pid, num_segments, tl.num_programs(0)):
         node = tl.load(seg_node_ptr + j)
         if node < num_dst:
@@ -326,6 +315,12 @@ def gate_bwd_dst_kernel(
                 if HAS_DROPOUT:
                     keep = _keep(seed, p, h, p_drop, H)
                     d_alpha = tl.where(keep, d_alpha * scale, 0.0)
+                if WRITE_RECORD:
+                    rec = p.to(tl.int64)[:, None] * H + h[None, :]
+                    tl.store(rec_alpha_ptr + rec, alpha, mask=mh)
+                    tl.store(rec_dalpha_ptr + rec, d_alpha, mask=mh)
+                    signs = tl.where(z > 0, bit[None, None, :], 0)
+                    tl.store(rec_bits_ptr + rec, tl.sum(signs, axis=2), mh)
                 w1 = alpha * d_alpha
                 g = att * tl.where(z > 0, 1.0, slope)
                 sum_a += tl.sum(w1[:, :, None] * g, axis=0)
@@ -357,6 +352,75 @@ def gate_bwd_dst_kernel(
     base = gatt_ptr + pid.to(tl.int64) * 2 * HC
     tl.store(base + hc, g_as, mask=hc_mask)
     tl.store(base + HC + hc, g_at, mask=hc_mask)
+
+
+@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed'])
+def gate_bwd_dst_kernel(
+    qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
+    src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
+    lse_ptr, gout_ptr, galpha_ptr,
+    dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
+    num_dst, num_segments, seed, p_drop, scale, slope,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
+    HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    HAS_GALPHA: tl.constexpr,
+):  # fmt: skip
+    r"""Backward, pass 1: programs stride over the segments of the target
+    nodes (as :func:`gate_fwd_kernel` splits them). With
+    :math:`d\alpha_e` the gradient of the (pre-dropout) attention weight,
+    :math:`\delta_v = \sum_e \alpha_e d\alpha_e` and :math:`g_e =
+    \mathbf{a}_e \odot \phi'(z_e)`, the score gradient is
+    :math:`ds_e = \alpha_e (d\alpha_e - \delta_v)`, so
+
+    * :math:`dV x_v = \sum_e \alpha_e d\alpha_e g_e - \delta_v \sum_e
+      \alpha_e g_e` (one pass over the edges, no second loop),
+    * :math:`d\mathbf{a}_k` likewise with :math:`\phi(z_e)` for the edges
+      of kind :math:`k`, summed over this program's nodes into
+      :obj:`gatt[pid]` (reduced in PyTorch: deterministic, no atomics).
+
+    A node of one segment gets :obj:`dqd[v]` and :obj:`delta[v]` for pass
+    2; the segments of a split node write their sums to the partial slots
+    :obj:`partptr[v] + k`, finished by :func:`gate_bwd_combine_kernel`."""
+    _bwd_dst(
+        qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
+        src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
+        lse_ptr, gout_ptr, galpha_ptr,
+        dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
+        num_dst, num_segments, seed, p_drop, scale, slope,
+        H, C, H_PAD, C_PAD, BLOCK_E, SEG, HAS_EDGE, HAS_DROPOUT, HAS_GALPHA,
+        lse_ptr, lse_ptr, lse_ptr, False,
+    )  # fmt: skip
+
+
+@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed'])
+def gate_bwd_dst_rec_kernel(
+    qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
+    src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
+    lse_ptr, gout_ptr, galpha_ptr,
+    dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
+    rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
+    num_dst, num_segments, seed, p_drop, scale, slope,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
+    HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    HAS_GALPHA: tl.constexpr,
+):  # fmt: skip
+    r""":func:`gate_bwd_dst_kernel` that also writes, per edge and head at
+    its CSR position, the record that :func:`gate_bwd_src_rec_kernel`
+    reads instead of recomputing: the softmax weight :math:`\alpha_e`, the
+    weight's gradient :math:`d\alpha_e` (after dropout) in float32, and the
+    signs of :math:`z_e` as bits of an int64 (channel :obj:`c`: bit
+    :obj:`c`; :obj:`C_PAD <= 64`): 16 bytes per edge and head."""
+    _bwd_dst(
+        qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
+        src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
+        lse_ptr, gout_ptr, galpha_ptr,
+        dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
+        num_dst, num_segments, seed, p_drop, scale, slope,
+        H, C, H_PAD, C_PAD, BLOCK_E, SEG, HAS_EDGE, HAS_DROPOUT, HAS_GALPHA,
+        rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr, True,
+    )  # fmt: skip
 
 
 @triton.jit(do_not_specialize=['num_dst'])
@@ -521,3 +585,208 @@ def gate_bwd_src_combine_kernel(
         dval += tl.load(base + HC, mask=hc_mask, other=0.0)
     tl.store(dqs_ptr + u * HC + hc, dqs, mask=hc_mask)
     tl.store(dval_ptr + u * HC + hc, dval, mask=hc_mask)
+
+
+@triton.jit(do_not_specialize=['num_loops', 'seed'])
+def gate_loop_alpha_kernel(
+    qs_ptr, qd_ptr, eloop_ptr, as_ptr, at_ptr,
+    kind_ptr, rowptr_ptr, lse_ptr, alpha_ptr,
+    num_loops, seed, p_drop, scale, slope,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+):  # fmt: skip
+    r"""The attention weights of the appended self-loops alone,
+    :obj:`alpha[v] = exp(e_vv - lse_v)` :obj:`[num_loops, H]` (after
+    dropout), one program per block of :obj:`BLOCK_N` nodes
+    :math:`v < \text{num\_loops}`: instead of :func:`gate_alpha_kernel`'s
+    :obj:`E x H`. The appended loop of :obj:`v` is the last edge of its
+    CSR segment (both CSR builds put it there), :obj:`rowptr[v + 1] - 1`,
+    whose kind and dropout mask it reads; its edge projection is row
+    :obj:`v` of :obj:`eloop` (the last :obj:`num_loops` edges')."""
+    HC: tl.constexpr = H * C
+    h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    h_mask = h < H
+    v = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    node_mask = v < num_loops
+    p = tl.load(rowptr_ptr + v + 1, mask=node_mask, other=1).to(tl.int64) - 1
+    kind = tl.load(kind_ptr + p, mask=node_mask, other=2).to(tl.int32)
+    m3 = node_mask[:, None, None] & hc_mask[None, :, :]
+    rows = v[:, None, None] * HC + hc[None, :, :]
+    qd = tl.load(qd_ptr + rows, mask=m3, other=0.0).to(tl.float32)
+    a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    # `eloop` is indexed by the node (its row `v`), not by the CSR position:
+    z, act, att, score, valid = _edge_scores(
+        qs_ptr, eloop_ptr, v, v, node_mask, kind, qd, a_s, a_t, hc, hc_mask,
+        slope, HC, HAS_EDGE,
+    )  # fmt: skip
+    mh = node_mask[:, None] & h_mask[None, :]
+    lse = tl.load(lse_ptr + v[:, None] * H + h[None, :], mask=mh, other=0.0)
+    alpha = tl.where(valid[:, None], tl.exp(score - lse), 0.0)
+    if HAS_DROPOUT:
+        keep = _keep(seed, p, h, p_drop, H)
+        alpha = tl.where(keep, alpha * scale, 0.0)
+    tl.store(alpha_ptr + v[:, None] * H + h[None, :], alpha, mask=mh)
+
+
+@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed'])
+def gate_fwd_1h_kernel(
+    qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
+    src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
+    out_ptr, lse_ptr, part_acc_ptr, part_ml_ptr, num_dst, num_segments,
+    seed, p_drop, scale, slope,
+    C: tl.constexpr, C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
+    SEG: tl.constexpr, NODES: tl.constexpr,
+    HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+):  # fmt: skip
+    r""":func:`gate_fwd_kernel` for one head in a 2-D layout: blocks of
+    :obj:`[BLOCK_E, C_PAD]` edges x channels (no size-1 head axis, so the
+    launch can give it fewer warps), scalar running max and sum; and
+    :obj:`NODES` consecutive segments per program (low-degree nodes share
+    a program). The same work list, outputs and partial slots (merged by
+    :func:`gate_combine_kernel`)."""
+    c = tl.arange(0, C_PAD)
+    c_mask = c < C
+    a_s = tl.load(as_ptr + c, mask=c_mask, other=0.0).to(tl.float32)
+    a_t = tl.load(at_ptr + c, mask=c_mask, other=0.0).to(tl.float32)
+    for i in range(NODES):
+        j = tl.program_id(0) * NODES + i
+        node = num_dst
+        if j < num_segments:
+            node = tl.load(seg_node_ptr + j)
+        if node < num_dst:
+            v = node.to(tl.int64)
+            first = tl.load(segptr_ptr + v)
+            count = tl.load(segptr_ptr + v + 1) - first
+            k = j - first
+            start = tl.load(rowptr_ptr + v) + k * SEG
+            end = tl.minimum(start + SEG, tl.load(rowptr_ptr + v + 1))
+            qd = tl.load(qd_ptr + v * C + c, mask=c_mask, other=0.0)
+            qd = qd.to(tl.float32)
+            # Scalars as reductions (0-d tensors, in every Triton 3):
+            m_i = tl.max(tl.full((BLOCK_E,), float('-inf'), tl.float32), 0)
+            l_i = tl.sum(tl.zeros((BLOCK_E,), tl.float32), 0)
+            acc = tl.zeros((C_PAD,), tl.float32)
+            for block in range(start, end, BLOCK_E):
+                p = block + tl.arange(0, BLOCK_E)
+                edge_mask = p < end
+                u = tl.load(src_ptr + p, mask=edge_mask, other=0).to(tl.int64)
+                kind = tl.load(kind_ptr + p, mask=edge_mask, other=2)
+                kind = kind.to(tl.int32)
+                m2 = edge_mask[:, None] & c_mask[None, :]
+                rows = u[:, None] * C + c[None, :]
+                z = tl.load(qs_ptr + rows, mask=m2, other=0.0).to(tl.float32)
+                z = z + qd[None, :]
+                if HAS_EDGE:
+                    z += tl.load(
+                        ep_ptr + p.to(tl.int64)[:, None] * C + c[None, :],
+                        mask=m2, other=0.0,
+                    ).to(tl.float32)  # fmt: skip
+                act = tl.where(z > 0, z, z * slope)
+                is_self = ((kind & 1) == 1)[:, None]
+                att = tl.where(is_self, a_t[None, :], a_s[None, :])
+                score = tl.sum(act * att, axis=1)  # [BLOCK_E]
+                valid = edge_mask & (kind < 2)
+                score = tl.where(valid, score, float('-inf'))
+                m_new = tl.maximum(m_i, tl.max(score, axis=0))
+                m_safe = tl.where(m_new == float('-inf'), 0.0, m_new)
+                correction = tl.exp(m_i - m_safe)
+                weight = tl.exp(score - m_safe)  # 0 where masked
+                l_i = l_i * correction + tl.sum(weight, axis=0)
+                if HAS_DROPOUT:
+                    r = tl.rand(seed, p.to(tl.int32))  # p * H + h, H = 1
+                    weight = tl.where(r >= p_drop, weight, 0.0)
+                val = tl.load(val_ptr + rows, mask=m2, other=0.0)
+                val = val.to(tl.float32)
+                acc = acc * correction + tl.sum(weight[:, None] * val, 0)
+                m_i = m_new
+            if count == 1:
+                m_safe = tl.where(m_i == float('-inf'), 0.0, m_i)
+                denom = tl.where(l_i > 0, l_i, 1.0)
+                out = acc / denom * scale  # 0 for nodes without edges
+                tl.store(out_ptr + v * C + c, out, mask=c_mask)
+                tl.store(lse_ptr + v, m_safe + tl.log(denom))
+            else:
+                slot = (tl.load(partptr_ptr + v) + k).to(tl.int64)
+                tl.store(part_acc_ptr + slot * C + c, acc, mask=c_mask)
+                tl.store(part_ml_ptr + slot * 2, m_i)
+                tl.store(part_ml_ptr + slot * 2 + 1, l_i)
+
+
+@triton.jit(do_not_specialize=['num_src', 'seed'])
+def gate_bwd_src_rec_kernel(
+    as_ptr, at_ptr, dst_ptr, kind_ptr, rev_rowptr_ptr, segptr_ptr,
+    seg_node_ptr, partptr_ptr, rev_pos_ptr, gout_ptr, delta_ptr,
+    rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
+    dqs_ptr, dval_ptr, dep_ptr, part_ptr,
+    num_src, seed, p_drop, scale, slope,
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
+    C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
+    HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+):  # fmt: skip
+    r""":func:`gate_bwd_src_kernel` from the record of
+    :func:`gate_bwd_dst_rec_kernel`: per outgoing edge it reads
+    :math:`\alpha_e`, :math:`d\alpha_e` and the signs of :math:`z_e` (16
+    bytes per head) and :math:`\delta_v`, and gathers one row,
+    :math:`d\mathrm{out}_v`, instead of recomputing the score (the rows
+    :math:`\mathbf{V} \mathbf{x}_v`, the edge projection, and the
+    log-sum-exp): :math:`ds_e = \alpha_e (d\alpha_e - \delta_v)`,
+    :math:`dz_e = ds_e \, \mathbf{a}_e \odot \phi'(z_e)`, :math:`dU x_u =
+    \sum_e dz_e`, :math:`dW x_u = \sum_e \alpha'_e d\mathrm{out}_v`. The
+    same segments, partial slots (:func:`gate_bwd_src_combine_kernel`)
+    and per-edge :math:`dz_e` as :func:`gate_bwd_src_kernel`."""
+    HC: tl.constexpr = H * C
+    j = tl.program_id(0)
+    node = tl.load(seg_node_ptr + j)
+    if node >= num_src:
+        return
+    u = node.to(tl.int64)
+    first = tl.load(segptr_ptr + u)
+    count = tl.load(segptr_ptr + u + 1) - first
+    k = j - first
+    h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    h_mask = h < H
+    c64 = tl.arange(0, C_PAD).to(tl.int64)
+    a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    start = tl.load(rev_rowptr_ptr + u) + k * SEG
+    end = tl.minimum(start + SEG, tl.load(rev_rowptr_ptr + u + 1))
+    dqs = tl.zeros((H_PAD, C_PAD), tl.float32)
+    dval = tl.zeros((H_PAD, C_PAD), tl.float32)
+    for block in range(start, end, BLOCK_E):
+        i = block + tl.arange(0, BLOCK_E)
+        edge_mask = i < end
+        p = tl.load(rev_pos_ptr + i, mask=edge_mask, other=0).to(tl.int64)
+        v = tl.load(dst_ptr + p, mask=edge_mask, other=0).to(tl.int64)
+        kind = tl.load(kind_ptr + p, mask=edge_mask, other=2).to(tl.int32)
+        mh = edge_mask[:, None] & h_mask[None, :]
+        rec = p[:, None] * H + h[None, :]
+        alpha = tl.load(rec_alpha_ptr + rec, mask=mh, other=0.0)
+        d_alpha = tl.load(rec_dalpha_ptr + rec, mask=mh, other=0.0)
+        bits = tl.load(rec_bits_ptr + rec, mask=mh, other=0)
+        delta = tl.load(delta_ptr + v[:, None] * H + h[None, :], mask=mh,
+                        other=0.0)  # fmt: skip
+        ds = alpha * (d_alpha - delta)
+        positive = ((bits[:, :, None] >> c64[None, None, :]) & 1) == 1
+        is_self = ((kind & 1) == 1)[:, None, None]
+        att = tl.where(is_self, a_t[None, :, :], a_s[None, :, :])
+        dz = ds[:, :, None] * att * tl.where(positive, 1.0, slope)
+        dqs += tl.sum(dz, axis=0)
+        kept = alpha
+        if HAS_DROPOUT:
+            keep = _keep(seed, p, h, p_drop, H)
+            kept = tl.where(keep, alpha * scale, 0.0)
+        m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
+        go = tl.load(gout_ptr + v[:, None, None] * HC + hc[None, :, :],
+                     mask=m3, other=0.0).to(tl.float32)  # fmt: skip
+        dval += tl.sum(kept[:, :, None] * go, axis=0)
+        if HAS_EDGE:
+            tl.store(dep_ptr + p[:, None, None] * HC + hc[None, :, :], dz, m3)
+    if count == 1:
+        tl.store(dqs_ptr + u * HC + hc, dqs, mask=hc_mask)
+        tl.store(dval_ptr + u * HC + hc, dval, mask=hc_mask)
+    else:
+        slot = (tl.load(partptr_ptr + u) + k).to(tl.int64)
+        tl.store(part_ptr + slot * 2 * HC + hc, dqs, mask=hc_mask)
+        tl.store(part_ptr + slot * 2 * HC + HC + hc, dval, mask=hc_mask)

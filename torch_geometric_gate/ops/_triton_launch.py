@@ -147,10 +147,13 @@ def _segments(rowptr: Tensor, num_dst: int, num_edges: int, seg: int):
     return segptr, seg_node, partptr, grid, 2 * (num_edges // seg)
 
 
-def _launch_forward(csr, settings, q_src, q_dst, value, ep, a_s, a_t):
+def _launch_forward(
+    csr, settings, q_src, q_dst, value, ep, a_s, a_t, warps=None
+):
     r"""Runs :func:`gate_fwd_kernel` (and :func:`gate_combine_kernel` when
     a node may be split) on contiguous inputs: returns :obj:`out` and the
-    log-sum-exp."""
+    log-sum-exp. :obj:`warps`: the forward kernel's warps (default:
+    Triton's, 4)."""
     from torch_geometric_gate.ops import _triton_kernels as k
 
     heads, channels = value.shape[1], value.shape[2]
@@ -180,7 +183,7 @@ def _launch_forward(csr, settings, q_src, q_dst, value, ep, a_s, a_t):
             out, lse, part_acc, part_ml, num_dst,
             settings.seed, settings.p_drop, settings.scale, settings.slope,
             heads, channels, h_pad, c_pad, block, seg,
-            ep is not None, settings.p_drop > 0,
+            ep is not None, settings.p_drop > 0, **_warps(warps),
         )  # fmt: skip
         if slots > 0:
             k.gate_combine_kernel[(num_dst,)](
@@ -231,11 +234,21 @@ def _forward(
     return alpha, out, lse
 
 
-def _backward(saved, settings, grad_alpha, grad_out, need):
+def _warps(warps):
+    return {} if warps is None else {'num_warps': warps}
+
+
+def _backward(
+    saved, settings, grad_alpha, grad_out, need, record=False, warps=None
+):
     r"""The backward kernels: the gradients of :obj:`q_src, q_dst, value,
     edge_attr, weight_edge, att_neighbor, att_self` (:obj:`None` where
     :obj:`need` does not ask), from the tensors :func:`_forward`'s caller
-    saved."""
+    saved. With :obj:`record` (and at most 64 channels per head), the
+    first pass writes a record per edge and head (16 bytes) that the
+    second pass reads instead of recomputing the scores
+    (:func:`gate_bwd_dst_rec_kernel`, :func:`gate_bwd_src_rec_kernel`).
+    :obj:`warps`: the two passes' warps (default: Triton's, 4)."""
     from torch_geometric_gate.ops import _triton_kernels as k
 
     (
@@ -292,15 +305,27 @@ def _backward(saved, settings, grad_alpha, grad_out, need):
     d_ep = (
         torch.zeros(num_edges, heads * channels, **f32) if flags[0] else None
     )
+    record = record and c_pad <= 64
+    if record:
+        rec = (
+            torch.empty(num_edges, heads, **f32),
+            torch.empty(num_edges, heads, **f32),
+            torch.empty(num_edges, heads, device=device, dtype=torch.int64),
+        )  # fmt: skip
     with _on_device(device):
         if num_dst > 0:
-            k.gate_bwd_dst_kernel[(programs,)](
+            # The record, when asked, goes after the partial slots:
+            kernel, extra = k.gate_bwd_dst_kernel, ()
+            if record:
+                kernel, extra = k.gate_bwd_dst_rec_kernel, rec
+            kernel[(programs,)](
                 q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
                 src_s, kind, rowptr, segptr, seg_node, partptr,
                 lse, grad_out, ga_arg,
-                d_q_dst, delta, g_att, part, part_delta,
+                d_q_dst, delta, g_att, part, part_delta, *extra,
                 num_dst, num_segments, *common, settings.slope,
                 heads, channels, h_pad, c_pad, block_d, seg, *flags,
+                **_warps(warps),
             )  # fmt: skip
             if slots > 0:
                 k.gate_bwd_combine_kernel[(programs_c,)](
@@ -313,14 +338,25 @@ def _backward(saved, settings, grad_alpha, grad_out, need):
                 rev_rowptr, num_src, num_edges, seg
             )
             part = torch.empty(max(slots, 1), 2, heads, channels, **f32)
-            k.gate_bwd_src_kernel[(grid,)](
-                q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
-                dst_s, kind, rev_rowptr, segptr, seg_node, partptr,
-                rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
-                d_ep if flags[0] else d_q_src, part,
-                num_src, *common, settings.slope,
-                heads, channels, h_pad, c_pad, block_s, seg, *flags,
-            )  # fmt: skip
+            if record:
+                k.gate_bwd_src_rec_kernel[(grid,)](
+                    a_s, a_t, dst_s, kind, rev_rowptr, segptr, seg_node,
+                    partptr, rev_pos, grad_out, delta, *rec, d_q_src,
+                    d_value, d_ep if flags[0] else d_q_src, part,
+                    num_src, *common, settings.slope,
+                    heads, channels, h_pad, c_pad, block_s, seg, *flags[:2],
+                    **_warps(warps),
+                )  # fmt: skip
+            else:
+                k.gate_bwd_src_kernel[(grid,)](
+                    q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
+                    dst_s, kind, rev_rowptr, segptr, seg_node, partptr,
+                    rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
+                    d_ep if flags[0] else d_q_src, part,
+                    num_src, *common, settings.slope,
+                    heads, channels, h_pad, c_pad, block_s, seg, *flags,
+                    **_warps(warps),
+                )  # fmt: skip
             if slots > 0:
                 k.gate_bwd_src_combine_kernel[(num_src,)](
                     segptr, partptr, part, d_q_src, d_value,
@@ -348,3 +384,109 @@ def _backward(saved, settings, grad_alpha, grad_out, need):
         g_att[:1].to(att_neighbor.dtype, copy=True) if need[5] else None,
         g_att[1:].to(att_self.dtype, copy=True) if need[6] else None,
     )  # fmt: skip
+
+
+#: Nodes per program of :func:`gate_loop_alpha_kernel`, at most (fewer
+#: when :obj:`H * C` is large, to keep its tiles within
+#: :data:`ALPHA_TILE`).
+LOOP_BLOCK_NODES = 64
+
+
+def _loop_weights(
+    q_src, q_dst, edge_attr, weight_edge, att_neighbor, att_self, rowptr,
+    kind, lse, settings,
+):  # fmt: skip
+    r"""The attention weights of the :obj:`settings.num_loops` appended
+    self-loops alone, :obj:`[num_loops, H]` (row :obj:`v`: the loop
+    :obj:`(v, v)`, after dropout as :func:`_forward`'s weights), from the
+    forward's log-sum-exp: :obj:`N x H` written instead of :obj:`E x H`
+    (equal to the last :obj:`num_loops` rows of :func:`_forward`'s
+    weights). :obj:`kind` is in CSR order; the appended loops are the last
+    :obj:`num_loops` edges of :obj:`edge_attr`."""
+    from torch_geometric_gate.ops import _triton_kernels as k
+
+    num_loops = settings.num_loops
+    heads, channels = q_src.shape[1], q_src.shape[2]
+    h_pad, c_pad = _pow2(heads), _pow2(channels)
+    device = q_src.device
+    alpha = torch.empty(
+        num_loops, heads, device=device, dtype=settings.score_dtype
+    )
+    if num_loops == 0:
+        return alpha
+    q_src_c, q_dst_c = q_src.contiguous(), q_dst.contiguous()
+    eloop = None
+    if edge_attr is not None and weight_edge is not None:
+        loops = edge_attr[edge_attr.size(0) - num_loops :]
+        eloop = (loops @ weight_edge.t()).contiguous()
+    block = BLOCK_EDGES or max(
+        1, min(LOOP_BLOCK_NODES, ALPHA_TILE // (h_pad * c_pad))
+    )
+    with _on_device(device):
+        k.gate_loop_alpha_kernel[(_cdiv(num_loops, block),)](
+            q_src_c, q_dst_c, eloop if eloop is not None else q_src_c,
+            att_neighbor.contiguous(), att_self.contiguous(), kind, rowptr,
+            lse, alpha, num_loops, settings.seed, settings.p_drop,
+            settings.scale, settings.slope,
+            heads, channels, h_pad, c_pad, block,
+            eloop is not None, settings.p_drop > 0,
+        )  # fmt: skip
+    return alpha
+
+
+#: :func:`_launch_forward_1h`'s segments per program (low-degree nodes
+#: share a program) and warps; ``triton_tune.py``-style timings on a GPU
+#: decide them (and whether the dispatch switches to it).
+ONE_HEAD_NODES = 4
+ONE_HEAD_WARPS = 2
+
+
+def _launch_forward_1h(
+    csr, settings, q_src, q_dst, value, ep, a_s, a_t, nodes=None, warps=None
+):
+    r""":func:`_launch_forward` for one head with :func:`gate_fwd_1h_kernel`
+    (2-D tiles, :obj:`nodes` segments per program, :obj:`warps` warps;
+    defaults :data:`ONE_HEAD_NODES`, :data:`ONE_HEAD_WARPS`): the same
+    output and log-sum-exp, the same partial slots merged by
+    :func:`gate_combine_kernel`."""
+    from torch_geometric_gate.ops import _triton_kernels as k
+
+    heads, channels = value.shape[1], value.shape[2]
+    if heads != 1:
+        raise ValueError(
+            f'gate_fwd_1h_kernel computes one head, got {heads} heads'
+        )
+    nodes = nodes or ONE_HEAD_NODES
+    warps = warps or ONE_HEAD_WARPS
+    c_pad = _pow2(channels)
+    num_dst, num_edges = settings.num_dst, csr.src.numel()
+    device = value.device
+    block = _block_edges(1, c_pad, FORWARD_TILE, num_edges / max(num_dst, 1))
+    seg = max(1, SEGMENT_EDGES // block) * block
+    out = torch.empty(
+        num_dst, 1, channels, device=device, dtype=settings.out_dtype
+    )
+    lse = torch.empty(num_dst, 1, device=device, dtype=torch.float32)
+    if num_dst == 0:
+        return out, lse
+    segptr, seg_node, partptr, grid, slots = _segments(
+        csr.rowptr, num_dst, num_edges, seg
+    )
+    f32 = dict(device=device, dtype=torch.float32)
+    part_acc = torch.empty(max(slots, 1), 1, channels, **f32)
+    part_ml = torch.empty(max(slots, 1), 2, 1, **f32)
+    with _on_device(device):
+        k.gate_fwd_1h_kernel[(_cdiv(grid, nodes),)](
+            q_src, q_dst, value, ep if ep is not None else q_src, a_s, a_t,
+            csr.src, settings.kind, csr.rowptr, segptr, seg_node, partptr,
+            out, lse, part_acc, part_ml, num_dst, grid,
+            settings.seed, settings.p_drop, settings.scale, settings.slope,
+            channels, c_pad, block, seg, nodes,
+            ep is not None, settings.p_drop > 0, num_warps=warps,
+        )  # fmt: skip
+        if slots > 0:
+            k.gate_combine_kernel[(num_dst,)](
+                segptr, partptr, part_acc, part_ml, out, lse,
+                settings.scale, 1, channels, 1, c_pad,
+            )  # fmt: skip
+    return out, lse
