@@ -1065,3 +1065,33 @@ def test_compiled_memory_benchmark_prints_its_table(capsys):
     # GATE saves far less than GATv2Conv eagerly, and as much compiled:
     assert gate < before < gatv2 and gate <= 0.35 * gatv2
     assert c_gate <= 1.1 * gate
+
+
+@pytest.mark.parametrize('path', ['compiled', 'chunks'])
+def test_chunked_float16_sums_accumulate_in_float32(monkeypatch, path):
+    # Issue 50.3: on CPU a float16 hub's weights summed to 1.09 at
+    # in-degree 3,000 (and the outputs drifted): the sums accumulated in
+    # float16. Against the float64 reference:
+    eager_path(monkeypatch, path)
+    torch.manual_seed(0)
+    num_nodes = 4000
+    conv = GATEConv(4, 4, heads=2)
+    randomize_attention(conv)
+    src = torch.arange(1, num_nodes)
+    edge_index = torch.stack([src, torch.zeros_like(src)])
+    x = torch.randn(num_nodes, 4)
+    with attention_kernel('chunked'):
+        out, (ei, alpha) = conv.half()(
+            x.half(), edge_index, return_attention_weights=True
+        )
+    with attention_kernel('reference'):
+        want, (_, want_alpha) = conv.double()(
+            x.double(), edge_index, return_attention_weights=True
+        )
+    hub = ei[1] == 0
+    assert torch.allclose(
+        alpha[hub].double().sum(0), torch.ones(2, dtype=torch.double),
+        atol=2e-3,
+    )
+    assert torch.allclose(out.double(), want, atol=2e-2, rtol=1e-2)
+    assert torch.allclose(alpha.double(), want_alpha, atol=5e-4, rtol=2e-2)

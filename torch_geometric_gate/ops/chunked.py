@@ -115,6 +115,10 @@ def _forward(
         q_src, q_dst, edge_attr, weight_edge, src, dst, loop, att,
         negative_slope,
     )  # fmt: skip
+    # Half-precision scores are normalized and summed in float32 (a sum
+    # over a hub's edges in float16 drifts: issue 50.3):
+    dtype = e.dtype
+    e = e.to(_accumulation_dtype(dtype))
     if masked is not None:
         e.masked_fill_(masked.view(-1, 1), float('-inf'))
     # PyG's softmax (`torch_geometric.utils.softmax`), in place:
@@ -130,10 +134,19 @@ def _forward(
     seed = _draw_seed(dropout)
     if dropout > 0.0:
         softmax = alpha
-        alpha = alpha * _dropout_noise(seed, list(alpha.shape), dropout, alpha)
-    out = _aggregate(value, alpha, src, dst, num_dst)
+        # Drawn in the weights' dtype, as backward draws it again:
+        like = alpha.new_empty(0, dtype=dtype)
+        alpha = alpha * _dropout_noise(seed, list(alpha.shape), dropout, like)
+    out_dtype = torch.promote_types(value.dtype, dtype)
+    out = _aggregate(value, alpha, src, dst, num_dst).to(out_dtype)
     edges = torch.stack([src, dst]).to(_index_dtype(q_src.size(0), num_dst))
-    return alpha, out, softmax, edges, seed
+    return alpha.to(dtype), out, softmax.to(dtype), edges, seed
+
+
+def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    r"""The dtype that sums of :obj:`dtype` values accumulate in: float32
+    for half precision, else :obj:`dtype`."""
+    return torch.promote_types(dtype, torch.float32)
 
 
 def _draw_seed(dropout: float) -> Tensor:
@@ -215,10 +228,14 @@ def _backward(
         alpha = softmax
     if grad_softmax is not None and grad_softmax.numel() > 0:
         g = g + grad_softmax
-    # The softmax's backward: alpha * (g - sum over the incoming edges):
+    # The softmax's backward: alpha * (g - sum over the incoming edges),
+    # summed in float32 for half precision:
+    dtype = alpha.dtype
+    acc = _accumulation_dtype(dtype)
+    alpha, g = alpha.to(acc), g.to(acc)
     g = alpha * g
     total = g.new_zeros(num_dst, g.size(1)).index_add(0, dst, g)
-    grad_e = g - alpha * total.index_select(0, dst)
+    grad_e = (g - alpha * total.index_select(0, dst)).to(dtype)
     att = torch.cat([att_neighbor, att_self], dim=0)
     need_score = [need[0], need[1], need[3], need[4], need[5] or need[6]]
     grad_src, grad_dst, grad_attr, grad_weight, grad_att = _score_backward(

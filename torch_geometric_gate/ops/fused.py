@@ -63,7 +63,10 @@ def _forward(
     slope: float,
     exact_max: bool,
 ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    dtype = torch.promote_types(q_src.dtype, att.dtype)
+    score_dtype = torch.promote_types(q_src.dtype, att.dtype)
+    # Sums accumulate in float32 for half precision (issue 50.3); for
+    # float32 and float64 `dtype` is `score_dtype` (the same loops):
+    dtype = torch.promote_types(score_dtype, torch.float32)
     num_dst = q_dst.size(0)
     loop, masked = edge_flags(src, dst, loop, masked, loops_masked_before)
     if masked is None:
@@ -97,10 +100,12 @@ def _forward(
     total = total + 1e-16
     softmax = alpha / total.index_select(0, dst)
     alpha = softmax if noise is None else softmax * noise
-    out_dtype = torch.promote_types(value.dtype, dtype)
-    msg = value.index_select(0, src).to(out_dtype) * alpha.unsqueeze(-1)
-    out = value.new_zeros((num_dst,) + value.shape[1:], dtype=out_dtype)
-    return alpha, out.index_add(0, dst, msg), softmax, finite
+    out_dtype = torch.promote_types(value.dtype, score_dtype)
+    sum_dtype = torch.promote_types(out_dtype, dtype)
+    msg = value.index_select(0, src).to(sum_dtype) * alpha.unsqueeze(-1)
+    out = value.new_zeros((num_dst,) + value.shape[1:], dtype=sum_dtype)
+    out = out.index_add(0, dst, msg).to(out_dtype)
+    return alpha.to(score_dtype), out, softmax.to(score_dtype), finite
 
 
 def _backward(
@@ -123,6 +128,9 @@ def _backward(
     num_dst = grad_out.size(0)
     if loop is None:  # See `types.edge_flags`.
         loop = src == dst
+    # Sums in float32 for half precision (for float32 and float64 a no-op):
+    dtype = softmax.dtype
+    softmax = softmax.to(torch.promote_types(dtype, torch.float32))
     alpha = softmax if noise is None else softmax * noise
     g_dst = grad_out.index_select(0, dst)  # [E, H, C]
     g_x = (g_dst * alpha.unsqueeze(-1)).to(value.dtype)
@@ -134,6 +142,7 @@ def _backward(
     g = softmax * (g + grad_softmax)
     total = g.new_zeros(num_dst, g.size(1)).index_add(0, dst, g)
     grad_e = (g - softmax * total.index_select(0, dst)).unsqueeze(-1)
+    grad_e = grad_e.to(dtype)
     act = _activation(
         q_src, q_dst, edge_attr, weight_edge, src, dst, _ALL, slope
     )
