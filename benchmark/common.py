@@ -25,7 +25,8 @@ from torch_geometric.nn import GATv2Conv
 from torch_geometric.utils import coalesce
 
 from torch_geometric_gate import GATEConv, attention_kernel
-from torch_geometric_gate.ops import chunked_steps, fused
+from torch_geometric_gate.ops.chunked import loops as fused
+from torch_geometric_gate.ops.chunked import steps as chunked_steps
 
 LAYERS = ('GATE', 'GATv2')
 GATE_KERNELS = ('reference', 'chunked', 'triton')

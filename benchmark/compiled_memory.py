@@ -35,7 +35,7 @@ from torch_geometric.nn import GATv2Conv
 from torch_geometric.utils import softmax
 
 from torch_geometric_gate.ops.chunked import chunked_attention
-from torch_geometric_gate.ops.chunked_steps import EdgeAggregate, EdgeScore
+from torch_geometric_gate.ops.chunked.steps import EdgeAggregate, EdgeScore
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
 

@@ -88,7 +88,7 @@ def recording(launches, **extra):
     r"""Under it, every launch of the kernels (run under the Triton
     interpreter) is added to the dict ``launches``, once per distinct
     signature and constants, with the ``extra`` fields."""
-    from torch_geometric_gate.ops import _triton_kernels as kernels
+    from torch_geometric_gate.ops.triton import _kernels as kernels
 
     saved = {name: getattr(kernels, name).run for name in KERNELS}
     for name, run_kernel in saved.items():
@@ -120,7 +120,7 @@ def compile_launches(launches, arch, ptxas_report=False, kernels=None):
     from triton.compiler import ASTSource
 
     if kernels is None:
-        from torch_geometric_gate.ops import _triton_kernels as kernels
+        from torch_geometric_gate.ops.triton import _kernels as kernels
 
     rows = []
     for launch in launches:
@@ -216,8 +216,8 @@ def record_launches(configs, double_backward=False):
     kernel)."""
     import torch
 
-    from torch_geometric_gate.ops import _triton_launch as launch
-    from torch_geometric_gate.ops import triton as tops
+    from torch_geometric_gate.ops.triton import _launch as launch
+    from torch_geometric_gate.ops.triton import op as tops
     from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
     num = 6  # node 5: no edges but its self-loop; 4 -> 0: a hub both ways
@@ -334,7 +334,7 @@ def main(argv=None):
         for h, c in zip(args.heads, args.channels)
     ]
     if args.record:  # The interpreted half, in a process of its own:
-        from torch_geometric_gate.ops import _triton_launch as launch
+        from torch_geometric_gate.ops.triton import _launch as launch
 
         if args.forward_tile is not None:
             launch.FORWARD_TILE = args.forward_tile

@@ -44,7 +44,7 @@ def _measure(step: Step, device: torch.device, args) -> tuple:
 
 
 def main(argv=None):
-    from torch_geometric_gate.ops import _triton_launch as launch
+    from torch_geometric_gate.ops.triton import _launch as launch
 
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--device', default='cuda')

@@ -16,6 +16,6 @@ if 'TRITON_INTERPRET' not in os.environ:
 # first call per setting compiles for seconds: the suite's many settings
 # would take an hour. Its eager calls run the chunked ATen loops; the tests
 # of the compiled eager path (test/ops/test_chunked.py) turn it on.
-from torch_geometric_gate.ops import fused  # noqa: E402
+from torch_geometric_gate.ops.chunked import loops as fused  # noqa: E402
 
 fused.EAGER = False

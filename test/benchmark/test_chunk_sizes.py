@@ -7,7 +7,8 @@ import csv
 import pytest
 from benchmark_testing import load_benchmark
 
-from torch_geometric_gate.ops import chunked_steps, fused
+from torch_geometric_gate.ops.chunked import loops as fused
+from torch_geometric_gate.ops.chunked import steps as chunked_steps
 
 chunk_sizes = load_benchmark('chunk_sizes')
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 from benchmark_testing import load_benchmark
 
-from torch_geometric_gate.ops import chunked_steps, fused
+from torch_geometric_gate.ops.chunked import loops as fused
+from torch_geometric_gate.ops.chunked import steps as chunked_steps
 
 common = load_benchmark('common')
 plotting = load_benchmark('plotting')

@@ -20,13 +20,11 @@ from torch import Tensor
 from torch_geometric.nn import GATv2Conv
 
 from torch_geometric_gate import GATEConv
-from torch_geometric_gate.ops import (
-    attention_kernel,
-    chunked_steps,
-    fused,
-)
+from torch_geometric_gate.ops import attention_kernel
+from torch_geometric_gate.ops.chunked import loops as fused
+from torch_geometric_gate.ops.chunked import steps as chunked_steps
 from torch_geometric_gate.ops.chunked import chunked_attention
-from torch_geometric_gate.ops.chunked_steps import EdgeAggregate, EdgeScore
+from torch_geometric_gate.ops.chunked.steps import EdgeAggregate, EdgeScore
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
 NAMES = ('q_src', 'q_dst', 'value', 'edge_attr', 'weight_edge',

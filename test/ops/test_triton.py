@@ -37,10 +37,10 @@ if not ON_GPU and not INTERPRET:
 
 from conv_testing import saved_bytes  # noqa: E402
 
-from torch_geometric_gate.ops import _triton_kernels as kernels  # noqa: E402
-from torch_geometric_gate.ops import _triton_launch as launch  # noqa: E402
-from torch_geometric_gate.ops import triton as tops  # noqa: E402
-from torch_geometric_gate.ops._csr import forward_csr  # noqa: E402
+from torch_geometric_gate.ops.triton import _kernels as kernels  # noqa: E402
+from torch_geometric_gate.ops.triton import _launch as launch  # noqa: E402
+from torch_geometric_gate.ops.triton import op as tops  # noqa: E402
+from torch_geometric_gate.ops.triton._csr import forward_csr  # noqa: E402
 from torch_geometric_gate.ops.chunked import chunked_attention  # noqa: E402
 from torch_geometric_gate.ops.types import (  # noqa: E402
     AttentionGraph,
@@ -895,7 +895,7 @@ def test_triton_kernels_compile_for_gpu_targets(tmp_path):
 
     from benchmark_testing import load_benchmark
 
-    from torch_geometric_gate.ops import _triton_kernels
+    from torch_geometric_gate.ops.triton import _kernels as _triton_kernels
 
     tc = load_benchmark('triton_compile')
     if not tc.has_ptxas():

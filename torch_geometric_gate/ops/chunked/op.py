@@ -40,7 +40,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from torch_geometric_gate.ops.chunked_steps import (
+from torch_geometric_gate.ops.chunked.steps import (
     _aggregate,
     _aggregate_backward,
     _score_backward,
@@ -422,4 +422,4 @@ def chunked_attention(
 
 
 # The operators' CPU kernels (compiled by Inductor) register on import:
-from torch_geometric_gate.ops import fused  # noqa: E402, F401
+from torch_geometric_gate.ops.chunked import loops as fused  # noqa: E402

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 from torch_geometric.index import ptr2index
 
-from torch_geometric_gate.ops._csr import CSR, reverse_csr
+from torch_geometric_gate.ops.triton._csr import CSR, reverse_csr
 
 #: Edges per block in the kernels' loops; :obj:`None` picks it from the
 #: heads, channels and average degree (tests set a small one to cover
@@ -113,7 +113,7 @@ def _draw_seed() -> int:
 
 def _keep_mask(settings: _Settings, num_edges: int, heads: int, device):
     r"""The dropout mask :obj:`[E, H]` in CSR order."""
-    from torch_geometric_gate.ops import _triton_kernels as k
+    from torch_geometric_gate.ops.triton import _kernels as k
 
     keep = torch.ones(num_edges, heads, dtype=torch.int8, device=device)
     if settings.p_drop > 0 and num_edges > 0:
@@ -151,7 +151,7 @@ def _launch_forward(csr, settings, q_src, q_dst, value, ep, a_s, a_t):
     r"""Runs :func:`gate_fwd_kernel` (and :func:`gate_combine_kernel` when
     a node may be split) on contiguous inputs: returns :obj:`out` and the
     log-sum-exp."""
-    from torch_geometric_gate.ops import _triton_kernels as k
+    from torch_geometric_gate.ops.triton import _kernels as k
 
     heads, channels = value.shape[1], value.shape[2]
     h_pad, c_pad = _pow2(heads), _pow2(channels)
@@ -196,7 +196,7 @@ def _forward(
 ):  # fmt: skip
     r"""The forward kernels: the attention weights (or :obj:`None`), the
     output and the log-sum-exp."""
-    from torch_geometric_gate.ops import _triton_kernels as k
+    from torch_geometric_gate.ops.triton import _kernels as k
 
     csr = CSR(perm, src_s, rowptr)
     heads, channels = value.shape[1], value.shape[2]
@@ -236,7 +236,7 @@ def _backward(saved, settings, grad_alpha, grad_out, need):
     edge_attr, weight_edge, att_neighbor, att_self` (:obj:`None` where
     :obj:`need` does not ask), from the tensors :func:`_forward`'s caller
     saved."""
-    from torch_geometric_gate.ops import _triton_kernels as k
+    from torch_geometric_gate.ops.triton import _kernels as k
 
     (
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,

@@ -30,14 +30,14 @@ import torch
 from torch import Tensor
 from torch._dynamo.exc import BackendCompilerFailed
 
-from torch_geometric_gate.ops import chunked
-from torch_geometric_gate.ops.chunked import (
+from torch_geometric_gate.ops.chunked import op as chunked
+from torch_geometric_gate.ops.chunked.op import (
     _draw_seed,
     _dropout_noise,
     _index_dtype,
     _needed_grads,
 )
-from torch_geometric_gate.ops.chunked_steps import (
+from torch_geometric_gate.ops.chunked.steps import (
     _activation,
     _wrapped,
     chunk_elements,

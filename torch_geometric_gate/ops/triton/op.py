@@ -90,8 +90,8 @@ import torch
 from torch import Tensor
 from torch_geometric.index import ptr2index
 
-from torch_geometric_gate.ops._csr import edge_index_of, forward_csr
-from torch_geometric_gate.ops._triton_launch import (
+from torch_geometric_gate.ops.triton._csr import edge_index_of, forward_csr
+from torch_geometric_gate.ops.triton._launch import (
     _backward,
     _draw_seed,
     _dtypes,
@@ -141,7 +141,7 @@ def _double_backward(saved, settings, grad_alpha, grad_out):
     backward saves, and differentiates it with :obj:`create_graph=True`."""
     from torch_geometric.utils import softmax
 
-    from torch_geometric_gate.ops.chunked_steps import (
+    from torch_geometric_gate.ops.chunked.steps import (
         EdgeAggregate,
         EdgeScore,
     )
