@@ -293,16 +293,31 @@ class GATEConv(MessagePassing):
         need_weights: bool,
         input_edge_index: Adj,
     ) -> Tuple[Tensor, OptTensor]:
-        r"""The attention step, by :meth:`edge_updater` and
-        :meth:`propagate`: returns the aggregated values
+        r"""The attention step: returns the aggregated values
         :obj:`[N_dst, H, C]` and the attention weights :obj:`[E, H]` of
         the edges :obj:`edge_index` (self-loops appended), given the
-        projections :obj:`x = (U x_src, V x_dst)` and :obj:`value = W x_src`.
-        A subclass may override it with fused kernels; these may return no
-        weights unless :obj:`need_weights`, and may read the caller's
+        projections :obj:`x = (U x_src, V x_dst)` and :obj:`value = W x_src`,
+        by :meth:`propagate_attention`. A subclass may override it with
+        fused kernels; these may return no weights unless
+        :obj:`need_weights`, and may read the caller's
         :obj:`input_edge_index` (say, the cached CSR of an
         :class:`~torch_geometric.EdgeIndex`).
         """
+        return self.propagate_attention(edge_index, x, value, edge_attr, loop,
+                                        masked, size)
+
+    def propagate_attention(
+        self,
+        edge_index: Tensor,
+        x: PairTensor,
+        value: Tensor,
+        edge_attr: OptTensor,
+        loop: Tensor,
+        masked: OptTensor,
+        size: Tuple[int, int],
+    ) -> Tuple[Tensor, Tensor]:
+        r"""The attention step by PyG's message passing,
+        :meth:`edge_updater` and :meth:`propagate`."""
         # edge_updater_type: (x: PairTensor, edge_attr: OptTensor, loop: Tensor, masked: OptTensor)  # noqa
         alpha = self.edge_updater(edge_index, x=x, edge_attr=edge_attr,
                                   loop=loop, masked=masked, size=size)
