@@ -176,14 +176,21 @@ def test_auto_on_cuda_runs_triton_from_its_size(monkeypatch):
     monkeypatch.setattr(dispatch, '_triton_missing', lambda x: None)
     large = KernelSettings().triton_min_edges
     assert dispatch.select(KernelSettings(), cuda, [], large) == 'triton'
-    assert dispatch.select(KernelSettings(), cuda, [], large - 1) == 'reference'
+    assert (
+        dispatch.select(KernelSettings(), cuda, [], large - 1) == 'reference'
+    )
     # float64 (the Triton kernels compute in float32 and refuse it):
     double = types.SimpleNamespace(device=cuda.device, dtype=torch.float64)
     assert dispatch.select(KernelSettings(), double, [], large) == 'reference'
-    assert dispatch.select(KernelSettings(), cuda, ['hooks'], large) == 'reference'
+    assert (
+        dispatch.select(KernelSettings(), cuda, ['hooks'], large)
+        == 'reference'
+    )
     meta = torch.empty(1, device='meta')
     assert dispatch.select(KernelSettings(), meta, [], large) == 'reference'
-    assert dispatch.select(KernelSettings(), torch.empty(1), [], 0) == 'chunked'
+    assert (
+        dispatch.select(KernelSettings(), torch.empty(1), [], 0) == 'chunked'
+    )
 
 
 def test_triton_missing_says_why(monkeypatch):
@@ -229,7 +236,9 @@ def test_auto_on_a_cuda_device_picks_by_the_size(monkeypatch):
     conv, x = conv_and_input()
     conv, x = conv.cuda(), x.cuda()
     assert selected_kernel(conv, x) == 'reference'
-    assert selected_kernel(conv, x, KernelSettings().triton_min_edges) == 'triton'
+    assert (
+        selected_kernel(conv, x, KernelSettings().triton_min_edges) == 'triton'
+    )
     # Not compared with the reference's output: CUDA's scatter-add is
     # atomic, so its last bits vary from call to call.
     calls = []
