@@ -213,7 +213,7 @@ def _edges(edge_index, query_dst: Tensor):
             f'(got {edge_index.dtype} of shape {list(edge_index.shape)})'
         )
     ei = edge_index if isinstance(edge_index, EdgeIndex) else None
-    plain = edge_index.as_subclass(Tensor) if ei is not None else edge_index
+    plain = edge_index.as_tensor() if ei is not None else edge_index
     return plain[0].long(), plain[1].long(), num_dst, ei
 
 

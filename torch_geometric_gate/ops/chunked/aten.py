@@ -77,6 +77,8 @@ def forward(i: Inputs) -> ForwardReturns:
     # -inf where a node has no edge (never read): no pass to exclude it.
     e_max = e.new_full((num_dst, heads), float('-inf'))
     e_max.scatter_reduce_(0, index, e, 'amax')
+    if masked is not None:  # A node whose edges are all masked gets 0:
+        e_max.masked_fill_(e_max == float('-inf'), 0.0)
     alpha = e.sub_(e_max.index_select(0, dst)).exp_()
     total = e.new_zeros(num_dst, heads).index_add_(0, dst, alpha).add_(1e-16)
     alpha.div_(total.index_select(0, dst))
