@@ -7,7 +7,6 @@ here before Triton is imported; tiny graphs only); with CUDA available and
 """
 
 import importlib.util
-import inspect
 import os
 import sys
 
@@ -37,11 +36,15 @@ if not ON_GPU and not INTERPRET:
 
 from conv_testing import saved_bytes  # noqa: E402
 
+from torch_geometric_gate.ops import (  # noqa: E402
+    AttentionInputs,
+    current_settings,
+)
+from torch_geometric_gate.ops.chunked import chunked_attention  # noqa: E402
 from torch_geometric_gate.ops.triton import _kernels as kernels  # noqa: E402
 from torch_geometric_gate.ops.triton import _launch as launch  # noqa: E402
 from torch_geometric_gate.ops.triton import op as tops  # noqa: E402
 from torch_geometric_gate.ops.triton._csr import forward_csr  # noqa: E402
-from torch_geometric_gate.ops.chunked import chunked_attention  # noqa: E402
 from torch_geometric_gate.ops.types import (  # noqa: E402
     AttentionGraph,
     AttentionParams,
@@ -117,32 +120,24 @@ def bundle(graph, inputs, slope=0.0, dropout=0.0, training=False,
 
 def triton_run(graph, inputs, *args, **kwargs):
     r""":func:`triton_attention` on the graph tuple of these tests (the
-    other arguments: :func:`bundle`'s)."""
+    other arguments: :func:`bundle`'s), as :obj:`(alpha, out)`."""
+    return run_bundled(tops.triton_attention, graph, inputs, *args, **kwargs)
+
+
+def run_bundled(fn, graph, inputs, *args, **kwargs):
     i = inputs
-    return tops.triton_attention(
-        *bundle(graph, inputs, *args, **kwargs), i['q_src'], i['q_dst'],
-        i['value'], i['edge_attr'],
+    projections = AttentionInputs(
+        i['q_src'], i['q_dst'], i['value'], i['edge_attr']
+    )
+    out, alpha = fn(
+        *bundle(graph, inputs, *args, **kwargs), projections,
+        current_settings(),
     )  # fmt: skip
+    return alpha, out
 
 
 def run(fn, graph, inputs, slope=0.0, dropout=0.0, training=False):
-    if fn is tops.triton_attention:
-        return triton_run(graph, inputs, slope, dropout, training)
-    if 'graph' in inspect.signature(fn).parameters:  # the bundled form
-        i = inputs
-        return fn(
-            *bundle(graph, inputs, slope, dropout, training), i['q_src'],
-            i['q_dst'], i['value'], i['edge_attr'],
-        )  # fmt: skip
-    # The positional form of the chunked kernels before they took the
-    # bundled arguments (this branch's base):
-    src, dst, loop, masked, num_dst = graph
-    i = inputs
-    return fn(
-        src, dst, i['q_src'], i['q_dst'], i['value'], i['edge_attr'],
-        i['weight_edge'], loop, masked, i['att_neighbor'], i['att_self'],
-        slope, dropout, training, num_dst,
-    )  # fmt: skip
+    return run_bundled(fn, graph, inputs, slope, dropout, training)
 
 
 def dense_attention(src, dst, loop, masked, num_dst, inputs, slope,
