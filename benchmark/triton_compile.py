@@ -216,9 +216,8 @@ def record_launches(configs, double_backward=False):
     kernel)."""
     import torch
 
+    from torch_geometric_gate.ops import attention_kernel, gate_attention
     from torch_geometric_gate.ops.triton import _launch as launch
-    from torch_geometric_gate.ops.triton import op as tops
-    from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
     num = 6  # node 5: no edges but its self-loop; 4 -> 0: a hub both ways
     hub = launch.SEGMENT_EDGES + 1
@@ -239,10 +238,6 @@ def record_launches(configs, double_backward=False):
         edge_attr = rand(src.numel(), edge_dim) if edge_dim else None
         weight = rand(heads * channels, edge_dim) if edge_dim else None
         att = [rand(1, heads, channels, dt=torch.float32) for _ in range(2)]
-        graph = AttentionGraph(src, dst, loop, masked, num, num, 0)
-        params = AttentionParams(
-            att[0], att[1], weight, 0.2, dropout, dropout > 0
-        )
         shape = dict(
             heads=heads, channels=channels, dtype=dtype_name,
             edge_dim=edge_dim or 0, dropout=dropout,
@@ -250,9 +245,13 @@ def record_launches(configs, double_backward=False):
         with recording(launches, **shape):
             for order in (1, 2) if double_backward and dropout else (1,):
                 torch.manual_seed(0)
-                alpha, out = tops.triton_attention(
-                    graph, params, q_src, q_dst, value, edge_attr
-                )
+                with attention_kernel('triton'):
+                    out, alpha = gate_attention(
+                        q_src, q_dst, value, torch.stack([src, dst]), *att,
+                        edge_attr=edge_attr, weight_edge=weight,
+                        negative_slope=0.2, dropout_p=dropout,
+                        need_weights=True, loop=loop, masked=masked,
+                    )  # fmt: skip
                 loss = out.float().square().sum() + alpha.float().sum()
                 if order == 1:
                     loss.backward()

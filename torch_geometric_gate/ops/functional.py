@@ -35,6 +35,7 @@ def gate_attention(
     need_weights: bool = False,
     loop: Optional[Tensor] = None,
     masked: Optional[Tensor] = None,
+    mask_loops_before: Optional[int] = None,
 ) -> Tuple[Tensor, Optional[Tensor]]:
     r"""GATE's graph attention (`"GATE: How to Keep Out Intrusive
     Neighbors" <https://arxiv.org/abs/2406.00418>`_), and GATv2's, on the
@@ -95,6 +96,12 @@ def gate_attention(
             their target.
         masked (torch.Tensor, optional): :obj:`[E]` booleans, the edges
             left out of the softmax. (default: none)
+        mask_loops_before (int, optional): Leaves out of the softmax, too,
+            the self-loops among the first :obj:`mask_loops_before` edges
+            (the kernels derive them from the edges: no flag tensor is
+            built or saved), as :class:`~torch_geometric_gate.GATEConv`
+            masks the input's self-loops before appending its own.
+            (default: none)
 
     Returns:
         The aggregated messages :obj:`[N_dst, H, C]` and the attention
@@ -153,12 +160,21 @@ def gate_attention(
             f"Expected 'edge_attr' with a row per edge ({num_edges}), got "
             f'{edge_attr.size(0)}'
         )
+    if mask_loops_before is not None and not (
+        0 <= mask_loops_before <= num_edges
+    ):
+        raise ValueError(
+            f"Expected 'mask_loops_before' in [0, {num_edges}] (got "
+            f'{mask_loops_before})'
+        )
     if gatv2:
         loop = torch.zeros_like(src, dtype=torch.bool)
+    before = num_edges if mask_loops_before is None else mask_loops_before
     graph = AttentionGraph(
         src=src, dst=dst, loop=loop, masked=masked,
-        num_src=query_src.size(0), num_dst=num_dst, num_loops=0,
-        edge_index=ei,
+        num_src=query_src.size(0), num_dst=num_dst,
+        num_loops=num_edges - before, edge_index=ei,
+        mask_input_loops=mask_loops_before is not None,
     )  # fmt: skip
     params = AttentionParams(
         att_neighbor=att_src, att_self=att_self, weight_edge=weight_edge,
