@@ -317,7 +317,8 @@ class GATEConv(MessagePassing):
         size: Tuple[int, int],
     ) -> Tuple[Tensor, Tensor]:
         r"""The attention step by PyG's message passing,
-        :meth:`edge_updater` and :meth:`propagate`."""
+        :meth:`edge_updater` and :meth:`propagate`.
+        """
         # edge_updater_type: (x: PairTensor, edge_attr: OptTensor, loop: Tensor, masked: OptTensor)  # noqa
         alpha = self.edge_updater(edge_index, x=x, edge_attr=edge_attr,
                                   loop=loop, masked=masked, size=size)
