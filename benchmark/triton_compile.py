@@ -300,11 +300,11 @@ def main(argv=None):
     )  # fmt: skip
     parser.add_argument(
         '--forward-tile', type=int, default=None,
-        help='FORWARD_TILE of ops/_triton_launch.py (default: as set)',
+        help='FORWARD_TILE of ops/triton/_launch.py (default: as set)',
     )  # fmt: skip
     parser.add_argument(
         '--backward-tile', type=int, default=None,
-        help='BACKWARD_TILE of ops/_triton_launch.py (default: as set)',
+        help='BACKWARD_TILE of ops/triton/_launch.py (default: as set)',
     )  # fmt: skip
     parser.add_argument('--out', help='a markdown file for the table')
     parser.add_argument(

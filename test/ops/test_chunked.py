@@ -168,7 +168,7 @@ CASES = [  # heads, channels, edge_dim, slope, bipartite, add_self_loops
 
 def eager_path(monkeypatch, path: str) -> list:
     r"""Makes eager calls run :obj:`path`: :obj:`'compiled'` (the functions
-    of :mod:`~torch_geometric_gate.ops.fused`), :obj:`'chunks'` (the chunked
+    of :mod:`~torch_geometric_gate.ops.chunked.loops`), :obj:`'chunks'` (the chunked
     ATen loops); returns the list of the compiled functions run."""
     calls, run_compiled = [], fused._run
 
@@ -466,7 +466,7 @@ def test_cpu_operator_equals_dense_and_the_eager_dropout(
     heads, channels, edge_dim, slope, bipartite, loops
 ):
     # On CPU tensors the operator that torch.compile calls runs the
-    # Inductor-compiled functions of `ops.fused`: outputs and every gradient
+    # Inductor-compiled functions of `ops.chunked.loops`: outputs and every gradient
     # equal the dense computation (float64), and with dropout the eager
     # kernels' for the same seed.
     graph = make_graph(bipartite, loops)

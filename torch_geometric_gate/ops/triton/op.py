@@ -12,7 +12,7 @@ The design follows the Triton graph-transformer kernel of
 CSR of incoming edges), with GATE's score:
 
 * **Forward** (:func:`gate_fwd_kernel`): one program per segment of at most
-  :data:`~torch_geometric_gate.ops._triton_launch.SEGMENT_EDGES` incoming
+  :data:`~torch_geometric_gate.ops.triton._launch.SEGMENT_EDGES` incoming
   edges of a target node :math:`v` (a node
   of low in-degree is one segment; a hub is split across programs), walked
   in blocks of :obj:`BLOCK_E` edges: it scores them (:math:`\mathbf{a}_t`
