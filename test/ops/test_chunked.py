@@ -168,8 +168,9 @@ CASES = [  # heads, channels, edge_dim, slope, bipartite, add_self_loops
 
 def eager_path(monkeypatch, path: str) -> list:
     r"""Makes eager calls run :obj:`path`: :obj:`'compiled'` (the functions
-    of :mod:`~torch_geometric_gate.ops.chunked.loops`), :obj:`'chunks'` (the chunked
-    ATen loops); returns the list of the compiled functions run."""
+    of :mod:`~torch_geometric_gate.ops.chunked.loops`), :obj:`'chunks'`
+    (the chunked ATen loops); returns the list of the compiled functions
+    run."""
     calls, run_compiled = [], fused._run
 
     def spy(fn, *args):
@@ -466,9 +467,9 @@ def test_cpu_operator_equals_dense_and_the_eager_dropout(
     heads, channels, edge_dim, slope, bipartite, loops
 ):
     # On CPU tensors the operator that torch.compile calls runs the
-    # Inductor-compiled functions of `ops.chunked.loops`: outputs and every gradient
-    # equal the dense computation (float64), and with dropout the eager
-    # kernels' for the same seed.
+    # Inductor-compiled functions of `ops.chunked.loops`: outputs and every
+    # gradient equal the dense computation (float64), and with dropout the
+    # eager kernels' for the same seed.
     graph = make_graph(bipartite, loops)
     inputs = make_inputs(graph, heads, channels, edge_dim)
     op = torch.ops.torch_geometric_gate.chunked_attention
