@@ -215,42 +215,6 @@ def check_against(fn_ref, graph, inputs, slope, atol=ATOL, rtol=RTOL,
     return alpha, out, got
 
 
-@pytest.mark.parametrize(
-    'heads,channels,edge_dim,slope',
-    [(1, 4, None, 0.0), (3, 5, 2, 0.0), (3, 3, None, 0.2), (1, 6, 3, 0.2)],
-)
-def test_triton_matches_dense_and_chunked(heads, channels, edge_dim, slope):
-    graph = make_graph()
-    src, dst, loop, masked, num = graph
-    inputs = make_inputs(num, num, src.numel(), heads, channels, edge_dim)
-    alpha, out, got = check_against(chunked_attention, graph, inputs, slope)
-    # The isolated node: no output, no gradient; masked edges: alpha 0.
-    assert bool((out[num - 1] == 0).all())
-    assert bool((got['q_dst'][num - 1] == 0).all())
-    assert bool((got['value'][num - 1] == 0).all())
-    assert bool((alpha[masked] == 0).all())
-
-
-def test_triton_bipartite_without_loops():
-    src = torch.tensor([0, 1, 2, 3, 4, 0, 4, 2], device=DEVICE)
-    dst = torch.tensor([0, 0, 1, 1, 2, 2, 2, 0], device=DEVICE)
-    loop = torch.zeros_like(src, dtype=torch.bool)
-    graph = (src, dst, loop, None, 4)  # Target 3 has no edges.
-    inputs = make_inputs(5, 4, src.numel(), 2, 3, 2)
-    check_against(chunked_attention, graph, inputs, 0.0)
-
-
-def test_triton_all_edges_masked_gives_zero():
-    src = torch.tensor([0, 1, 1, 2], device=DEVICE)
-    dst = torch.tensor([1, 1, 0, 0], device=DEVICE)
-    loop = src == dst
-    masked = torch.tensor([True, True, False, False], device=DEVICE)
-    graph = (src, dst, loop, masked, 3)
-    inputs = make_inputs(3, 3, 4, 2, 3, None)
-    alpha, out, _ = check_against(None, graph, inputs, 0.0)
-    assert bool((out[1] == 0).all()) and bool((alpha[:2] == 0).all())
-
-
 def _star(degree):
     # Node 0 receives `degree` edges (its self-loop included), plus a few
     # other edges.
