@@ -260,3 +260,25 @@ def test_bad_input_is_refused_naming_the_problem(kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         gate_attention(**args)
+
+
+@pytest.mark.parametrize('kernel', ['reference', 'chunked-loops'])
+def test_compiles_fullgraph_equal_to_eager(kernel):
+    # Under torch.compile the kernels are custom operators (no graph break);
+    # the same outputs and gradients as eagerly.
+    graph = make_graph(False)
+    inputs = make_inputs(graph, 2, 3, 2, False, torch.device('cpu'),
+                         torch.double)  # fmt: skip
+    torch._dynamo.reset()
+    compiled = torch.compile(run, fullgraph=True, backend='aot_eager')
+    try:
+        got = compiled(kernel, graph, inputs, 0.2)
+    finally:
+        torch._dynamo.reset()
+    want = run(kernel, graph, inputs, 0.2)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
+    got, want = gradients(got, inputs), gradients(want, inputs)
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], atol=1e-10,
+                                   rtol=1e-8, msg=name)  # fmt: skip

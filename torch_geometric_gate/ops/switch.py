@@ -198,10 +198,15 @@ class attention_kernel:
         self._saved = []
 
     def __enter__(self) -> KernelSettings:
-        frame = sys._getframe(1)
-        if frame.f_code.co_flags & _SUSPENDABLE and not (
-            frame.f_back is not None
-            and frame.f_back.f_code in _CONTEXT_MANAGER_CODE
+        # (Dynamo traces a block inside a compiled function, not frames:)
+        frame = None if torch.compiler.is_compiling() else sys._getframe(1)
+        if (
+            frame is not None
+            and frame.f_code.co_flags & _SUSPENDABLE
+            and not (
+                frame.f_back is not None
+                and frame.f_back.f_code in _CONTEXT_MANAGER_CODE
+            )
         ):
             raise RuntimeError(
                 f'attention_kernel(...) cannot be entered in the generator '
