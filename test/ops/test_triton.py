@@ -891,3 +891,52 @@ def test_triton_kernels_compile_for_gpu_targets(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert f'compiled {len(launches)} launches for 1 targets' in done.stdout
+
+
+class _CountOps(torch.utils._python_dispatch.TorchDispatchMode):
+    r"""Counts the ATen operations run, and the :func:`repeat_interleave`
+    calls without an :obj:`output_size` (which sync with the device)."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts, self.unsized_repeats = {}, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        self.counts[name] = self.counts.get(name, 0) + 1
+        if (
+            name == 'repeat_interleave'
+            and (kwargs or {}).get('output_size') is None
+        ):
+            self.unsized_repeats += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize('form', ['plain', 'EdgeIndex-col'])
+def test_triton_step_has_no_host_sync_and_sorts_at_most_once(form):
+    # Issue 48.1, the host floor: a training step issues no operation that
+    # syncs with the device (.item(), nonzero, repeat_interleave without
+    # output_size); a plain edge_index is sorted once per grouping (by
+    # target in the forward, whose permutation the backward reuses; by
+    # source for the backward's reverse CSR); a column-sorted EdgeIndex
+    # never, past the first step (PyG caches its CSR).
+    from torch_geometric import EdgeIndex
+
+    from torch_geometric_gate import GATEConv, attention_kernel
+
+    torch.manual_seed(0)
+    conv = GATEConv(8, 4, heads=2).to(DEVICE)
+    x = torch.randn(50, 8, device=DEVICE, requires_grad=True)
+    edge_index = torch.randint(0, 50, (2, 300), device=DEVICE)
+    if form == 'EdgeIndex-col':
+        edge_index = EdgeIndex(edge_index, sparse_size=(50, 50))
+        edge_index = edge_index.sort_by('col')[0]
+    with attention_kernel('triton'):
+        conv(x, edge_index).sum().backward()  # PyG's caches filled
+        with _CountOps() as ops:
+            conv(x, edge_index).sum().backward()
+    for name in ('nonzero', '_local_scalar_dense', 'item'):
+        assert ops.counts.get(name, 0) == 0, name
+    assert ops.unsized_repeats == 0
+    sorts = ops.counts.get('sort', 0) + ops.counts.get('argsort', 0)
+    assert sorts == (2 if form == 'plain' else 0)
