@@ -2,8 +2,9 @@ r"""GATEConv's eager CPU training step at several chunk sizes of its chunked
 kernels: which size of chunk is fastest for a number of threads (GATE's
 eager calls run the chunked ATen loops here, not the compiled ones).
 
-The chunked kernels walk the edges in chunks of ``CHUNK_ELEMENTS['cpu']``
-edge elements (edges times ``heads * out_channels``) per intra-op thread.
+The chunked kernels walk the edges in chunks of ``chunk_elements`` edge
+elements (edges times ``heads * out_channels``; an option of
+``attention_kernel``, set here per intra-op thread).
 For every graph and heads, GATE's step at each size (``--sizes``, powers of
 two) and GATv2Conv's step run in alternation (A B C ..., A B C ..., so that
 the drift of a shared machine cancels) after a warm-up; each size's median

@@ -26,7 +26,6 @@ from torch_geometric.nn import GATv2Conv
 from torch_geometric.utils import coalesce
 
 from torch_geometric_gate import GATEConv, attention_kernel
-from torch_geometric_gate.ops import chunked_steps, fused
 
 LAYERS = ('GATE', 'GATv2')
 GATE_KERNELS = ('reference', 'chunked', 'triton')
@@ -197,18 +196,24 @@ def cpu_graphs_and_heads(
 # Layers and steps ############################################################
 
 
+#: The default edge elements of a chunk per intra-op thread of GATE's
+#: chunked CPU loops (:attr:`~torch_geometric_gate.ops.KernelSettings.
+#: chunk_elements`: :math:`2^{19}` per thread, up to 8 threads).
+DEFAULT_CHUNK_LOG2 = 19
+
+
 @contextlib.contextmanager
 def cpu_chunk_log2(log2: Optional[int]) -> Iterator[int]:
     r"""Inside the block GATE's chunked CPU kernels walk the edges in chunks
     of :obj:`2**log2` edge elements per intra-op thread (:obj:`None`: their
-    own size); yields the log2 in force, and restores the size after."""
-    default = chunked_steps.CHUNK_ELEMENTS['cpu']
-    if log2 is not None:
-        chunked_steps.CHUNK_ELEMENTS['cpu'] = 2**log2
-    try:
-        yield chunked_steps.CHUNK_ELEMENTS['cpu'].bit_length() - 1
-    finally:
-        chunked_steps.CHUNK_ELEMENTS['cpu'] = default
+    own size), through the switch's :obj:`chunk_elements` option; yields
+    the log2 in force."""
+    if log2 is None:
+        yield DEFAULT_CHUNK_LOG2
+        return
+    threads = min(torch.get_num_threads(), 8)
+    with attention_kernel(chunk_elements=2**log2 * threads):
+        yield log2
 
 
 #: What GATE's eager CPU calls run: Inductor's compiled loops where they
@@ -219,18 +224,14 @@ EAGER_LOOPS = ('compiled', 'chunks')
 @contextlib.contextmanager
 def eager_loops(kind: str) -> Iterator[str]:
     r"""Inside the block GATE's eager CPU calls run :obj:`kind` (of
-    :data:`EAGER_LOOPS`); yields what is in force (:obj:`'chunks'` where
-    the compiled loops never run eager calls: past
-    :obj:`fused.SERIAL_MAX_THREADS` threads), and restores the setting
-    after."""
+    :data:`EAGER_LOOPS`), through the switch's :obj:`eager_loops` option;
+    yields what is in force (:obj:`'chunks'` where the compiled loops never
+    run eager calls: past four intra-op threads, see
+    :func:`~torch_geometric_gate.attention_kernel`)."""
     if kind not in EAGER_LOOPS:
         raise ValueError(f'Expected one of {EAGER_LOOPS} (got {kind!r})')
-    before = fused.EAGER
-    fused.EAGER = kind == 'compiled'
-    try:
-        yield kind if fused.in_one_thread() else 'chunks'
-    finally:
-        fused.EAGER = before
+    with attention_kernel(eager_loops=kind == 'compiled'):
+        yield kind if torch.get_num_threads() <= 4 else 'chunks'
 
 
 def make_layer(

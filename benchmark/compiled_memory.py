@@ -7,9 +7,10 @@ GATE's attention is built here exactly as
 :math:`\mathbf{W}, \mathbf{U}, \mathbf{V}` without bias, the input's
 self-loops masked and fresh ones appended, the bias added after the
 concatenated heads) and handed to
-:func:`torch_geometric_gate.ops.chunked.chunked_attention`, so that the
-numbers do not depend on how the layer dispatches to its kernels. The
-column *GATE before* composes the attention as the chunked path did before
+:func:`torch_geometric_gate.ops.gate_attention` (the chunked kernels on
+CPU tensors), so that the numbers do not depend on the layer's own
+checks. The column *GATE before* composes the attention as the chunked
+path did before
 the fused kernel (:class:`EdgeScore`, PyG's softmax, dropout,
 :class:`EdgeAggregate`).
 
@@ -41,9 +42,7 @@ from torch import Tensor
 from torch_geometric.nn import GATv2Conv
 from torch_geometric.utils import softmax
 
-from torch_geometric_gate.ops.chunked import chunked_attention
-from torch_geometric_gate.ops.chunked_steps import EdgeAggregate, EdgeScore
-from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
+from torch_geometric_gate.ops import gate_attention
 
 
 class GATEAttention(torch.nn.Module):
@@ -75,35 +74,40 @@ class GATEAttention(torch.nn.Module):
         q_dst = self.lin_dst(x).view(-1, H, C)
         loops = torch.arange(N, device=x.device)
         ei = torch.cat([edge_index, loops.repeat(2, 1)], dim=1)
-        # As GATEConv leaves the self-loop flags to the kernels:
-        graph = AttentionGraph(
-            ei[0], ei[1], None, None, N, N, N, mask_input_loops=True
-        )
-        params = AttentionParams(
-            self.att_neighbor, self.att_self, None, 0.0, self.dropout,
-            self.training,
-        )  # fmt: skip
         if self.before:
-            out = _before(graph, params, q_src, q_dst, value)
+            out = _before(self, ei, edge_index.size(1), q_src, q_dst, value)
         else:
-            out = chunked_attention(graph, params, q_src, q_dst, value, None)[
-                1
-            ]
+            # As GATEConv leaves the self-loop flags to the kernels:
+            out, _ = gate_attention(
+                q_src, q_dst, value, ei, self.att_neighbor, self.att_self,
+                dropout_p=self.dropout if self.training else 0.0,
+                mask_loops_before=edge_index.size(1),
+            )  # fmt: skip
         return out.reshape(-1, H * C) + self.bias
 
 
-def _before(graph, params, q_src, q_dst, value):
-    # The chunked path's attention before the fused kernel:
-    loop, masked = graph.flags()
+def _before(layer, ei, num_input, q_src, q_dst, value):
+    # The chunked path's attention before the fused kernel (the autograd
+    # functions of the chunked steps, which the Triton kernels' double
+    # backward still uses; the one private import here, for this
+    # historical column):
+    from torch_geometric_gate.ops.chunked.steps import (
+        EdgeAggregate,
+        EdgeScore,
+    )
+
+    src, dst = ei
+    num_dst, chunk = q_dst.size(0), 2**19 * min(torch.get_num_threads(), 8)
+    loop = src == dst
     e = EdgeScore.apply(
-        q_src, q_dst, None, None, graph.src, graph.dst, loop,
-        params.att_neighbor, params.att_self, params.negative_slope,
+        q_src, q_dst, None, None, src, dst, loop, layer.att_neighbor,
+        layer.att_self, 0.0, chunk,
     )  # fmt: skip
-    e = e.masked_fill(masked.view(-1, 1), float('-inf'))
-    alpha = softmax(e, graph.dst, num_nodes=graph.num_dst)
-    alpha = F.dropout(alpha, p=params.dropout, training=params.training)
-    return EdgeAggregate.apply(value, alpha, graph.src, graph.dst,
-                               graph.num_dst)  # fmt: skip
+    input_loop = loop & (torch.arange(src.numel()) < num_input)
+    e = e.masked_fill(input_loop.view(-1, 1), float('-inf'))
+    alpha = softmax(e, dst, num_nodes=num_dst)
+    alpha = F.dropout(alpha, p=layer.dropout, training=layer.training)
+    return EdgeAggregate.apply(value, alpha, src, dst, num_dst, chunk)
 
 
 def random_graph(num_nodes: int, num_edges: int, channels: int, seed=0):

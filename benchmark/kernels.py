@@ -44,7 +44,7 @@ from report import (
     write_results,
 )
 
-from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
+from torch_geometric_gate.ops import attention_kernel, gate_attention
 
 COLUMNS = [
     'device', 'graph', 'input', 'num_nodes', 'num_edges', 'heads', 'hidden',
@@ -134,8 +134,6 @@ def forward_bandwidth(edge_index, num_nodes, heads, hidden, dtype, device,
     r"""The Triton forward alone on inputs of the layer's shapes (self-loops
     appended, no dropout, no attention weights): its time, the bytes of
     :func:`forward_bytes` and their rate."""
-    from torch_geometric_gate.ops.triton import triton_attention
-
     n, channels = num_nodes, max(hidden // heads, 1)
     loops = torch.arange(n, device=device)
     is_loop = torch.cat(
@@ -144,10 +142,9 @@ def forward_bandwidth(edge_index, num_nodes, heads, hidden, dtype, device,
             torch.ones(n, dtype=torch.bool, device=device),
         ]
     )
-    graph = AttentionGraph(
-        torch.cat([edge_index[0], loops]), torch.cat([edge_index[1], loops]),
-        is_loop, None, n, n, n,
-    )  # fmt: skip
+    edges = torch.stack(
+        [torch.cat([edge_index[0], loops]), torch.cat([edge_index[1], loops])]
+    )
     gen = torch.Generator(device=device).manual_seed(0)
     q_src, q_dst, value, a_s, a_t = (
         torch.randn(size, heads, channels, generator=gen, device=device).to(
@@ -155,15 +152,14 @@ def forward_bandwidth(edge_index, num_nodes, heads, hidden, dtype, device,
         )
         for size in (n, n, n, 1, 1)
     )
-    params = AttentionParams(a_s, a_t, None, 0.0, 0.0, False, False)
 
     def run():
-        with torch.no_grad():
-            triton_attention(graph, params, q_src, q_dst, value, None)
+        with torch.no_grad(), attention_kernel('triton'):
+            gate_attention(q_src, q_dst, value, edges, a_s, a_t, loop=is_loop)
 
     ms = time_step(run, device, 1, reps)
     size = torch.finfo(dtype).bits // 8
-    nbytes = forward_bytes(graph.src.numel(), n, heads, channels, size, size)
+    nbytes = forward_bytes(edges.size(1), n, heads, channels, size, size)
     return dict(fwd_kernel_ms=ms, fwd_bytes=nbytes,
                 fwd_gbs=nbytes / (ms * 1e-3) / 1e9)  # fmt: skip
 

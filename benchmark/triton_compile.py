@@ -88,7 +88,7 @@ def recording(launches, names=KERNELS, **extra):
     r"""Under it, every launch of the kernels ``names`` (run under the
     Triton interpreter) is added to the dict ``launches``, once per
     distinct signature and constants, with the ``extra`` fields."""
-    from torch_geometric_gate.ops import _triton_kernels as kernels
+    from torch_geometric_gate.ops.triton import _kernels as kernels
 
     saved = {name: getattr(kernels, name).run for name in names}
     for name, run_kernel in saved.items():
@@ -120,7 +120,7 @@ def compile_launches(launches, arch, ptxas_report=False, kernels=None):
     from triton.compiler import ASTSource
 
     if kernels is None:
-        from torch_geometric_gate.ops import _triton_kernels as kernels
+        from torch_geometric_gate.ops.triton import _kernels as kernels
 
     rows = []
     for launch in launches:
@@ -216,9 +216,8 @@ def record_launches(configs, double_backward=False):
     kernel)."""
     import torch
 
-    from torch_geometric_gate.ops import _triton_launch as launch
-    from torch_geometric_gate.ops import triton as tops
-    from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
+    from torch_geometric_gate.ops import attention_kernel, gate_attention
+    from torch_geometric_gate.ops.triton import _launch as launch
 
     num = 6  # node 5: no edges but its self-loop; 4 -> 0: a hub both ways
     hub = launch.SEGMENT_EDGES + 1
@@ -239,10 +238,6 @@ def record_launches(configs, double_backward=False):
         edge_attr = rand(src.numel(), edge_dim) if edge_dim else None
         weight = rand(heads * channels, edge_dim) if edge_dim else None
         att = [rand(1, heads, channels, dt=torch.float32) for _ in range(2)]
-        graph = AttentionGraph(src, dst, loop, masked, num, num, 0)
-        params = AttentionParams(
-            att[0], att[1], weight, 0.2, dropout, dropout > 0
-        )
         shape = dict(
             heads=heads, channels=channels, dtype=dtype_name,
             edge_dim=edge_dim or 0, dropout=dropout,
@@ -250,9 +245,13 @@ def record_launches(configs, double_backward=False):
         with recording(launches, **shape):
             for order in (1, 2) if double_backward and dropout else (1,):
                 torch.manual_seed(0)
-                alpha, out = tops.triton_attention(
-                    graph, params, q_src, q_dst, value, edge_attr
-                )
+                with attention_kernel('triton'):
+                    out, alpha = gate_attention(
+                        q_src, q_dst, value, torch.stack([src, dst]), *att,
+                        edge_attr=edge_attr, weight_edge=weight,
+                        negative_slope=0.2, dropout_p=dropout,
+                        need_weights=True, loop=loop, masked=masked,
+                    )  # fmt: skip
                 loss = out.float().square().sum() + alpha.float().sum()
                 if order == 1:
                     loss.backward()
@@ -312,11 +311,11 @@ def main(argv=None):
     )  # fmt: skip
     parser.add_argument(
         '--forward-tile', type=int, default=None,
-        help='FORWARD_TILE of ops/_triton_launch.py (default: as set)',
+        help='FORWARD_TILE of ops/triton/_launch.py (default: as set)',
     )  # fmt: skip
     parser.add_argument(
         '--backward-tile', type=int, default=None,
-        help='BACKWARD_TILE of ops/_triton_launch.py (default: as set)',
+        help='BACKWARD_TILE of ops/triton/_launch.py (default: as set)',
     )  # fmt: skip
     parser.add_argument('--out', help='a markdown file for the table')
     parser.add_argument(
@@ -345,7 +344,7 @@ def main(argv=None):
         for h, c in zip(args.heads, args.channels)
     ]
     if args.record:  # The interpreted half, in a process of its own:
-        from torch_geometric_gate.ops import _triton_launch as launch
+        from torch_geometric_gate.ops.triton import _launch as launch
 
         if args.forward_tile is not None:
             launch.FORWARD_TILE = args.forward_tile

@@ -1,7 +1,7 @@
 r"""Tunes the Triton kernels' edge blocks on a GPU: the training step of
 :class:`GATEConv` under ``attention_kernel('triton')`` for each pair of
 tile sizes (``FORWARD_TILE`` and ``BACKWARD_TILE`` of
-:mod:`torch_geometric_gate.ops._triton_launch`: float32 per ``[BLOCK_E, H, C]``
+:mod:`torch_geometric_gate.ops.triton._launch`: float32 per ``[BLOCK_E, H, C]``
 tile, from which each kernel's edge block follows), next to eager
 :class:`GATv2Conv` in the same run, on the graphs, heads and dtypes given.
 It writes ``triton_tune.csv`` and ``triton_tune.md`` (step time, peak
@@ -44,7 +44,7 @@ def _measure(step: Step, device: torch.device, args) -> tuple:
 
 
 def main(argv=None):
-    from torch_geometric_gate.ops import _triton_launch as launch
+    from torch_geometric_gate.ops.triton import _launch as launch
 
     parser = argparse.ArgumentParser(
         description=(

@@ -2,7 +2,7 @@ r"""The Triton kernels of issue 48 beside the ones they may replace.
 
 On GATE's attention inputs (self-loops appended, the CSR built once,
 outside the timed calls), the launch helpers of
-``torch_geometric_gate.ops._triton_launch`` timed pairwise, per graph,
+``torch_geometric_gate.ops.triton._launch`` timed pairwise, per graph,
 heads and dtype: the forward (:func:`_launch_forward`) against itself with
 2 warps and the one-head 2-D kernel (:func:`_launch_forward_1h`, one head
 only, a few segments per program and warps); all :obj:`E x H` weights
@@ -68,8 +68,8 @@ class Case:
     projections of :obj:`heads x channels`."""
 
     def __init__(self, edge_index, n, heads, channels, dtype, device):
-        from torch_geometric_gate.ops import _triton_launch as launch
-        from torch_geometric_gate.ops._csr import forward_csr
+        from torch_geometric_gate.ops.triton import _launch as launch
+        from torch_geometric_gate.ops.triton._csr import forward_csr
         from torch_geometric_gate.ops.types import AttentionGraph
 
         loops = torch.arange(n, device=device)
@@ -119,7 +119,7 @@ class Case:
 def variants(case, heads):
     r"""(what, variant, function) triples: each group's first one is the
     baseline."""
-    from torch_geometric_gate.ops import _triton_launch as launch
+    from torch_geometric_gate.ops.triton import _launch as launch
 
     out = [
         ('forward', '3-D', lambda: launch._launch_forward(
@@ -177,7 +177,7 @@ def _rel(a, b) -> float:
 
 
 def main(argv=None):
-    from torch_geometric_gate.ops import _triton_launch as launch
+    from torch_geometric_gate.ops.triton import _launch as launch
 
     args = parse_args(argv)
     device = torch.device(args.device)

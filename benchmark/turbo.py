@@ -223,7 +223,7 @@ class Graph:
         from torch_geometric import EdgeIndex
         from torch_geometric.index import index2ptr
 
-        from torch_geometric_gate.ops._csr import forward_csr
+        from torch_geometric_gate.ops.triton._csr import forward_csr
         from torch_geometric_gate.ops.types import AttentionGraph
 
         n = num_nodes
@@ -277,7 +277,7 @@ def gate_step(g, left, right, att, grad_out, value=None):
     too unless :obj:`value` is given. Returns the output and the gradients
     of :obj:`left, right` (and of :obj:`value`) and of the attention
     vector."""
-    from torch_geometric_gate.ops import _triton_launch as launch
+    from torch_geometric_gate.ops.triton import _launch as launch
 
     att3 = att.unsqueeze(0)
     shared = value is None

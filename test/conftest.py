@@ -12,10 +12,18 @@ if 'TRITON_INTERPRET' not in os.environ:
     if not torch.cuda.is_available():
         os.environ['TRITON_INTERPRET'] = '1'
 
-# Eager calls on CPU tensors run Inductor-compiled loops (`ops.fused`), whose
-# first call per setting compiles for seconds: the suite's many settings
-# would take an hour. Its eager calls run the chunked ATen loops; the tests
-# of the compiled eager path (test/ops/test_chunked.py) turn it on.
-from torch_geometric_gate.ops import fused  # noqa: E402
+# Eager calls on CPU tensors run Inductor-compiled loops
+# (`ops/chunked/loops.py`), whose first call per setting compiles for
+# seconds: the suite's many settings would take an hour. Its eager calls run
+# the chunked ATen loops; the tests of the compiled eager path select them
+# with `attention_kernel(eager_loops=True)`.
+import pytest  # noqa: E402
 
-fused.EAGER = False
+from torch_geometric_gate.ops import attention_kernel  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _chunked_aten_loops_when_eager(request):
+    block = attention_kernel(eager_loops=False)
+    block.__enter__()
+    request.addfinalizer(lambda: block.__exit__(None, None, None))

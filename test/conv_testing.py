@@ -36,9 +36,10 @@ def selected_kernel(
     r"""The kernel that a call of :obj:`conv` on node features like :obj:`x`
     and :obj:`num_edges` edges runs under the current
     :func:`attention_kernel` (its private choice)."""
-    from torch_geometric_gate.ops.dispatch import _select_kernel
+    from torch_geometric_gate.ops import current_settings
+    from torch_geometric_gate.ops.dispatch import select
 
-    return _select_kernel(x, conv._reference_only(), num_edges)
+    return select(current_settings(), x, conv._reference_only(), num_edges)
 
 
 def saved_bytes(module, *args) -> int:

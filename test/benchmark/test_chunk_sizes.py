@@ -7,30 +7,31 @@ import csv
 import pytest
 from benchmark_testing import load_benchmark
 
-from torch_geometric_gate.ops import chunked_steps, fused
+from torch_geometric_gate.ops import current_settings, switch
+from torch_geometric_gate.ops.chunked import steps
 
 chunk_sizes = load_benchmark('chunk_sizes')
 
 
 def test_each_size_runs_and_the_default_comes_back(tmp_path, monkeypatch):
     seen = []
-    chunks = chunked_steps._chunks
+    chunks = steps._chunks
 
-    def spy(num_edges, width, device):
-        seen.append(chunked_steps.CHUNK_ELEMENTS['cpu'])
-        return chunks(num_edges, width, device)
+    def spy(num_edges, width, chunk):
+        seen.append(chunk)
+        return chunks(num_edges, width, chunk)
 
-    monkeypatch.setattr(chunked_steps, '_chunks', spy)
+    monkeypatch.setattr(steps, '_chunks', spy)
     # GATE's eager calls would run the compiled loops (no chunk at all):
-    monkeypatch.setattr(fused, 'EAGER', True)
-    default = chunked_steps.CHUNK_ELEMENTS['cpu']
+    settings = current_settings()._replace(eager_loops=True)
+    monkeypatch.setattr(switch._STATE, 'settings', settings)
     rows = chunk_sizes.main([
         '--graphs', 'random-2000', '--heads', '1', '2', '--hidden', '8',
         '--channels', '8', '--sizes', '6', '4', '--reps', '2', '--warmup',
         '0', '--threads', '1', '--out', str(tmp_path), '--name', 'c',
     ])  # fmt: skip
     assert set(seen) == {2**6, 2**4}  # The chunks ran, at each size.
-    assert chunked_steps.CHUNK_ELEMENTS['cpu'] == default and fused.EAGER
+    assert current_settings() == settings
     assert [(r['heads'], r['chunk_log2']) for r in rows] == [
         (1, 6), (1, 4), (2, 6), (2, 4)
     ]  # fmt: skip

@@ -9,7 +9,7 @@ import pytest
 import torch
 from benchmark_testing import load_benchmark
 
-from torch_geometric_gate.ops import chunked_steps, fused
+from torch_geometric_gate.ops import current_settings, switch
 
 common = load_benchmark('common')
 plotting = load_benchmark('plotting')
@@ -145,33 +145,42 @@ def test_a_step_in_a_fresh_process_reports_memory():
     assert res['num_edges'] > 900
 
 
+def use(monkeypatch, **options):
+    settings = current_settings()._replace(**options)
+    monkeypatch.setattr(switch._STATE, 'settings', settings)
+
+
 def test_eager_loops_sets_yields_and_restores(monkeypatch):
-    monkeypatch.setattr(fused, 'EAGER', True)
+    use(monkeypatch, eager_loops=True)
     with common.eager_loops('chunks') as loops:
-        assert loops == 'chunks' and not fused.EAGER
-    assert fused.EAGER
-    monkeypatch.setattr(fused, 'EAGER', False)
+        assert loops == 'chunks' and not current_settings().eager_loops
+    assert current_settings().eager_loops
+    use(monkeypatch, eager_loops=False)
     with pytest.raises(RuntimeError, match='stop'):
         with common.eager_loops('compiled') as loops:
-            assert loops == 'compiled' and fused.EAGER
+            assert loops == 'compiled' and current_settings().eager_loops
             raise RuntimeError('stop')
-    assert not fused.EAGER
-    # Past SERIAL_MAX_THREADS threads eager calls run the chunks anyway:
-    monkeypatch.setattr(fused, 'SERIAL_MAX_THREADS', 0)
-    with common.eager_loops('compiled') as loops:
-        assert loops == 'chunks'
+    assert not current_settings().eager_loops
+    # Past four threads eager calls run the chunks anyway:
+    before = torch.get_num_threads()
+    torch.set_num_threads(5)
+    try:
+        with common.eager_loops('compiled') as loops:
+            assert loops == 'chunks'
+    finally:
+        torch.set_num_threads(before)
     with pytest.raises(ValueError, match='Expected one of'):
         with common.eager_loops('fused'):
             pass
 
 
 def test_cpu_chunk_log2_sets_yields_and_restores():
-    sizes = chunked_steps.CHUNK_ELEMENTS
-    default = sizes['cpu']
+    threads = min(torch.get_num_threads(), 8)
     with common.cpu_chunk_log2(None) as log2:
-        assert sizes['cpu'] == default == 2**log2
+        assert current_settings().chunk_elements is None and log2 == 19
     with pytest.raises(RuntimeError, match='stop'):
         with common.cpu_chunk_log2(12) as log2:
-            assert log2 == 12 and sizes['cpu'] == 2**12
+            assert log2 == 12
+            assert current_settings().chunk_elements == 2**12 * threads
             raise RuntimeError('stop')
-    assert sizes['cpu'] == default
+    assert current_settings().chunk_elements is None

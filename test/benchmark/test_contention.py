@@ -9,7 +9,7 @@ import pytest
 import torch
 from benchmark_testing import load_benchmark
 
-from torch_geometric_gate.ops import chunked_steps, fused
+from torch_geometric_gate.ops import current_settings, switch
 
 contention = load_benchmark('contention')
 
@@ -51,8 +51,7 @@ def test_rows_ratios_and_no_competitor_left(tmp_path, monkeypatch):
         assert r['gate_slowdown'] == r['gate_busy_ms'] / r['gate_idle_ms']
         assert r['relative_min'] <= r['relative'] <= r['relative_max']
         assert r['competitors'] == 2 and r['rounds'] == 2
-        size = chunked_steps.CHUNK_ELEMENTS['cpu']
-        assert r['eager_loops'] == 'chunks' and 2 ** r['chunk_log2'] == size
+        assert r['eager_loops'] == 'chunks' and r['chunk_log2'] == 19
     with open(tmp_path / 'c.csv') as f:
         assert len(list(csv.DictReader(f))) == 2
     assert (
@@ -98,24 +97,25 @@ def test_relative_is_the_median_over_rounds_of_busy_over_idle(monkeypatch):
 
 
 def test_chunk_size_in_force_while_timed_and_restored(tmp_path, monkeypatch):
-    default = chunked_steps.CHUNK_ELEMENTS['cpu']
     seen = []
 
     def fake_measure(x, edge_index, heads, args):
-        seen.append((chunked_steps.CHUNK_ELEMENTS['cpu'], fused.EAGER))
+        settings = current_settings()
+        seen.append((settings.chunk_elements, settings.eager_loops))
         raise RuntimeError('stop')
 
     monkeypatch.setattr(contention, 'measure', fake_measure)
-    monkeypatch.setattr(fused, 'EAGER', True)
+    settings = current_settings()._replace(eager_loops=True)
+    monkeypatch.setattr(switch._STATE, 'settings', settings)
     with pytest.raises(RuntimeError, match='stop'):
         contention.main([
             '--graphs', 'random-2000', '--heads', '1', '--hidden', '8',
             '--eager-loops', 'chunks', '--chunk-log2', '12',
             '--out', str(tmp_path),
         ])  # fmt: skip
-    assert seen == [(2**12, False)]  # The chunks, at that size.
-    assert chunked_steps.CHUNK_ELEMENTS['cpu'] == default
-    assert fused.EAGER
+    threads = min(torch.get_num_threads(), 8)
+    assert seen == [(2**12 * threads, False)]  # The chunks, at that size.
+    assert current_settings() == settings
 
 
 def test_chunk_size_needs_the_chunks(capsys):

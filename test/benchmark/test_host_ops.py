@@ -49,7 +49,7 @@ def test_launches_counted_and_the_interpreters_ops_left_out(monkeypatch):
     # A launch counts once, whatever its grid; the interpreter runs each
     # program with ATen operators of its own, which would grow with the
     # graph (the grid) if they were counted.
-    from torch_geometric_gate.ops import _triton_kernels
+    from torch_geometric_gate.ops.triton import _kernels as _triton_kernels
 
     # A kernel's own `run` (as a test's undone patch leaves it) is still
     # counted:

@@ -83,7 +83,7 @@ def test_gate_kernels_compiled_are_their_own_rows(tmp_path, monkeypatch):
         'reference', 'chunked', 'reference-compiled', 'chunked-compiled',
         'eager', 'compiled',
     ]  # fmt: skip
-    assert compiled == ['GATEConv', 'GATEConv', 'GATv2Conv']
+    assert compiled == ['KernelGATEConv', 'KernelGATEConv', 'GATv2Conv']
     # Each row's step runs its attention kernel (GATv2Conv: none):
     assert attention == ['reference', 'chunked'] * 2 + [None, None]
     for r in rows:

@@ -123,7 +123,7 @@ def test_launch_records_specialise_as_the_launcher_does():
         pytest.skip('records launches under the interpreter')
     import torch
 
-    from torch_geometric_gate.ops import _triton_kernels as kernels
+    from torch_geometric_gate.ops.triton import _kernels as kernels
 
     tc = load_benchmark('triton_compile')
     keep = torch.ones(64, 2, dtype=torch.int8)

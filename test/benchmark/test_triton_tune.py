@@ -12,7 +12,7 @@ from benchmark_testing import load_benchmark
 def test_tiles_reach_the_kernels_and_defaults_come_back(tmp_path, monkeypatch):
     if os.environ.get('TRITON_INTERPRET') != '1':
         pytest.skip('runs the Triton kernels under the interpreter')
-    from torch_geometric_gate.ops import _triton_launch as launch
+    from torch_geometric_gate.ops.triton import _launch as launch
 
     tune = load_benchmark('triton_tune')
     defaults = (launch.FORWARD_TILE, launch.BACKWARD_TILE)

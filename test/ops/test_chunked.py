@@ -21,12 +21,14 @@ from torch_geometric.nn import GATv2Conv
 
 from torch_geometric_gate import GATEConv
 from torch_geometric_gate.ops import (
+    AttentionInputs,
     attention_kernel,
-    chunked_steps,
-    fused,
+    current_settings,
+    switch,
 )
 from torch_geometric_gate.ops.chunked import chunked_attention
-from torch_geometric_gate.ops.chunked_steps import EdgeAggregate, EdgeScore
+from torch_geometric_gate.ops.chunked import loops as fused
+from torch_geometric_gate.ops.chunked.steps import EdgeAggregate, EdgeScore
 from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
 
 NAMES = ('q_src', 'q_dst', 'value', 'edge_attr', 'weight_edge',
@@ -83,11 +85,25 @@ def params_of(inputs, slope=0.0, dropout=0.0, training=False):
     )  # fmt: skip
 
 
+def attend(graph, params, q_src, q_dst, value, edge_attr):
+    r"""The chunked kernels under the settings in force, as
+    :obj:`(alpha, out)`."""
+    inputs = AttentionInputs(q_src, q_dst, value, edge_attr)
+    out, alpha = chunked_attention(graph, params, inputs, current_settings())
+    return alpha, out
+
+
 def run(graph, inputs, slope=0.0, dropout=0.0, training=False):
-    return chunked_attention(
+    return attend(
         graph, params_of(inputs, slope, dropout, training), inputs['q_src'],
         inputs['q_dst'], inputs['value'], inputs['edge_attr'],
     )  # fmt: skip
+
+
+def use(monkeypatch, **options):
+    r"""Sets the switch's options for the rest of the test."""
+    settings = current_settings()._replace(**options)
+    monkeypatch.setattr(switch._STATE, 'settings', settings)
 
 
 def dense(graph, inputs, slope, noise: Optional[Tensor] = None):
@@ -152,8 +168,9 @@ CASES = [  # heads, channels, edge_dim, slope, bipartite, add_self_loops
 
 def eager_path(monkeypatch, path: str) -> list:
     r"""Makes eager calls run :obj:`path`: :obj:`'compiled'` (the functions
-    of :mod:`~torch_geometric_gate.ops.fused`), :obj:`'chunks'` (the chunked
-    ATen loops); returns the list of the compiled functions run."""
+    of :mod:`~torch_geometric_gate.ops.chunked.loops`), :obj:`'chunks'`
+    (the chunked ATen loops); returns the list of the compiled functions
+    run."""
     calls, run_compiled = [], fused._run
 
     def spy(fn, *args):
@@ -161,31 +178,8 @@ def eager_path(monkeypatch, path: str) -> list:
         return run_compiled(fn, *args)
 
     monkeypatch.setattr(fused, '_run', spy)
-    monkeypatch.setattr(fused, 'EAGER', path == 'compiled')
+    use(monkeypatch, eager_loops=path == 'compiled')
     return calls
-
-
-@pytest.mark.parametrize('path', ['compiled', 'chunks', 'chunks of 5'])
-@pytest.mark.parametrize(
-    'heads,channels,edge_dim,slope,bipartite,loops', CASES
-)
-def test_chunked_attention_equals_dense(
-    monkeypatch, path, heads, channels, edge_dim, slope, bipartite, loops
-):
-    calls = eager_path(monkeypatch, path)
-    if path == 'chunks of 5':  # Boundaries crossed.
-        monkeypatch.setitem(
-            chunked_steps.CHUNK_ELEMENTS, 'cpu', 5 * heads * channels
-        )
-    graph = make_graph(bipartite, loops)
-    inputs = make_inputs(graph, heads, channels, edge_dim)
-    got = run(graph, inputs, slope)
-    assert_equal_to(got, dense(graph, inputs, slope), inputs)
-    # Eager calls ran the compiled forward and backward, or no compiled code:
-    want = ['_forward', '_backward'] if path == 'compiled' else []
-    assert calls == want
-    if graph.masked is not None:  # Masked edges take no attention:
-        assert (got[0][graph.masked] == 0).all()
 
 
 @pytest.mark.parametrize('path', ['compiled', 'chunks'])
@@ -236,7 +230,7 @@ def layer_attention(graph, slope, dropout, training):
         p = AttentionParams(
             att_neighbor, att_self, None, slope, dropout, training
         )
-        return chunked_attention(g, p, q_src, q_dst, value, None)
+        return attend(g, p, q_src, q_dst, value, None)
 
     return fn
 
@@ -387,7 +381,7 @@ def test_chunked_attention_gradgradcheck_across_chunks(
     # loops run eager calls only where a chunk holds every edge).
     calls = eager_path(monkeypatch, path)
     if path == 'chunks':
-        monkeypatch.setitem(chunked_steps.CHUNK_ELEMENTS, 'cpu', 3 * 2 * 2)
+        use(monkeypatch, chunk_elements=3 * 2 * 2)
     graph = make_graph()
     inputs = make_inputs(graph, 2, 2, 2)
     present = [k for k in NAMES if inputs[k] is not None]
@@ -433,6 +427,7 @@ def op_args(graph, inputs, slope=0.0, dropout=0.0):
         inputs['weight_edge'], inputs['att_neighbor'], inputs['att_self'],
         graph.src, graph.dst, graph.loop, graph.masked,
         graph.loops_masked_before, graph.num_dst, slope, dropout,
+        0, current_settings().loops_max_elements,
     )  # fmt: skip
 
 
@@ -451,7 +446,7 @@ def test_chunked_custom_ops_pass_opcheck(edge_dim, slope, derived):
     args = (
         torch.randn_like(alpha), torch.randn_like(out), None,
         *op_args(graph, inputs)[:7], graph.loop, alpha, softmax, edges, seed,
-        graph.num_dst, slope, 0.0, [True] * 7,
+        graph.num_dst, slope, 0.0, 0, 2**27, [True] * 7,
     )  # fmt: skip
     # Detached: its own backward is not registered (see the module).
     args = tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
@@ -472,9 +467,9 @@ def test_cpu_operator_equals_dense_and_the_eager_dropout(
     heads, channels, edge_dim, slope, bipartite, loops
 ):
     # On CPU tensors the operator that torch.compile calls runs the
-    # Inductor-compiled functions of `ops.fused`: outputs and every gradient
-    # equal the dense computation (float64), and with dropout the eager
-    # kernels' for the same seed.
+    # Inductor-compiled functions of `ops.chunked.loops`: outputs and every
+    # gradient equal the dense computation (float64), and with dropout the
+    # eager kernels' for the same seed.
     graph = make_graph(bipartite, loops)
     inputs = make_inputs(graph, heads, channels, edge_dim)
     op = torch.ops.torch_geometric_gate.chunked_attention
@@ -570,7 +565,7 @@ def test_eager_edge_features_past_a_chunk_run_the_chunks(monkeypatch):
     # the chunks (their temporaries stay chunk-sized); without edge
     # features, the compiled loops.
     calls = eager_path(monkeypatch, 'compiled')
-    monkeypatch.setitem(chunked_steps.CHUNK_ELEMENTS, 'cpu', 3 * 2)
+    use(monkeypatch, chunk_elements=3 * 2)
     graph = make_graph()  # More edges than a chunk holds on 8 threads.
     assert graph.src.numel() > 8
     for edge_dim, want in ((2, []), (None, ['_forward', '_backward'])):
@@ -621,8 +616,8 @@ def test_eager_calls_without_a_compiler_warn_and_run_the_chunks(monkeypatch):
 def test_cpu_operator_past_the_fused_size_runs_the_chunks(monkeypatch):
     # Past FUSED_MAX_ELEMENTS the operator runs the chunked ATen loops (in
     # chunks of 5 edges here), equal to the dense computation too.
-    monkeypatch.setattr(fused, 'FUSED_MAX_ELEMENTS', 0)
-    monkeypatch.setitem(chunked_steps.CHUNK_ELEMENTS, 'cpu', 5 * 3 * 2)
+    use(monkeypatch, loops_max_elements=0)
+    use(monkeypatch, chunk_elements=5 * 3 * 2)
     monkeypatch.setattr(fused, '_run', None)  # Never compiled.
     graph = make_graph()
     inputs = make_inputs(graph, 3, 2, 3)
@@ -889,9 +884,9 @@ def test_chunked_kernels_equal_reference(
 
 
 @pytest.mark.parametrize('slope', [0.0, 0.2])
-def test_chunked_functions_gradcheck_across_chunks(monkeypatch, slope):
+def test_chunked_functions_gradcheck_across_chunks(slope):
     # Chunks of 3 edges, so that chunk boundaries are crossed:
-    monkeypatch.setitem(chunked_steps.CHUNK_ELEMENTS, 'cpu', 3 * 2 * 2)
+    chunk = 3 * 2 * 2
     torch.manual_seed(0)
     kw = dict(dtype=torch.double, requires_grad=True)
     heads, channels, num_edges = 2, 2, 11
@@ -918,6 +913,7 @@ def test_chunked_functions_gradcheck_across_chunks(monkeypatch, slope):
             att_s,
             att_t,
             slope,
+            chunk,
         )
 
     inputs = (q_src, q_dst, edge_attr, weight, att_s, att_t)
@@ -934,7 +930,7 @@ def test_chunked_functions_gradcheck_across_chunks(monkeypatch, slope):
     alpha = torch.rand(num_edges, heads, **kw)
 
     def aggregate(q_src, alpha):
-        return EdgeAggregate.apply(q_src, alpha, src, dst, 4)
+        return EdgeAggregate.apply(q_src, alpha, src, dst, 4, chunk)
 
     assert torch.autograd.gradcheck(
         aggregate, (q_src, alpha), check_batched_grad=True
@@ -978,7 +974,7 @@ def test_one_overflowing_head_leaves_the_others_finite(
 ):
     if chunk is not None:  # A few edges per chunk: clean, overflowing ones.
         eager_path(monkeypatch, 'chunks')
-        monkeypatch.setitem(chunked_steps.CHUNK_ELEMENTS, 'cpu', chunk)
+        use(monkeypatch, chunk_elements=chunk)
     torch.manual_seed(0)
     # Nodes 0 and 1 positive (U x overflows to +inf), the others negative
     # (-inf, which the ReLU cuts): edges of both kinds.
@@ -1065,3 +1061,34 @@ def test_compiled_memory_benchmark_prints_its_table(capsys):
     # GATE saves far less than GATv2Conv eagerly, and as much compiled:
     assert gate < before < gatv2 and gate <= 0.35 * gatv2
     assert c_gate <= 1.1 * gate
+
+
+@pytest.mark.parametrize('path', ['compiled', 'chunks'])
+def test_chunked_float16_sums_accumulate_in_float32(monkeypatch, path):
+    # Issue 50.3: on CPU a float16 hub's weights summed to 1.09 at
+    # in-degree 3,000 (and the outputs drifted): the sums accumulated in
+    # float16. Against the float64 reference:
+    eager_path(monkeypatch, path)
+    torch.manual_seed(0)
+    num_nodes = 4000
+    conv = GATEConv(4, 4, heads=2)
+    randomize_attention(conv)
+    src = torch.arange(1, num_nodes)
+    edge_index = torch.stack([src, torch.zeros_like(src)])
+    x = torch.randn(num_nodes, 4)
+    with attention_kernel('chunked'):
+        out, (ei, alpha) = conv.half()(
+            x.half(), edge_index, return_attention_weights=True
+        )
+    with attention_kernel('reference'):
+        want, (_, want_alpha) = conv.double()(
+            x.double(), edge_index, return_attention_weights=True
+        )
+    hub = ei[1] == 0
+    assert torch.allclose(
+        alpha[hub].double().sum(0),
+        torch.ones(2, dtype=torch.double),
+        atol=2e-3,
+    )
+    assert torch.allclose(out.double(), want, atol=2e-2, rtol=1e-2)
+    assert torch.allclose(alpha.double(), want_alpha, atol=5e-4, rtol=2e-2)

@@ -13,8 +13,15 @@ from conv_testing import (
 
 from torch_geometric_gate import GATEConv, attention_kernel
 from torch_geometric_gate.nn.conv import gate_conv_kernels
-from torch_geometric_gate.ops import KERNELS, dispatch
-from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
+from torch_geometric_gate.ops import (
+    KERNELS,
+    AttentionGraph,
+    AttentionInputs,
+    AttentionParams,
+    KernelSettings,
+    current_settings,
+    dispatch,
+)
 
 
 def conv_and_input(**kwargs):
@@ -77,7 +84,7 @@ def test_the_switch_is_per_thread():
     assert all(step.is_set() for step in steps)
     assert seen == {'a': 'reference', 'b': 'chunked'}
     assert selected_kernel(conv, x) == 'chunked'  # 'auto' on CPU
-    assert dispatch._KERNEL.get() == 'auto'
+    assert current_settings().kernel == 'auto'
 
 
 def test_a_thread_outside_the_switch_is_unaffected(monkeypatch):
@@ -167,16 +174,23 @@ def test_auto_on_cuda_runs_triton_from_its_size(monkeypatch):
     cuda = types.SimpleNamespace(device=torch.device('cuda'),
                                  dtype=torch.bfloat16)  # fmt: skip
     monkeypatch.setattr(dispatch, '_triton_missing', lambda x: None)
-    large = dispatch.TRITON_MIN_EDGES
-    assert dispatch._select_kernel(cuda, [], large) == 'triton'
-    assert dispatch._select_kernel(cuda, [], large - 1) == 'reference'
+    large = KernelSettings().triton_min_edges
+    assert dispatch.select(KernelSettings(), cuda, [], large) == 'triton'
+    assert (
+        dispatch.select(KernelSettings(), cuda, [], large - 1) == 'reference'
+    )
     # float64 (the Triton kernels compute in float32 and refuse it):
     double = types.SimpleNamespace(device=cuda.device, dtype=torch.float64)
-    assert dispatch._select_kernel(double, [], large) == 'reference'
-    assert dispatch._select_kernel(cuda, ['hooks'], large) == 'reference'
+    assert dispatch.select(KernelSettings(), double, [], large) == 'reference'
+    assert (
+        dispatch.select(KernelSettings(), cuda, ['hooks'], large)
+        == 'reference'
+    )
     meta = torch.empty(1, device='meta')
-    assert dispatch._select_kernel(meta, [], large) == 'reference'
-    assert dispatch._select_kernel(torch.empty(1), [], 0) == 'chunked'
+    assert dispatch.select(KernelSettings(), meta, [], large) == 'reference'
+    assert (
+        dispatch.select(KernelSettings(), torch.empty(1), [], 0) == 'chunked'
+    )
 
 
 def test_triton_missing_says_why(monkeypatch):
@@ -194,8 +208,8 @@ def test_auto_on_cuda_needs_triton(monkeypatch):
     cuda = types.SimpleNamespace(device=torch.device('cuda'),
                                  dtype=torch.float32)  # fmt: skip
     monkeypatch.setattr(dispatch, '_triton_missing', lambda x: 'no Triton')
-    large = dispatch.TRITON_MIN_EDGES
-    assert dispatch._select_kernel(cuda, [], large) == 'reference'
+    large = KernelSettings().triton_min_edges
+    assert dispatch.select(KernelSettings(), cuda, [], large) == 'reference'
 
 
 def test_torch_compile_does_not_trace_the_triton_lookup(monkeypatch):
@@ -222,19 +236,25 @@ def test_auto_on_a_cuda_device_picks_by_the_size(monkeypatch):
     conv, x = conv_and_input()
     conv, x = conv.cuda(), x.cuda()
     assert selected_kernel(conv, x) == 'reference'
-    assert selected_kernel(conv, x, dispatch.TRITON_MIN_EDGES) == 'triton'
+    assert (
+        selected_kernel(conv, x, KernelSettings().triton_min_edges) == 'triton'
+    )
     # Not compared with the reference's output: CUDA's scatter-add is
     # atomic, so its last bits vary from call to call.
     calls = []
-    run_kernel = gate_conv_kernels._run_kernel
-    monkeypatch.setattr(gate_conv_kernels, '_run_kernel',
-                        lambda kernel, *args: calls.append(kernel)
-                        or run_kernel(kernel, *args))  # fmt: skip
+    attend = gate_conv_kernels.attend
+
+    def spy(*args):
+        result = attend(*args)
+        calls.append(result is not None)
+        return result
+
+    monkeypatch.setattr(gate_conv_kernels, 'attend', spy)
     conv(x, EDGE_INDEX.cuda())
-    assert calls == []  # The reference: PyG's message passing.
-    edge_index = torch.randint(NUM_NODES, (2, dispatch.TRITON_MIN_EDGES))
-    conv(x, edge_index.cuda())
-    assert calls == ['triton']
+    assert calls == [False]  # The reference: PyG's message passing.
+    large = KernelSettings().triton_min_edges
+    conv(x, torch.randint(NUM_NODES, (2, large)).cuda())
+    assert calls == [False, True]
 
 
 def _double_conv_and_input():
@@ -299,22 +319,23 @@ def test_kernels_get_tensors_only_and_weights_when_asked(monkeypatch):
     from torch_geometric_gate.nn.conv import gate_conv_kernels
 
     calls = []
-    run = gate_conv_kernels._run_kernel
+    attend = gate_conv_kernels.attend
 
-    def spy(kernel, graph, params, *tensors):
-        calls.append((graph, params))
-        return run(kernel, graph, params, *tensors)
+    def spy(graph, params, inputs, why):
+        calls.append((graph, params, inputs))
+        return attend(graph, params, inputs, why)
 
-    monkeypatch.setattr(gate_conv_kernels, '_run_kernel', spy)
+    monkeypatch.setattr(gate_conv_kernels, 'attend', spy)
     conv, x = conv_and_input()
     conv(x, EDGE_INDEX)
     conv(x, EDGE_INDEX, return_attention_weights=True)
     conv.forward_with_attention(x, EDGE_INDEX)
-    assert [params.need_weights for _, params in calls] == [False, True, True]
-    graph, params = calls[0]
+    assert [c[1].need_weights for c in calls] == [False, True, True]
+    graph, params, inputs = calls[0]
     assert isinstance(graph, AttentionGraph)
     assert isinstance(params, AttentionParams)
-    for value in (*graph, *params):
+    assert isinstance(inputs, AttentionInputs)
+    for value in (*graph, *params, *inputs):
         assert value is None or isinstance(value, (torch.Tensor, int, float))
     assert params.att_self is conv.att_self
     num_loops = NUM_NODES
@@ -331,16 +352,138 @@ def test_kernels_get_the_callers_edge_index(monkeypatch):
     from torch_geometric_gate.nn.conv import gate_conv_kernels
 
     graphs = []
-    run = gate_conv_kernels._run_kernel
+    attend = gate_conv_kernels.attend
 
-    def spy(kernel, graph, *args):
+    def spy(graph, *args):
         graphs.append(graph)
-        return run(kernel, graph, *args)
+        return attend(graph, *args)
 
-    monkeypatch.setattr(gate_conv_kernels, '_run_kernel', spy)
+    monkeypatch.setattr(gate_conv_kernels, 'attend', spy)
     conv, x = conv_and_input()
     edge_index = EdgeIndex(EDGE_INDEX, sparse_size=(NUM_NODES, NUM_NODES))
     edge_index = edge_index.sort_by('col')[0]
     out = conv(x, edge_index)
     assert graphs[0].edge_index is edge_index
     assert torch.allclose(out, conv(x, edge_index.as_tensor()), atol=1e-6)
+
+
+def test_options_of_the_switch_nest_and_are_checked():
+    with attention_kernel('chunked', chunk_elements=64) as settings:
+        assert settings == current_settings()
+        assert (settings.kernel, settings.chunk_elements) == ('chunked', 64)
+        with attention_kernel(eager_loops=False):  # Keeps the rest:
+            assert current_settings() == settings._replace(eager_loops=False)
+        assert current_settings() == settings
+    assert current_settings() == KernelSettings(eager_loops=False)  # conftest
+    for bad, match in (
+        (dict(chunk_elements=0), "'chunk_elements' to be a positive int"),
+        (dict(triton_min_edges=-1), "'triton_min_edges' to be a non-neg"),
+        (dict(loops_max_elements=1.5), "'loops_max_elements'"),
+        (dict(eager_loops=1), "'eager_loops' to be a bool"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            attention_kernel(**bad)
+
+
+def test_chunk_elements_sets_the_chunks():
+    # The chunked ATen loops read the option: one edge per chunk and the
+    # default give the same result, and the chunk size is what they use.
+    from torch_geometric_gate.ops.chunked import steps
+
+    conv, x = conv_and_input()
+    sizes = []
+    chunks = steps._chunks
+
+    def spy(num_edges, width, chunk):
+        sizes.append(chunk)
+        return chunks(num_edges, width, chunk)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(steps, '_chunks', spy)
+        with attention_kernel('chunked'):
+            expected = conv(x, EDGE_INDEX)
+        assert set(sizes) == {2**19 * min(torch.get_num_threads(), 8)}
+        sizes.clear()
+        with attention_kernel('chunked', chunk_elements=8):
+            got = conv(x, EDGE_INDEX)
+        assert set(sizes) == {8}
+    assert torch.allclose(got, expected, atol=1e-6)
+
+
+def test_a_compiled_layer_follows_a_later_selection():
+    # Issue 50.5: the selection was read once, at trace time, with no
+    # guard: a compiled layer ignored a later attention_kernel(...), and
+    # forcing 'triton' on CPU silently ran the chunked kernels compiled.
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    conv, x = conv_and_input()
+    counter = CompileCounter()
+    compiled = torch.compile(conv, backend=counter, fullgraph=True)
+    try:
+        with pytest.MonkeyPatch.context() as m:
+            m.delenv('TRITON_INTERPRET', raising=False)
+            expected = compiled(x, EDGE_INDEX)  # 'auto': the chunked kernels
+            with attention_kernel('triton'):
+                with pytest.raises(RuntimeError, match='not on a CUDA'):
+                    compiled(x, EDGE_INDEX)
+        with attention_kernel('reference'):
+            got = compiled(x, EDGE_INDEX)
+        assert counter.frame_count == 2  # Retraced for the new selection:
+        assert torch.allclose(got, expected, atol=1e-6)
+        compiled(x, EDGE_INDEX)
+        assert counter.frame_count == 2  # 'auto' again: no recompilation.
+    finally:
+        torch._dynamo.reset()
+
+
+def test_the_switch_cannot_leak_out_of_a_generator():
+    # Issue 50.9: a block inside a generator stayed in force for the
+    # caller while the generator was suspended, and finishing the generator
+    # in another thread raised ValueError with the selection left changed.
+    def batches():
+        with attention_kernel('reference'):
+            yield current_settings().kernel
+
+    with pytest.raises(RuntimeError, match="generator or coroutine 'batches'"):
+        next(batches())
+    assert current_settings().kernel == 'auto'
+
+    async def serve():
+        with attention_kernel('reference'):
+            return None
+
+    coroutine = serve()
+    with pytest.raises(RuntimeError, match="coroutine 'serve'"):
+        coroutine.send(None)
+    assert current_settings().kernel == 'auto'
+
+
+def test_a_contextmanager_scopes_its_callers_block():
+    import contextlib
+
+    @contextlib.contextmanager
+    def reference():
+        with attention_kernel('reference'):
+            yield
+
+    with reference():
+        assert current_settings().kernel == 'reference'
+    assert current_settings().kernel == 'auto'
+
+
+def test_a_block_exited_in_another_thread_restores_its_own_thread():
+    block = attention_kernel('reference')
+    block.__enter__()
+    assert current_settings().kernel == 'reference'
+    seen = []
+
+    def exit_elsewhere():
+        block.__exit__(None, None, None)
+        seen.append(current_settings().kernel)
+
+    thread = threading.Thread(target=exit_elsewhere)
+    thread.start()
+    thread.join(20)
+    assert seen == ['auto']  # That thread's own selection is untouched,
+    assert current_settings().kernel == 'auto'  # and this one's restored.

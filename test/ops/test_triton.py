@@ -7,7 +7,6 @@ here before Triton is imported; tiny graphs only); with CUDA available and
 """
 
 import importlib.util
-import inspect
 import os
 import sys
 
@@ -37,11 +36,15 @@ if not ON_GPU and not INTERPRET:
 
 from conv_testing import saved_bytes  # noqa: E402
 
-from torch_geometric_gate.ops import _triton_kernels as kernels  # noqa: E402
-from torch_geometric_gate.ops import _triton_launch as launch  # noqa: E402
-from torch_geometric_gate.ops import triton as tops  # noqa: E402
-from torch_geometric_gate.ops._csr import forward_csr  # noqa: E402
+from torch_geometric_gate.ops import (  # noqa: E402
+    AttentionInputs,
+    current_settings,
+)
 from torch_geometric_gate.ops.chunked import chunked_attention  # noqa: E402
+from torch_geometric_gate.ops.triton import _kernels as kernels  # noqa: E402
+from torch_geometric_gate.ops.triton import _launch as launch  # noqa: E402
+from torch_geometric_gate.ops.triton import op as tops  # noqa: E402
+from torch_geometric_gate.ops.triton._csr import forward_csr  # noqa: E402
 from torch_geometric_gate.ops.types import (  # noqa: E402
     AttentionGraph,
     AttentionParams,
@@ -117,32 +120,24 @@ def bundle(graph, inputs, slope=0.0, dropout=0.0, training=False,
 
 def triton_run(graph, inputs, *args, **kwargs):
     r""":func:`triton_attention` on the graph tuple of these tests (the
-    other arguments: :func:`bundle`'s)."""
+    other arguments: :func:`bundle`'s), as :obj:`(alpha, out)`."""
+    return run_bundled(tops.triton_attention, graph, inputs, *args, **kwargs)
+
+
+def run_bundled(fn, graph, inputs, *args, **kwargs):
     i = inputs
-    return tops.triton_attention(
-        *bundle(graph, inputs, *args, **kwargs), i['q_src'], i['q_dst'],
-        i['value'], i['edge_attr'],
+    projections = AttentionInputs(
+        i['q_src'], i['q_dst'], i['value'], i['edge_attr']
+    )
+    out, alpha = fn(
+        *bundle(graph, inputs, *args, **kwargs), projections,
+        current_settings(),
     )  # fmt: skip
+    return alpha, out
 
 
 def run(fn, graph, inputs, slope=0.0, dropout=0.0, training=False):
-    if fn is tops.triton_attention:
-        return triton_run(graph, inputs, slope, dropout, training)
-    if 'graph' in inspect.signature(fn).parameters:  # the bundled form
-        i = inputs
-        return fn(
-            *bundle(graph, inputs, slope, dropout, training), i['q_src'],
-            i['q_dst'], i['value'], i['edge_attr'],
-        )  # fmt: skip
-    # The positional form of the chunked kernels before they took the
-    # bundled arguments (this branch's base):
-    src, dst, loop, masked, num_dst = graph
-    i = inputs
-    return fn(
-        src, dst, i['q_src'], i['q_dst'], i['value'], i['edge_attr'],
-        i['weight_edge'], loop, masked, i['att_neighbor'], i['att_self'],
-        slope, dropout, training, num_dst,
-    )  # fmt: skip
+    return run_bundled(fn, graph, inputs, slope, dropout, training)
 
 
 def dense_attention(src, dst, loop, masked, num_dst, inputs, slope,
@@ -218,42 +213,6 @@ def check_against(fn_ref, graph, inputs, slope, atol=ATOL, rtol=RTOL,
             assert want[k].dtype == got[k].dtype, k
             assert_close(got[k], want[k], atol, rtol, f'grad {k} vs chunked')
     return alpha, out, got
-
-
-@pytest.mark.parametrize(
-    'heads,channels,edge_dim,slope',
-    [(1, 4, None, 0.0), (3, 5, 2, 0.0), (3, 3, None, 0.2), (1, 6, 3, 0.2)],
-)
-def test_triton_matches_dense_and_chunked(heads, channels, edge_dim, slope):
-    graph = make_graph()
-    src, dst, loop, masked, num = graph
-    inputs = make_inputs(num, num, src.numel(), heads, channels, edge_dim)
-    alpha, out, got = check_against(chunked_attention, graph, inputs, slope)
-    # The isolated node: no output, no gradient; masked edges: alpha 0.
-    assert bool((out[num - 1] == 0).all())
-    assert bool((got['q_dst'][num - 1] == 0).all())
-    assert bool((got['value'][num - 1] == 0).all())
-    assert bool((alpha[masked] == 0).all())
-
-
-def test_triton_bipartite_without_loops():
-    src = torch.tensor([0, 1, 2, 3, 4, 0, 4, 2], device=DEVICE)
-    dst = torch.tensor([0, 0, 1, 1, 2, 2, 2, 0], device=DEVICE)
-    loop = torch.zeros_like(src, dtype=torch.bool)
-    graph = (src, dst, loop, None, 4)  # Target 3 has no edges.
-    inputs = make_inputs(5, 4, src.numel(), 2, 3, 2)
-    check_against(chunked_attention, graph, inputs, 0.0)
-
-
-def test_triton_all_edges_masked_gives_zero():
-    src = torch.tensor([0, 1, 1, 2], device=DEVICE)
-    dst = torch.tensor([1, 1, 0, 0], device=DEVICE)
-    loop = src == dst
-    masked = torch.tensor([True, True, False, False], device=DEVICE)
-    graph = (src, dst, loop, masked, 3)
-    inputs = make_inputs(3, 3, 4, 2, 3, None)
-    alpha, out, _ = check_against(None, graph, inputs, 0.0)
-    assert bool((out[1] == 0).all()) and bool((alpha[:2] == 0).all())
 
 
 def _star(degree):
@@ -895,7 +854,7 @@ def test_triton_kernels_compile_for_gpu_targets(tmp_path):
 
     from benchmark_testing import load_benchmark
 
-    from torch_geometric_gate.ops import _triton_kernels
+    from torch_geometric_gate.ops.triton import _kernels as _triton_kernels
 
     tc = load_benchmark('triton_compile')
     if not tc.has_ptxas():
@@ -932,3 +891,52 @@ def test_triton_kernels_compile_for_gpu_targets(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert f'compiled {len(launches)} launches for 1 targets' in done.stdout
+
+
+class _CountOps(torch.utils._python_dispatch.TorchDispatchMode):
+    r"""Counts the ATen operations run, and the :func:`repeat_interleave`
+    calls without an :obj:`output_size` (which sync with the device)."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts, self.unsized_repeats = {}, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        self.counts[name] = self.counts.get(name, 0) + 1
+        if (
+            name == 'repeat_interleave'
+            and (kwargs or {}).get('output_size') is None
+        ):
+            self.unsized_repeats += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize('form', ['plain', 'EdgeIndex-col'])
+def test_triton_step_has_no_host_sync_and_sorts_at_most_once(form):
+    # Issue 48.1, the host floor: a training step issues no operation that
+    # syncs with the device (.item(), nonzero, repeat_interleave without
+    # output_size); a plain edge_index is sorted once per grouping (by
+    # target in the forward, whose permutation the backward reuses; by
+    # source for the backward's reverse CSR); a column-sorted EdgeIndex
+    # never, past the first step (PyG caches its CSR).
+    from torch_geometric import EdgeIndex
+
+    from torch_geometric_gate import GATEConv, attention_kernel
+
+    torch.manual_seed(0)
+    conv = GATEConv(8, 4, heads=2).to(DEVICE)
+    x = torch.randn(50, 8, device=DEVICE, requires_grad=True)
+    edge_index = torch.randint(0, 50, (2, 300), device=DEVICE)
+    if form == 'EdgeIndex-col':
+        edge_index = EdgeIndex(edge_index, sparse_size=(50, 50))
+        edge_index = edge_index.sort_by('col')[0]
+    with attention_kernel('triton'):
+        conv(x, edge_index).sum().backward()  # PyG's caches filled
+        with _CountOps() as ops:
+            conv(x, edge_index).sum().backward()
+    for name in ('nonzero', '_local_scalar_dense', 'item'):
+        assert ops.counts.get(name, 0) == 0, name
+    assert ops.unsized_repeats == 0
+    sorts = ops.counts.get('sort', 0) + ops.counts.get('argsort', 0)
+    assert sorts == (2 if form == 'plain' else 0)

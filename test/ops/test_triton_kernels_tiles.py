@@ -3,7 +3,7 @@ each against the kernels they may replace, the chunked kernels and a dense
 float64 computation: on CPU under the Triton interpreter
 (``TRITON_INTERPRET=1``, tiny graphs), compiled on a GPU otherwise.
 
-They run through the launch helpers of ``ops._triton_launch`` on the CSR
+They run through the launch helpers of ``ops.triton._launch`` on the CSR
 and settings that :func:`~torch_geometric_gate.ops.triton.triton_attention`
 builds (:func:`prepare` here), so that the dispatch can switch to them once
 they are measured on a GPU.
@@ -34,12 +34,12 @@ if not ON_GPU and not INTERPRET:
 
 from torch_geometric import EdgeIndex  # noqa: E402
 
-from torch_geometric_gate.ops import _triton_launch as launch  # noqa: E402
-from torch_geometric_gate.ops._csr import (  # noqa: E402
+from torch_geometric_gate.ops.chunked import chunked_attention  # noqa: E402
+from torch_geometric_gate.ops.triton import _launch as launch  # noqa: E402
+from torch_geometric_gate.ops.triton._csr import (  # noqa: E402
     edge_index_of,
     forward_csr,
 )
-from torch_geometric_gate.ops.chunked import chunked_attention  # noqa: E402
 from torch_geometric_gate.ops.types import (  # noqa: E402
     AttentionGraph,
     AttentionParams,

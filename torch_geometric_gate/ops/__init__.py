@@ -1,20 +1,29 @@
-r"""Kernels behind :class:`~torch_geometric_gate.GATEConv`'s attention, and
-the switch that selects them (:func:`attention_kernel`).
+r"""GATE's attention kernels, the switch that selects them
+(:func:`attention_kernel`) and the attention as a function on tensors
+(:func:`gate_attention`).
 
-The layer as PyG ships it (:mod:`torch_geometric_gate.nn.conv.gate_conv`)
-is PyG's message passing, the :obj:`'reference'` kernel;
-:class:`torch_geometric_gate.GATEConv` overrides its attention step to run
-the kernel that the switch selects, handing it tensors only
-(:class:`~torch_geometric_gate.ops.types.AttentionGraph`,
-:class:`~torch_geometric_gate.ops.types.AttentionParams`).
+One folder per kernel family, each owning its operators (registration, CPU
+and CUDA kernels, autograd, fake implementation):
+``ops/chunked/`` (the chunked ATen loops and the compiled CPU loops) and
+``ops/triton/`` (the Triton kernels). The route is one way: a caller
+(:class:`~torch_geometric_gate.GATEConv`, :func:`gate_attention`) makes one
+call (:func:`~torch_geometric_gate.ops.dispatch.attend`), which selects and
+runs a kernel; the kernels take tensors only
+(:class:`AttentionGraph`, :class:`AttentionParams`,
+:class:`AttentionInputs`).
 """
 
-from .dispatch import KERNELS, attention_kernel
-from .types import AttentionGraph, AttentionParams
+from .functional import gate_attention
+from .switch import KERNELS, KernelSettings, attention_kernel, current_settings
+from .types import AttentionGraph, AttentionInputs, AttentionParams
 
 __all__ = [
     'KERNELS',
     'AttentionGraph',
+    'AttentionInputs',
     'AttentionParams',
+    'KernelSettings',
     'attention_kernel',
+    'current_settings',
+    'gate_attention',
 ]

@@ -1,7 +1,11 @@
-r"""The arguments every attention kernel takes, bundled.
+r"""The arguments every attention kernel takes, bundled and named once:
+the graph (:class:`AttentionGraph`), the attention parameters
+(:class:`AttentionParams`) and the projected node features
+(:class:`AttentionInputs`).
 
-:class:`~torch_geometric_gate.GATEConv` builds them from its inputs and its
-parameters; a kernel (:mod:`~torch_geometric_gate.ops.chunked`,
+:class:`~torch_geometric_gate.GATEConv` and
+:func:`~torch_geometric_gate.ops.gate_attention` build them; a kernel
+(:mod:`~torch_geometric_gate.ops.chunked`,
 :mod:`~torch_geometric_gate.ops.triton`) reads tensors only, never the
 layer.
 """
@@ -109,3 +113,21 @@ class AttentionParams(NamedTuple):
     #: Whether the caller needs the :obj:`[E, H]` attention weights; a
     #: kernel may return :obj:`None` for them otherwise.
     need_weights: bool = True
+
+
+class AttentionInputs(NamedTuple):
+    r"""The projected node features (and edge features) that GATE attends
+    over."""
+
+    #: :math:`\mathbf{U} \mathbf{x}` of the source nodes,
+    #: :obj:`[N_src, H, C]`.
+    q_src: Tensor
+    #: :math:`\mathbf{V} \mathbf{x}` of the target nodes,
+    #: :obj:`[N_dst, H, C]`.
+    q_dst: Tensor
+    #: :math:`\mathbf{W} \mathbf{x}` of the source nodes (the values),
+    #: :obj:`[N_src, H, C]`.
+    value: Tensor
+    #: Edge features :obj:`[E, D]` (used with
+    #: :attr:`AttentionParams.weight_edge`), or :obj:`None`.
+    edge_attr: Optional[Tensor] = None

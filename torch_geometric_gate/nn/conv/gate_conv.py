@@ -333,15 +333,31 @@ class GATEConv(MessagePassing):
         need_weights: bool,
         input_edge_index: Adj,
     ) -> Tuple[Tensor, OptTensor]:
-        r"""The attention step, by :meth:`edge_updater` and
-        :meth:`propagate`: returns the aggregated values
+        r"""The attention step: returns the aggregated values
         :obj:`[N_dst, H, C]` and the attention weights :obj:`[E, H]` of
         the edges :obj:`edge_index` (self-loops appended), given the
-        projections :obj:`x = (U x_src, V x_dst)` and :obj:`value = W x_src`.
-        A subclass may override it with fused kernels; these may return no
-        weights unless :obj:`need_weights`, and may read the caller's
+        projections :obj:`x = (U x_src, V x_dst)` and :obj:`value = W x_src`,
+        by :meth:`propagate_attention`. A subclass may override it with
+        fused kernels; these may return no weights unless
+        :obj:`need_weights`, and may read the caller's
         :obj:`input_edge_index` (say, the cached CSR of an
         :class:`~torch_geometric.EdgeIndex`).
+        """
+        return self.propagate_attention(edge_index, x, value, edge_attr, loop,
+                                        masked, size)
+
+    def propagate_attention(
+        self,
+        edge_index: Tensor,
+        x: PairTensor,
+        value: Tensor,
+        edge_attr: OptTensor,
+        loop: Tensor,
+        masked: OptTensor,
+        size: Tuple[int, int],
+    ) -> Tuple[Tensor, Tensor]:
+        r"""The attention step by PyG's message passing,
+        :meth:`edge_updater` and :meth:`propagate`.
         """
         # edge_updater_type: (x: PairTensor, edge_attr: OptTensor, loop: Tensor, masked: OptTensor)  # noqa
         alpha = self.edge_updater(edge_index, x=x, edge_attr=edge_attr,
@@ -370,10 +386,12 @@ class GATEConv(MessagePassing):
         lin_dst = self.lin if self.lin_dst is None else self.lin_dst
         for lin, features, side in ((self.lin, x_src, 'source'),
                                     (lin_dst, x_dst, 'target')):
-            _check(
-                lin.in_channels == -1 or lin.in_channels == features.size(1),
-                f"Expected {side} node features with 'in_channels' = "
-                f'{lin.in_channels} columns (got {features.size(1)})')
+            # The messages are formatted on failure only (a symbolic size
+            # formatted under torch.compile would be specialized):
+            if lin.in_channels != -1 and lin.in_channels != features.size(1):
+                raise ValueError(
+                    f"Expected {side} node features with 'in_channels' = "
+                    f'{lin.in_channels} columns (got {features.size(1)})')
         num_src, num_dst = x_src.size(0), x_dst.size(0)
 
         ei = self._edge_index(edge_index, num_src, num_dst)
@@ -384,15 +402,15 @@ class GATEConv(MessagePassing):
             if edge_attr.dim() == 1:
                 edge_attr = edge_attr.view(-1, 1)
             dim = lin_edge.in_channels  # -1 until lazily initialized
-            _check(
-                edge_attr.dim() == 2 and edge_attr.size(0) == ei.size(1)
-                and (dim == -1 or edge_attr.size(1) == dim),
-                f"Expected 'edge_attr' of shape [{ei.size(1)}, {dim}] "
-                f'(num_edges, edge_dim) (got {list(edge_attr.size())})')
-            _check(
-                edge_attr.is_floating_point(),
-                "Expected floating-point 'edge_attr', as 'lin_edge' "
-                f'multiplies it (got {edge_attr.dtype}; cast it first)')
+            if not (edge_attr.dim() == 2 and edge_attr.size(0) == ei.size(1)
+                    and (dim == -1 or edge_attr.size(1) == dim)):
+                raise ValueError(
+                    f"Expected 'edge_attr' of shape [{ei.size(1)}, {dim}] "
+                    f'(num_edges, edge_dim) (got {list(edge_attr.size())})')
+            if not edge_attr.is_floating_point():
+                raise ValueError(
+                    "Expected floating-point 'edge_attr', as 'lin_edge' "
+                    f'multiplies it (got {edge_attr.dtype}; cast it first)')
 
         value, q_src, q_dst = self._project(x_src, x_dst, bipartite)
 
@@ -494,41 +512,50 @@ class GATEConv(MessagePassing):
     def _edge_index(self, edge_index: Adj, num_src: int,
                     num_dst: int) -> Tensor:
         # A checked [2, E] (source, target) edge index of any adjacency:
-        error = f'Expected a sparse adjacency of size [{num_dst}, {num_src}]'
+        # Messages are formatted on failure only: under torch.compile a
+        # formatted symbolic size is specialized (a recompilation per size).
         if isinstance(edge_index, SparseTensor):
             # size(): PyG's stand-in without torch-sparse has no sparse_sizes()
-            _check(
-                edge_index.size(0) == num_dst
-                and edge_index.size(1) == num_src, error)
+            if (edge_index.size(0) != num_dst
+                    or edge_index.size(1) != num_src):
+                raise ValueError('Expected a sparse adjacency of size '
+                                 f'[{num_dst}, {num_src}]')
             col, row, _ = edge_index.coo()  # `adj_t`: row = target.
             return torch.stack([row, col], dim=0)
         if is_torch_sparse_tensor(edge_index):
-            _check(list(edge_index.shape) == [num_dst, num_src], error)
+            if list(edge_index.shape) != [num_dst, num_src]:
+                raise ValueError('Expected a sparse adjacency of size '
+                                 f'[{num_dst}, {num_src}]')
             if edge_index.layout == torch.sparse_coo:
                 edge_index = edge_index.coalesce()
             ei = to_edge_index(edge_index)[0]
             if edge_index.layout == torch.sparse_csc:  # To row-major order:
                 ei = ei[:, torch.argsort(ei[0], stable=True)]
             return ei.flip(0)
-        _check(
-            edge_index.dim() == 2 and edge_index.size(0) == 2
-            and not edge_index.is_floating_point()
-            and edge_index.dtype != torch.bool,
-            f"Expected 'edge_index' of integers of shape [2, num_edges] "
-            f'(got {edge_index.dtype} of shape {list(edge_index.shape)})')
+        if (edge_index.dim() != 2 or edge_index.size(0) != 2
+                or edge_index.is_floating_point()
+                or edge_index.dtype == torch.bool):
+            raise ValueError(
+                "Expected 'edge_index' of integers of shape [2, num_edges] "
+                f'(got {edge_index.dtype} of shape {list(edge_index.shape)})')
         ei = edge_index.long()
-        rows, flow = (num_src, num_dst), ''
+        rows = (num_src, num_dst)
+        error = ("'edge_index' holds node indices out of range: expected "
+                 'row 0 < the number of source nodes and row 1 < the number '
+                 'of target nodes')
         if self.flow == 'target_to_source':
             # Targets in row 0: PyG's message passing reads them in x[1] and
             # sizes the output by x[0]; sources in row 1 read in x[0]:
             rows = (min(num_src, num_dst), num_src)
-            flow = " (flow='target_to_source': targets in row 0)"
+            error = ("'edge_index' holds node indices out of range: expected "
+                     "(flow='target_to_source') row 0 < min(the number of "
+                     'source nodes, the number of target nodes) and row 1 < '
+                     'the number of source nodes')
         if ei.numel() > 0:
             high = ei.amax(dim=1)  # No host sync (asynchronous), compiles:
             torch._assert_async(
                 (ei.min() >= 0) & (high[0] < rows[0]) & (high[1] < rows[1]),
-                "'edge_index' holds node indices out of range: expected "
-                f'row 0 in [0, {rows[0]}) and row 1 in [0, {rows[1]}){flow}')
+                error)
         return ei
 
     def __repr__(self) -> str:

@@ -4,24 +4,31 @@ r""":class:`GATEConv` with its attention step on the memory-lean kernels of
 :class:`~torch_geometric.nn.conv.GATConv` on dgNN's fused kernel.
 
 The layer (:mod:`torch_geometric_gate.nn.conv.gate_conv`, the file PyG
-merges) defines one overridable step, :meth:`GATEConv.attention`; this
-class overrides it alone, and has the same parameters (checkpoints load
-into either class) and the same outputs.
+merges) defines one overridable step, :meth:`GATEConv.attention`; the class
+here (:class:`KernelGATEConv`, exported as
+:class:`torch_geometric_gate.GATEConv`) overrides it alone, with one call
+to the kernels, and has the same parameters (checkpoints load into either
+class) and the same outputs. It has a class name of its own: PyG's
+:class:`~torch_geometric.inspector.Inspector` reads the base's type
+comments by class name. Under TorchScript its step is the base's message
+passing (:meth:`propagate_attention`).
 """
 
-import types
-from typing import Callable, List, Tuple
+from typing import List, Tuple
 
 import torch
 from torch import Tensor
 from torch.nn.parameter import UninitializedParameter
 from torch_geometric import EdgeIndex
-from torch_geometric.inspector import Inspector
 from torch_geometric.typing import Adj, OptTensor, PairTensor
 
 from torch_geometric_gate.nn.conv import gate_conv
-from torch_geometric_gate.ops.dispatch import _run_kernel, _select_kernel
-from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
+from torch_geometric_gate.ops import (
+    AttentionGraph,
+    AttentionInputs,
+    AttentionParams,
+)
+from torch_geometric_gate.ops.dispatch import attend
 
 # MessagePassing's hook dictionaries (the module's own forward hooks wrap the
 # whole call, and run the same with every kernel):
@@ -38,38 +45,8 @@ _HOOKS = tuple(
 )
 
 
-def _call_types(method: str) -> dict:
-    # The base's `# {method}_type:` comments, as PyG's Inspector reads them:
-    params = Inspector(gate_conv.GATEConv).get_params_from_method_call(
-        method, exclude=[0, 'edge_index', 'size']
-    )
-    return {name: param.type for name, param in params.items()}
-
-
-def _renamed(fn: Callable, name: str) -> Callable:
-    # TorchScript compiles a method under its function's `__name__`:
-    out = types.FunctionType(
-        fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__
-    )
-    out.__annotations__ = fn.__annotations__
-    return out
-
-
-class GATEConv(gate_conv.GATEConv):
+class KernelGATEConv(gate_conv.GATEConv):
     __doc__ = gate_conv.GATEConv.__doc__
-
-    # PyG's Inspector caches class sources by class name, which this class
-    # shares with its base: it would not find the base's type comments, so
-    # they are given here as attributes (what TorchScript and PyG's
-    # generated `propagate` need):
-    propagate_type = _call_types('propagate')
-    edge_updater_type = _call_types('edge_updater')
-
-    # The step as PyG ships it under another name, the reference that
-    # TorchScript compiles (it has no `super()`):
-    _reference_attention = _renamed(
-        gate_conv.GATEConv.attention, '_reference_attention'
-    )
 
     def attention(
         self,
@@ -87,65 +64,41 @@ class GATEConv(gate_conv.GATEConv):
         :func:`~torch_geometric_gate.attention_kernel` selects (see there),
         else by PyG's message passing."""
         if not torch.jit.is_scripting():
-            kernel = _select_kernel(
-                value, self._reference_only(), edge_index.size(1)
+            lin_edge = self.lin_edge
+            graph = AttentionGraph(
+                src=edge_index[0],
+                dst=edge_index[1],
+                # Under add_self_loops the flags follow from the edges (the
+                # kernels derive them where they read the edges; compiled,
+                # the base's flag tensors are then never computed):
+                loop=None if self.add_self_loops else loop,
+                masked=None if self.add_self_loops else masked,
+                num_src=size[0],
+                num_dst=size[1],
+                num_loops=min(size) if self.add_self_loops else 0,
+                edge_index=(
+                    input_edge_index
+                    if isinstance(input_edge_index, EdgeIndex)
+                    else None
+                ),
+                mask_input_loops=self.add_self_loops,
             )
-            if kernel != 'reference':
-                return self._kernel_attention(
-                    kernel, edge_index, x, value, edge_attr, loop, masked,
-                    size, need_weights, input_edge_index,
-                )  # fmt: skip
-        return self._reference_attention(
-            edge_index, x, value, edge_attr, loop, masked, size,
-            need_weights, input_edge_index,
-        )  # fmt: skip
-
-    def _kernel_attention(
-        self,
-        kernel: str,
-        edge_index: Tensor,
-        x: PairTensor,
-        value: Tensor,
-        edge_attr: OptTensor,
-        loop: Tensor,
-        masked: OptTensor,
-        size: Tuple[int, int],
-        need_weights: bool,
-        input_edge_index: Adj,
-    ) -> Tuple[Tensor, OptTensor]:
-        num_loops = min(size) if self.add_self_loops else 0
-        lin_edge = self.lin_edge
-        graph = AttentionGraph(
-            src=edge_index[0],
-            dst=edge_index[1],
-            # Under add_self_loops the flags follow from the edges (the
-            # kernels derive them where they read the edges; compiled, the
-            # base's flag tensors are then never computed):
-            loop=None if self.add_self_loops else loop,
-            masked=None if self.add_self_loops else masked,
-            num_src=size[0],
-            num_dst=size[1],
-            num_loops=num_loops,
-            edge_index=(
-                input_edge_index
-                if isinstance(input_edge_index, EdgeIndex)
-                else None
-            ),
-            mask_input_loops=self.add_self_loops,
+            params = AttentionParams(
+                att_neighbor=self.att_neighbor,
+                att_self=self.att_self,
+                weight_edge=None if lin_edge is None else lin_edge.weight,
+                negative_slope=self.negative_slope,
+                dropout=self.dropout,
+                training=self.training,
+                need_weights=need_weights,
+            )
+            inputs = AttentionInputs(x[0], x[1], value, edge_attr)
+            result = attend(graph, params, inputs, self._reference_only())
+            if result is not None:
+                return result
+        return self.propagate_attention(
+            edge_index, x, value, edge_attr, loop, masked, size
         )
-        params = AttentionParams(
-            att_neighbor=self.att_neighbor,
-            att_self=self.att_self,
-            weight_edge=lin_edge if lin_edge is None else lin_edge.weight,
-            negative_slope=self.negative_slope,
-            dropout=self.dropout,
-            training=self.training,
-            need_weights=need_weights,
-        )
-        alpha, out = _run_kernel(
-            kernel, graph, params, x[0], x[1], value, edge_attr
-        )
-        return out, alpha
 
     def _reference_only(self) -> List[str]:
         # What only the layer knows: why this call must run the reference.
@@ -167,3 +120,7 @@ class GATEConv(gate_conv.GATEConv):
         ):
             why.append("the lazy 'edge_dim' is not initialized yet")
         return why
+
+
+#: The layer, with its attention on the kernels.
+GATEConv = KernelGATEConv

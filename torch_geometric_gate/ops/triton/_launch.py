@@ -1,6 +1,6 @@
 r"""The host side of the Triton kernels: the edge tiles, the work lists
 of the split nodes, and the launches of the forward and the backward
-kernels (``_triton_kernels.py``) on the tensors
+kernels (``_kernels.py``) on the tensors
 :mod:`~torch_geometric_gate.ops.triton` hands them. :func:`_forward` and
 :func:`_backward` serve both the eager autograd function and the custom
 operators of :mod:`~torch_geometric_gate.ops.triton`.
@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 from torch_geometric.index import ptr2index
 
-from torch_geometric_gate.ops._csr import CSR, reverse_csr
+from torch_geometric_gate.ops.triton._csr import CSR, reverse_csr
 
 #: Edges per block in the kernels' loops; :obj:`None` picks it from the
 #: heads, channels and average degree (tests set a small one to cover
@@ -113,7 +113,7 @@ def _draw_seed() -> int:
 
 def _keep_mask(settings: _Settings, num_edges: int, heads: int, device):
     r"""The dropout mask :obj:`[E, H]` in CSR order."""
-    from torch_geometric_gate.ops import _triton_kernels as k
+    from torch_geometric_gate.ops.triton import _kernels as k
 
     keep = torch.ones(num_edges, heads, dtype=torch.int8, device=device)
     if settings.p_drop > 0 and num_edges > 0:
@@ -154,7 +154,7 @@ def _launch_forward(
     a node may be split) on contiguous inputs: returns :obj:`out` and the
     log-sum-exp. :obj:`warps`: the forward kernel's warps (default:
     Triton's, 4)."""
-    from torch_geometric_gate.ops import _triton_kernels as k
+    from torch_geometric_gate.ops.triton import _kernels as k
 
     heads, channels = value.shape[1], value.shape[2]
     h_pad, c_pad = _pow2(heads), _pow2(channels)
@@ -199,7 +199,7 @@ def _forward(
 ):  # fmt: skip
     r"""The forward kernels: the attention weights (or :obj:`None`), the
     output and the log-sum-exp."""
-    from torch_geometric_gate.ops import _triton_kernels as k
+    from torch_geometric_gate.ops.triton import _kernels as k
 
     csr = CSR(perm, src_s, rowptr)
     heads, channels = value.shape[1], value.shape[2]
@@ -249,7 +249,7 @@ def _backward(
     second pass reads instead of recomputing the scores
     (:func:`gate_bwd_dst_rec_kernel`, :func:`gate_bwd_src_rec_kernel`).
     :obj:`warps`: the two passes' warps (default: Triton's, 4)."""
-    from torch_geometric_gate.ops import _triton_kernels as k
+    from torch_geometric_gate.ops.triton import _kernels as k
 
     (
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
@@ -403,7 +403,7 @@ def _loop_weights(
     (equal to the last :obj:`num_loops` rows of :func:`_forward`'s
     weights). :obj:`kind` is in CSR order; the appended loops are the last
     :obj:`num_loops` edges of :obj:`edge_attr`."""
-    from torch_geometric_gate.ops import _triton_kernels as k
+    from torch_geometric_gate.ops.triton import _kernels as k
 
     num_loops = settings.num_loops
     heads, channels = q_src.shape[1], q_src.shape[2]
@@ -449,7 +449,7 @@ def _launch_forward_1h(
     defaults :data:`ONE_HEAD_NODES`, :data:`ONE_HEAD_WARPS`): the same
     output and log-sum-exp, the same partial slots merged by
     :func:`gate_combine_kernel`."""
-    from torch_geometric_gate.ops import _triton_kernels as k
+    from torch_geometric_gate.ops.triton import _kernels as k
 
     heads, channels = value.shape[1], value.shape[2]
     if heads != 1:

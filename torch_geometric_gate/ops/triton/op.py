@@ -1,7 +1,7 @@
 r"""The Triton kernels: GATE's attention fused per target node.
 
 :obj:`'auto'` runs them on CUDA tensors from
-:data:`~torch_geometric_gate.ops.dispatch.TRITON_MIN_EDGES` edges; they
+:attr:`~torch_geometric_gate.ops.KernelSettings.triton_min_edges` edges; they
 passed the test suite and the at-scale parity check on an NVIDIA H100
 (``benchmark/results/h100-parity.md``, ``h100-tests.md``). On CPU
 they run under the Triton interpreter (:obj:`TRITON_INTERPRET=1`, slow, for
@@ -12,7 +12,7 @@ The design follows the Triton graph-transformer kernel of
 CSR of incoming edges), with GATE's score:
 
 * **Forward** (:func:`gate_fwd_kernel`): one program per segment of at most
-  :data:`~torch_geometric_gate.ops._triton_launch.SEGMENT_EDGES` incoming
+  :data:`~torch_geometric_gate.ops.triton._launch.SEGMENT_EDGES` incoming
   edges of a target node :math:`v` (a node
   of low in-degree is one segment; a hub is split across programs), walked
   in blocks of :obj:`BLOCK_E` edges: it scores them (:math:`\mathbf{a}_t`
@@ -90,8 +90,9 @@ import torch
 from torch import Tensor
 from torch_geometric.index import ptr2index
 
-from torch_geometric_gate.ops._csr import edge_index_of, forward_csr
-from torch_geometric_gate.ops._triton_launch import (
+from torch_geometric_gate.ops.switch import KernelSettings
+from torch_geometric_gate.ops.triton._csr import edge_index_of, forward_csr
+from torch_geometric_gate.ops.triton._launch import (
     _backward,
     _draw_seed,
     _dtypes,
@@ -99,7 +100,11 @@ from torch_geometric_gate.ops._triton_launch import (
     _keep_mask,
     _Settings,
 )
-from torch_geometric_gate.ops.types import AttentionGraph, AttentionParams
+from torch_geometric_gate.ops.types import (
+    AttentionGraph,
+    AttentionInputs,
+    AttentionParams,
+)
 
 
 class TritonAttention(torch.autograd.Function):
@@ -141,7 +146,7 @@ def _double_backward(saved, settings, grad_alpha, grad_out):
     backward saves, and differentiates it with :obj:`create_graph=True`."""
     from torch_geometric.utils import softmax
 
-    from torch_geometric_gate.ops.chunked_steps import (
+    from torch_geometric_gate.ops.chunked.steps import (
         EdgeAggregate,
         EdgeScore,
     )
@@ -158,16 +163,17 @@ def _double_backward(saved, settings, grad_alpha, grad_out):
     dst = ptr2index(rowptr.long(), output_size=num_edges)
     loop = (kind & 1) == 1
     attr = None if edge_attr is None else edge_attr.index_select(0, perm)
+    chunk = settings.chunk  # The switch's, in force at the forward.
     e = EdgeScore.apply(
         q_src, q_dst, attr, weight_edge, src, dst, loop,
-        att_neighbor, att_self, settings.slope,
+        att_neighbor, att_self, settings.slope, chunk,
     )  # fmt: skip
     e = e.masked_fill((kind >= 2).view(-1, 1), float('-inf'))
     alpha = softmax(e, dst, num_nodes=settings.num_dst)
     if settings.p_drop > 0:
         keep = _keep_mask(settings, num_edges, alpha.size(1), alpha.device)
         alpha = alpha * keep.to(alpha.dtype) * settings.scale
-    out = EdgeAggregate.apply(value, alpha, src, dst, settings.num_dst)
+    out = EdgeAggregate.apply(value, alpha, src, dst, settings.num_dst, chunk)
     outputs, grads = [], []
     if grad_alpha is not None and alpha.requires_grad:
         outputs.append(alpha)
@@ -222,15 +228,13 @@ def _check_dtypes(params: AttentionParams, q_src, q_dst, value, edge_attr):
 def triton_attention(
     graph: AttentionGraph,
     params: AttentionParams,
-    q_src: Tensor,
-    q_dst: Tensor,
-    value: Tensor,
-    edge_attr: Optional[Tensor],
-) -> Tuple[Optional[Tensor], Tensor]:
-    r"""GATE's attention with the Triton kernels: returns the attention
-    weights :obj:`[E, H]` (in the order of :obj:`graph.src`; :obj:`None`,
-    and not computed, unless :obj:`params.need_weights`) and the aggregated
-    values :obj:`[N_dst, H, C]`.
+    inputs: AttentionInputs,
+    settings: KernelSettings,
+) -> Tuple[Tensor, Optional[Tensor]]:
+    r"""GATE's attention with the Triton kernels: returns the aggregated
+    values :obj:`[N_dst, H, C]` and the attention weights :obj:`[E, H]` (in
+    the order of :obj:`graph.src`; :obj:`None`, and not computed, unless
+    :obj:`params.need_weights`).
 
     Args:
         graph (AttentionGraph): The edges, self-loops appended. With a
@@ -241,14 +245,11 @@ def triton_attention(
             of :obj:`graph.dst` and a :func:`~torch_geometric.index.index2ptr`
             build it per call (and one of the sources at backward).
         params (AttentionParams): The attention parameters.
-        q_src, q_dst (torch.Tensor): :math:`\mathbf{U} \mathbf{x}` of the
-            source nodes and :math:`\mathbf{V} \mathbf{x}` of the target
-            nodes, :obj:`[N, H, C]`.
-        value (torch.Tensor): :math:`\mathbf{W} \mathbf{x}` of the source
-            nodes, :obj:`[N_src, H, C]`.
-        edge_attr (torch.Tensor, optional): Edge features :obj:`[E, D]` of
+        inputs (AttentionInputs): The projections; edge features of
             :obj:`params.weight_edge`'s dtype.
+        settings (KernelSettings): The switch's settings in force.
     """
+    q_src, q_dst, value, edge_attr = inputs
     if params.negative_slope < 0:
         raise ValueError('The Triton kernels need negative_slope >= 0')
     _check_dtypes(params, q_src, q_dst, value, edge_attr)
@@ -272,18 +273,21 @@ def triton_attention(
             csr.rowptr, kind, graph.num_dst, float(params.negative_slope),
             p_drop, params.need_weights,
         )  # fmt: skip
-        return (alpha if params.need_weights else None), out
-    settings = _Settings(
+        return out, (alpha if params.need_weights else None)
+    launch = _Settings(
         q_src, value, params.att_neighbor, params.att_self, kind,
         graph.num_dst, params.negative_slope, p_drop,
         _draw_seed() if p_drop > 0 else 0, params.need_weights,
         graph.num_loops, edge_index_of(graph),
     )  # fmt: skip
-    return TritonAttention.apply(
+    # The chunks of the double backward (`_double_backward`):
+    launch.chunk = settings.chunk_size(value.device)
+    alpha, out = TritonAttention.apply(
         q_src, q_dst, value, edge_attr, params.weight_edge,
         params.att_neighbor, params.att_self, csr.perm, csr.src, csr.rowptr,
-        settings,
+        launch,
     )  # fmt: skip
+    return out, alpha
 
 
 # The compiled form: the forward and the backward as custom operators -------

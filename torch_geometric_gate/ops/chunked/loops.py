@@ -28,20 +28,18 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
-from torch._dynamo.exc import BackendCompilerFailed
 
-from torch_geometric_gate.ops import chunked
-from torch_geometric_gate.ops.chunked import (
-    _draw_seed,
-    _dropout_noise,
-    _index_dtype,
-    _needed_grads,
+from torch_geometric_gate.ops import _compat
+from torch_geometric_gate.ops.chunked import aten
+from torch_geometric_gate.ops.chunked.aten import (
+    draw_seed,
+    dropout_noise,
+    index_dtype,
+    needed_grads,
 )
-from torch_geometric_gate.ops.chunked_steps import (
-    _activation,
-    _wrapped,
-    chunk_elements,
-)
+from torch_geometric_gate.ops.chunked.schema import BackwardInputs, Inputs
+from torch_geometric_gate.ops.chunked.steps import _activation
+from torch_geometric_gate.ops.switch import chunk_size
 from torch_geometric_gate.ops.types import edge_flags
 
 _ALL = slice(None)  # All the edges at once: no chunks.
@@ -63,7 +61,10 @@ def _forward(
     slope: float,
     exact_max: bool,
 ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    dtype = torch.promote_types(q_src.dtype, att.dtype)
+    score_dtype = torch.promote_types(q_src.dtype, att.dtype)
+    # Sums accumulate in float32 for half precision (issue 50.3); for
+    # float32 and float64 `dtype` is `score_dtype` (the same loops):
+    dtype = torch.promote_types(score_dtype, torch.float32)
     num_dst = q_dst.size(0)
     loop, masked = edge_flags(src, dst, loop, masked, loops_masked_before)
     if masked is None:
@@ -97,10 +98,12 @@ def _forward(
     total = total + 1e-16
     softmax = alpha / total.index_select(0, dst)
     alpha = softmax if noise is None else softmax * noise
-    out_dtype = torch.promote_types(value.dtype, dtype)
-    msg = value.index_select(0, src).to(out_dtype) * alpha.unsqueeze(-1)
-    out = value.new_zeros((num_dst,) + value.shape[1:], dtype=out_dtype)
-    return alpha, out.index_add(0, dst, msg), softmax, finite
+    out_dtype = torch.promote_types(value.dtype, score_dtype)
+    sum_dtype = torch.promote_types(out_dtype, dtype)
+    msg = value.index_select(0, src).to(sum_dtype) * alpha.unsqueeze(-1)
+    out = value.new_zeros((num_dst,) + value.shape[1:], dtype=sum_dtype)
+    out = out.index_add(0, dst, msg).to(out_dtype)
+    return alpha.to(score_dtype), out, softmax.to(score_dtype), finite
 
 
 def _backward(
@@ -123,6 +126,9 @@ def _backward(
     num_dst = grad_out.size(0)
     if loop is None:  # See `types.edge_flags`.
         loop = src == dst
+    # Sums in float32 for half precision (for float32 and float64 a no-op):
+    dtype = softmax.dtype
+    softmax = softmax.to(torch.promote_types(dtype, torch.float32))
     alpha = softmax if noise is None else softmax * noise
     g_dst = grad_out.index_select(0, dst)  # [E, H, C]
     g_x = (g_dst * alpha.unsqueeze(-1)).to(value.dtype)
@@ -134,6 +140,7 @@ def _backward(
     g = softmax * (g + grad_softmax)
     total = g.new_zeros(num_dst, g.size(1)).index_add(0, dst, g)
     grad_e = (g - softmax * total.index_select(0, dst)).unsqueeze(-1)
+    grad_e = grad_e.to(dtype)
     act = _activation(
         q_src, q_dst, edge_attr, weight_edge, src, dst, _ALL, slope
     )
@@ -245,10 +252,10 @@ def _run(fn, value: Tensor, *args):
     for name, arg in zip(fn.__code__.co_varnames, args):
         if isinstance(arg, Tensor) and arg.dim() > 0:
             if name not in _STATIC_ROWS:
-                torch._dynamo.maybe_mark_dynamic(arg, 0)
+                _compat.mark_dynamic(arg, 0)
     # Below autograd whether or not the operator was called through it
     # (Dynamo's guards see the dispatch keys a context leaves a tensor):
-    with torch.no_grad(), torch._C._AutoDispatchBelowADInplaceOrView():
+    with torch.no_grad(), _compat.below_autograd():
         return compiled(*args)
 
 
@@ -276,22 +283,21 @@ def _for_shape(fn: Callable, heads: int, channels: int) -> Callable:
 
 
 # The operators' kernels on CPU tensors: the functions above, compiled (the
-# chunked loops of `chunked` are opaque to the compiler and would set
-# a compiled GATE's pace); same outputs, same saved tensors. They write no
+# chunked loops of `aten` are opaque to the compiler and would set a
+# compiled GATE's pace); same outputs, same saved tensors. They write no
 # [E, H, C] temporary but with edge features (the product with the edge
 # weight takes the score gradient whole); the chunks write chunk-sized ones.
-# Past `FUSED_MAX_ELEMENTS` edge elements (edges times `heads *
-# out_channels`) the operators run the chunks, so that a step's peak stays
-# bounded where the fused functions are not measured. At 1.1 * 10^6 edges *
-# 64 (random-1e6 with its self-loops, one thread) the fused functions ran
-# the compiled step in 0.35x / 0.81x compiled GATv2Conv's time (one / 8
-# heads; benchmark/results/cpu-pair.md), where the chunks had run it in
-# 0.45x / 1.16x (cpu-pair.md before c3313a2).
-FUSED_MAX_ELEMENTS = 2**27
+# Past `KernelSettings.loops_max_elements` edge elements (edges times
+# `heads * out_channels`, 2^27 by default) the operators run the chunks, so
+# that a step's peak stays bounded where the fused functions are not
+# measured. At 1.1 * 10^6 edges * 64 (random-1e6 with its self-loops, one
+# thread) the fused functions ran the compiled step in 0.35x / 0.81x
+# compiled GATv2Conv's time (one / 8 heads; benchmark/results/cpu-pair.md),
+# where the chunks had run it in 0.45x / 1.16x (cpu-pair.md before c3313a2).
 
 
-def _fused(src: Tensor, value: Tensor) -> bool:
-    return src.numel() * value.size(1) * value.size(2) <= FUSED_MAX_ELEMENTS
+def _fused(src: Tensor, value: Tensor, max_elements: int) -> bool:
+    return src.numel() * value.size(1) * value.size(2) <= max_elements
 
 
 def in_one_thread() -> bool:
@@ -300,103 +306,94 @@ def in_one_thread() -> bool:
     return torch.get_num_threads() <= SERIAL_MAX_THREADS
 
 
-@chunked._attention_op.register_kernel('cpu')
-def cpu_attention(*inputs):
+def cpu_attention(i: Inputs):
     r"""The operator's CPU kernel: :func:`forward`, or the chunked ATen
-    loops past :obj:`FUSED_MAX_ELEMENTS`."""
-    (
-        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
-        src, dst, loop, masked, loops_masked_before, num_dst, negative_slope,
-        dropout,
-    ) = inputs  # fmt: skip
-    if not _fused(src, value):
-        return chunked._forward(*inputs)
-    src, dst = src.long(), dst.long()
-    dtype = torch.promote_types(q_src.dtype, att_self.dtype)
-    seed, noise = _draw_seed(dropout), None
-    if dropout > 0.0:
-        shape = [src.numel(), att_self.size(1)]
-        like = q_src.new_empty(0, dtype=dtype)
-        noise = _dropout_noise(seed, shape, dropout, like)
+    loops past :obj:`i.loops_max_elements`."""
+    if not _fused(i.src, i.value, i.loops_max_elements):
+        return aten.forward(i)
+    src, dst = i.src.long(), i.dst.long()
+    dtype = torch.promote_types(i.q_src.dtype, i.att_self.dtype)
+    seed, noise = draw_seed(i.dropout), None
+    if i.dropout > 0.0:
+        shape = [src.numel(), i.att_self.size(1)]
+        like = i.q_src.new_empty(0, dtype=dtype)
+        noise = dropout_noise(seed, shape, i.dropout, like)
     # A tensor: an int would be compiled in.
     before = None
-    if loops_masked_before > 0:
-        before = torch.tensor(loops_masked_before)
+    if i.loops_masked_before > 0:
+        before = torch.tensor(i.loops_masked_before)
     alpha, out, softmax = forward(
-        q_src, q_dst, value, edge_attr, weight_edge,
-        torch.cat([att_neighbor, att_self]), src, dst, loop, masked, before,
-        noise, negative_slope,
+        i.q_src, i.q_dst, i.value, i.edge_attr, i.weight_edge,
+        torch.cat([i.att_neighbor, i.att_self]), src, dst, i.loop, i.masked,
+        before, noise, i.negative_slope,
     )  # fmt: skip
     if noise is None:
-        softmax = alpha.new_empty(0, att_self.size(1))
-    edges = torch.stack([src, dst]).to(_index_dtype(q_src.size(0), num_dst))
+        softmax = alpha.new_empty(0, i.att_self.size(1))
+    edges = torch.stack([src, dst]).to(index_dtype(i.q_src.size(0), i.num_dst))
     return alpha, out, softmax, edges, seed
 
 
-@chunked._attention_backward_op.register_kernel('cpu')
-def cpu_attention_backward(*args):
+def cpu_attention_backward(i: BackwardInputs):
     r"""The backward operator's CPU kernel: :func:`backward`, or the
-    chunked ATen loops past :obj:`FUSED_MAX_ELEMENTS`."""
-    (
-        grad_alpha, grad_out, grad_softmax, q_src, q_dst, value, edge_attr,
-        weight_edge, att_neighbor, att_self, loop, alpha, softmax, edges,
-        seed, num_dst, negative_slope, dropout, need,
-    ) = args  # fmt: skip
-    if not _fused(edges[0], value):
-        return chunked._backward(*args)
-    src, dst = edges[0].long(), edges[1].long()
-    noise = None
-    if dropout > 0.0:
-        noise = _dropout_noise(seed, list(alpha.shape), dropout, alpha)
+    chunked ATen loops past :obj:`i.loops_max_elements`."""
+    if not _fused(i.edges[0], i.value, i.loops_max_elements):
+        return aten.backward(i)
+    src, dst = i.edges[0].long(), i.edges[1].long()
+    alpha, softmax, noise = i.alpha, i.softmax, None
+    if i.dropout > 0.0:
+        noise = dropout_noise(i.seed, list(alpha.shape), i.dropout, alpha)
     else:
         softmax = alpha
     # Dense gradients (one compiled setting whatever autograd passes):
+    grad_alpha, grad_out, grad_softmax = i.grad_alpha, i.grad_out, None
     if grad_alpha is None:
         grad_alpha = torch.zeros_like(alpha)
     if grad_out is None:
-        shape = (num_dst, value.size(1), value.size(2))
+        shape = (i.num_dst, i.value.size(1), i.value.size(2))
         grad_out = alpha.new_zeros(shape)
-    if grad_softmax is None or grad_softmax.numel() == 0:
+    if i.grad_softmax is not None and i.grad_softmax.numel() > 0:
+        grad_softmax = i.grad_softmax
+    if grad_softmax is None:
         grad_softmax = torch.zeros_like(softmax)
     grad_alpha, grad_out = grad_alpha.contiguous(), grad_out.contiguous()
     grad_softmax = grad_softmax.contiguous()
     grads = backward(
-        grad_alpha, grad_out, grad_softmax, q_src, q_dst, value, edge_attr,
-        weight_edge, torch.cat([att_neighbor, att_self]), loop, softmax,
-        noise, src, dst, negative_slope,
+        grad_alpha, grad_out, grad_softmax, i.q_src, i.q_dst, i.value,
+        i.edge_attr, i.weight_edge, torch.cat([i.att_neighbor, i.att_self]),
+        i.loop, softmax, noise, src, dst, i.negative_slope,
     )  # fmt: skip
-    return _needed_grads(grads, need)
+    return needed_grads(grads, i.need)
 
 
 # Eager calls ---------------------------------------------------------------
 
-# Eager calls on CPU tensors run the compiled functions as the operators do:
-# a few loops instead of some 26 ATen operations per chunk of edges, each of
-# which waits for every intra-op thread, as a CPU that another process keeps
-# busy punishes (`benchmark/contention.py`, the benchmark page of the docs).
-#: Whether eager calls run the compiled functions where they apply (else
-#: always the chunked ATen loops, which need no compiler).
-EAGER = True
+# Eager calls on CPU tensors run the compiled functions as the operators do
+# (unless `KernelSettings.eager_loops` is off): a few loops instead of some
+# 26 ATen operations per chunk of edges, each of which waits for every
+# intra-op thread, as a CPU that another process keeps busy punishes
+# (`benchmark/contention.py`, the benchmark page of the docs).
 # Whether a compilation failed (no working C++ compiler): eager calls then
 # run the chunks from there on.
 _compiler_failed = False
 
 
-def _eager_applies(args) -> bool:
-    if not EAGER or _compiler_failed or not in_one_thread():
+def _eager_applies(tensors) -> bool:
+    if _compiler_failed or not in_one_thread():
         return False
     # `create_graph=True` differentiates the backward: the chunked loops'.
     if torch.is_grad_enabled():
         return False
-    tensors = [a for a in args if isinstance(a, Tensor)]
+    tensors = [t for t in tensors if isinstance(t, Tensor)]
     # Wrapped tensors (torch.func, batched gradients) are not for compiled
     # code:
-    return all(t.device.type == 'cpu' for t in tensors) and not _wrapped(
-        *tensors
-    )
+    return all(
+        t.device.type == 'cpu' for t in tensors
+    ) and not _compat.wrapped(*tensors)
 
 
-def _edge_product_fits(edge_attr: Optional[Tensor], value: Tensor) -> bool:
+def _edge_product_fits(
+    edge_attr: Optional[Tensor], value: Tensor, chunk: int
+) -> bool:
     # With edge features the compiled loops write their product with the
     # edge weight, [E, H * C], whole (on 10^6 edges with 16 features the
     # eager step's peak RSS rose from 867 to 1475 MB); eager calls keep it
@@ -404,15 +401,15 @@ def _edge_product_fits(edge_attr: Optional[Tensor], value: Tensor) -> bool:
     if edge_attr is None:
         return True
     width = value.size(1) * value.size(2)
-    return edge_attr.size(0) * width <= chunk_elements(value.device)
+    return edge_attr.size(0) * width <= chunk_size(chunk, value.device)
 
 
-def _eager(kernel: Callable, fallback: Callable, args, fits: bool):
+def _eager(kernel: Callable, fallback: Callable, i, fits: bool):
     global _compiler_failed
-    if fits and _eager_applies(args):
+    if fits and _eager_applies(i):
         try:
-            return kernel(*args)
-        except BackendCompilerFailed as error:  # No working C++ compiler.
+            return kernel(i)
+        except _compat.CompilerFailed as error:  # No working C++ compiler.
             _compiler_failed = True
             warnings.warn(
                 'GATEConv: compiling the CPU attention kernels failed, eager '
@@ -420,19 +417,18 @@ def _eager(kernel: Callable, fallback: Callable, args, fits: bool):
                 f'The error was: {error}',
                 stacklevel=2,
             )
-    return fallback(*args)
+    return fallback(i)
 
 
-def eager_forward(*inputs):
-    r"""The eager forward (the arguments of :func:`cpu_attention`): the
-    compiled functions where they apply, else the chunked ATen loops."""
-    fits = _edge_product_fits(inputs[3], inputs[2])
-    return _eager(cpu_attention, chunked._forward, inputs, fits)
+def eager_forward(i: Inputs, eager_loops: bool):
+    r"""The eager forward: the compiled functions where they apply (and
+    :obj:`eager_loops`), else the chunked ATen loops."""
+    fits = eager_loops and _edge_product_fits(i.edge_attr, i.value, i.chunk)
+    return _eager(cpu_attention, aten.forward, i, fits)
 
 
-def eager_backward(*args):
-    r"""The eager backward (the arguments of
-    :func:`cpu_attention_backward`): the compiled functions where they
-    apply, else the chunked ATen loops (differentiable)."""
-    fits = _edge_product_fits(args[6], args[5])
-    return _eager(cpu_attention_backward, chunked._backward, args, fits)
+def eager_backward(i: BackwardInputs, eager_loops: bool):
+    r"""The eager backward: the compiled functions where they apply (and
+    :obj:`eager_loops`), else the chunked ATen loops (differentiable)."""
+    fits = eager_loops and _edge_product_fits(i.edge_attr, i.value, i.chunk)
+    return _eager(cpu_attention_backward, aten.backward, i, fits)

@@ -7,39 +7,20 @@ functions of their own (:class:`EdgeScore`, :class:`EdgeAggregate`), which
 the Triton kernels' double backward differentiates.
 """
 
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-# Elements (edges times `heads * out_channels`) per chunk, by device kind.
-# CPU: 2 MB of float32 per intra-op thread (each thread works on its share
-# of a chunk), up to `CPU_CHUNK_THREADS` threads, so that the passes over
-# a chunk after its gathers hit the cache, in as few operations as that
-# allows (each one waits for every thread, which a busy CPU punishes).
-# On two cores (benchmark/results/cpu-chunk-sizes-1.md, -2.md; random
-# graphs of 10^5 and 10^6 edges, heads 1 and 8): with one thread 2^18-2^20
-# per thread within 0.90-1.06x of each other; with two, 2^19 per thread
-# 0.86-0.95x the step of 2^17 per thread (2^18 in all, the size before).
-# Accelerators: 16 MB, under an H100's 50 MB L2, large enough that kernel
-# launches do not set the pace.
-CHUNK_ELEMENTS: Dict[str, int] = {'cpu': 2**19}
-DEFAULT_CHUNK_ELEMENTS = 2**22
-CPU_CHUNK_THREADS = 8
+from torch_geometric_gate.ops._compat import wrapped
 
 
-def chunk_elements(device: torch.device) -> int:
-    r"""The edge elements of a chunk on :obj:`device`, for the threads in
-    force."""
-    size = CHUNK_ELEMENTS.get(device.type, DEFAULT_CHUNK_ELEMENTS)
-    if device.type == 'cpu':
-        size *= min(torch.get_num_threads(), CPU_CHUNK_THREADS)
-    return size
-
-
-def _chunks(num_edges: int, width: int, device: torch.device):
-    step = max(chunk_elements(device) // max(width, 1), 1)
+def _chunks(num_edges: int, width: int, chunk: int):
+    # Slices of the edges of about `chunk` elements (edges times `width`);
+    # the size comes from the switch's settings
+    # (`KernelSettings.chunk_size`).
+    step = max(chunk // max(width, 1), 1)
     for start in range(0, num_edges, step):
         yield slice(start, min(start + step, num_edges))
 
@@ -74,6 +55,7 @@ def _scores(
     loop: Tensor,
     att: Tensor,  # [2, H, C]: a_s, a_t
     negative_slope: float,
+    chunk: int,
 ) -> Tensor:
     dtype = torch.promote_types(q_src.dtype, att.dtype)
     heads, channels = att.shape[1:]
@@ -96,37 +78,25 @@ def _scores(
             both = torch.einsum('chd,khd->ckh', act, att)
         e[s] = torch.where(loop[s].view(-1, 1), both[:, 1], both[:, 0])
 
-    for s in _chunks(src.numel(), heads * channels, att.device):
+    for s in _chunks(src.numel(), heads * channels, chunk):
         score(s, by_block=True)
     # An infinite activation times the zeros of the other heads' blocks is
     # NaN in every head: the chunks that hold a NaN are scored per head
     # (one check of the whole [E, H] tensor, not one per chunk).
     if block is not None and e.isnan().any():
-        for s in _chunks(src.numel(), heads * channels, att.device):
+        for s in _chunks(src.numel(), heads * channels, chunk):
             if e[s].isnan().any():
                 score(s, by_block=False)
     return e
 
 
 _BLOCK_HEADS = 16
-# The key of tensors batched by `is_grads_batched=True`:
-_BATCHED = torch._C._parse_dispatch_key('Batched')
-
-
-def _wrapped(*tensors: Tensor) -> bool:
-    r"""Whether a :mod:`torch.func` transform is active or one of
-    :obj:`tensors` is batched (under :func:`torch.vmap` or batched
-    gradients): their values cannot be read, nor handed to code that takes
-    plain tensors."""
-    if torch._C._functorch.maybe_current_level() is not None:
-        return True
-    return any(torch._C._dispatch_keys(t).has(_BATCHED) for t in tensors)
 
 
 def _finite(t: Tensor) -> bool:
     r"""Whether :obj:`t` is finite, :obj:`False` where that cannot be asked
-    (:func:`_wrapped`)."""
-    return not _wrapped(t) and bool(torch.isfinite(t).all())
+    (:func:`~torch_geometric_gate.ops._compat.wrapped`)."""
+    return not wrapped(t) and bool(torch.isfinite(t).all())
 
 
 def _block_diagonal(att: Tensor) -> Tensor:
@@ -165,6 +135,7 @@ def _score_backward(
     att: Tensor,
     slope: float,
     need: List[bool],  # q_src, q_dst, edge_attr, weight_edge, att
+    chunk: int,
 ) -> Tuple[Optional[Tensor], ...]:
     grad_src = _zeros_as(grad_e, q_src) if need[0] else None
     grad_dst = _zeros_as(grad_e, q_dst) if need[1] else None
@@ -191,7 +162,7 @@ def _score_backward(
     block = None
     if cpu_block and g_split is not None and _finite(grad_e):
         block = _block_diagonal(att)
-    for s in _chunks(src.numel(), att.size(1) * att.size(2), att.device):
+    for s in _chunks(src.numel(), att.size(1) * att.size(2), chunk):
         act = _activation(
             q_src, q_dst, edge_attr, weight_edge, src, dst, s, slope
         )
@@ -243,11 +214,16 @@ def _score_backward(
 
 
 def _aggregate(
-    x: Tensor, alpha: Tensor, src: Tensor, dst: Tensor, num_dst: int
+    x: Tensor,
+    alpha: Tensor,
+    src: Tensor,
+    dst: Tensor,
+    num_dst: int,
+    chunk: int,
 ) -> Tensor:
     dtype = torch.promote_types(x.dtype, alpha.dtype)
     out = x.new_zeros(num_dst, x.size(1), x.size(2), dtype=dtype)
-    for s in _chunks(src.numel(), x.size(1) * x.size(2), x.device):
+    for s in _chunks(src.numel(), x.size(1) * x.size(2), chunk):
         msg = x.index_select(0, src[s]).to(dtype)
         msg *= alpha[s].unsqueeze(-1)
         out.index_add_(0, dst[s], msg)
@@ -262,11 +238,12 @@ def _aggregate_backward(
     dst: Tensor,
     need_x: bool,
     need_alpha: bool,
+    chunk: int,
 ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
     grad_x = _zeros_as(grad_out, x) if need_x else None
     grad_alpha = _empty_as(grad_out, alpha) if need_alpha else None
     grad_out = grad_out.contiguous()
-    for s in _chunks(src.numel(), x.size(1) * x.size(2), x.device):
+    for s in _chunks(src.numel(), x.size(1) * x.size(2), chunk):
         g = grad_out.index_select(0, dst[s])
         if grad_alpha is not None:
             x_j = x.index_select(0, src[s]).to(g.dtype)
@@ -301,17 +278,24 @@ class EdgeScore(torch.autograd.Function):
         att_neighbor: Tensor,  # [1, H, C]
         att_self: Tensor,  # [1, H, C]
         negative_slope: float,
+        chunk: int,  # edge elements per chunk
     ) -> Tensor:
         att = torch.cat([att_neighbor, att_self], dim=0)  # [2, H, C]
         return _scores(
             q_src, q_dst, edge_attr, weight_edge, src, dst, loop, att,
-            negative_slope,
+            negative_slope, chunk,
         )  # fmt: skip
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs[:9])
-        ctx.negative_slope = inputs[9]
+        (
+            q_src, q_dst, edge_attr, weight_edge, src, dst, loop,
+            att_neighbor, att_self, ctx.negative_slope, ctx.chunk,
+        ) = inputs  # fmt: skip
+        ctx.save_for_backward(
+            q_src, q_dst, edge_attr, weight_edge, src, dst, loop,
+            att_neighbor, att_self,
+        )  # fmt: skip
 
     @staticmethod
     def backward(ctx, grad_e: Tensor):
@@ -324,6 +308,7 @@ class EdgeScore(torch.autograd.Function):
             grad_e, q_src, q_dst, edge_attr, weight_edge, src, dst, loop,
             att, ctx.negative_slope,
             [need[0], need[1], need[2], need[3], need[7] or need[8]],
+            ctx.chunk,
         )  # fmt: skip
         grad_att = grads[4]
         return (
@@ -333,6 +318,7 @@ class EdgeScore(torch.autograd.Function):
             None,
             grad_att[:1] if need[7] else None,
             grad_att[1:] if need[8] else None,
+            None,
             None,
         )
 
@@ -352,12 +338,13 @@ class EdgeAggregate(torch.autograd.Function):
         src: Tensor,
         dst: Tensor,
         num_dst: int,
+        chunk: int,  # edge elements per chunk
     ) -> Tensor:
-        return _aggregate(x, alpha, src, dst, num_dst)
+        return _aggregate(x, alpha, src, dst, num_dst, chunk)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        x, alpha, src, dst, _ = inputs
+        x, alpha, src, dst, _, ctx.chunk = inputs
         ctx.save_for_backward(x, alpha, src, dst)
 
     @staticmethod
@@ -365,6 +352,6 @@ class EdgeAggregate(torch.autograd.Function):
         x, alpha, src, dst = ctx.saved_tensors
         need = ctx.needs_input_grad
         grad_x, grad_alpha = _aggregate_backward(
-            grad_out, x, alpha, src, dst, need[0], need[1]
+            grad_out, x, alpha, src, dst, need[0], need[1], ctx.chunk
         )
-        return grad_x, grad_alpha, None, None, None
+        return grad_x, grad_alpha, None, None, None, None

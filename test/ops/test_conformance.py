@@ -1,0 +1,284 @@
+r"""One contract for every attention kernel: the public functional op
+:func:`~torch_geometric_gate.ops.gate_attention` on each kernel (the
+reference, the chunked ATen loops, the compiled CPU loops, Triton under
+its interpreter on CPU and natively on CUDA, where present) against a
+dense float64 computation: outputs and every gradient, GATE and GATv2
+scoring, the graph forms, dtypes, dropout, edge cases and errors."""
+
+from typing import Dict, Optional
+
+import pytest
+import torch
+from torch import Tensor
+from torch_geometric import EdgeIndex
+from torch_geometric.testing import withCUDA
+
+from torch_geometric_gate.ops import attention_kernel, gate_attention
+
+KERNELS = {  # name: the switch's options
+    'reference': dict(name='reference'),
+    'chunked-aten': dict(name='chunked', eager_loops=False),
+    'chunked-loops': dict(name='chunked', eager_loops=True),
+    'triton': dict(name='triton'),
+}
+NAMES = ('query_src', 'query_dst', 'value', 'edge_attr', 'weight_edge',
+         'att_src', 'att_self')  # fmt: skip
+
+
+def skip_unless_runs(kernel: str, device: torch.device):
+    if kernel == 'chunked-loops' and device.type != 'cpu':
+        pytest.skip('The compiled loops are the CPU kernels')
+    if kernel == 'triton':
+        pytest.importorskip('triton')
+
+
+def make_graph(bipartite: bool):
+    r"""Node 0 is a hub; node 3's only edge (a self-loop) is masked; the
+    last target nodes have no edge; self-loops are scored with
+    :math:`a_t`. Sorted by target (a valid column-sorted EdgeIndex)."""
+    src = torch.tensor([1, 2, 3, 4, 0, 0, 1, 4, 2, 1, 3])
+    dst = torch.tensor([0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 3])
+    masked = torch.zeros(src.numel(), dtype=torch.bool)
+    masked[10] = True
+    num_src, num_dst = (6, 5) if bipartite else (6, 6)
+    return src, dst, masked, num_src, num_dst
+
+
+def make_inputs(graph, heads, channels, edge_dim, gatv2, device, dtype):
+    src, _, _, num_src, num_dst = graph
+    gen = torch.Generator().manual_seed(0)
+
+    def rand(*shape):
+        t = torch.randn(*shape, generator=gen, dtype=torch.double)
+        return t.to(device, dtype).requires_grad_()
+
+    return {
+        'query_src': rand(num_src, heads, channels),
+        'query_dst': rand(num_dst, heads, channels),
+        'value': rand(num_src, heads, channels),
+        'edge_attr': rand(src.numel(), edge_dim) if edge_dim else None,
+        'weight_edge': rand(heads * channels, edge_dim) if edge_dim else None,
+        'att_src': rand(heads, channels),
+        'att_self': None if gatv2 else rand(heads, channels),
+    }
+
+
+def dense(graph, inputs: Dict[str, Optional[Tensor]], slope: float):
+    r"""The attention with a dense :obj:`[N_dst, E]` incidence matrix and
+    :func:`torch.softmax`, in float64 on the CPU (no gather, no scatter)."""
+    i = {
+        k: None if v is None else v.detach().cpu().double().requires_grad_()
+        for k, v in inputs.items()
+    }
+    src, dst, masked, _, num_dst = graph
+    z = i['query_src'][src] + i['query_dst'][dst]
+    if i['edge_attr'] is not None:
+        z = z + (i['edge_attr'] @ i['weight_edge'].t()).view_as(z)
+    act = torch.where(z > 0, z, slope * z)
+    att_self = i['att_self'] if i['att_self'] is not None else i['att_src']
+    att = torch.where((src == dst)[:, None, None], att_self, i['att_src'])
+    score = (act * att).sum(-1)  # [E, H]
+    member = dst[None, :] == torch.arange(num_dst)[:, None]  # [N, E]
+    kept = member & ~masked[None, :]
+    scores = torch.where(kept[..., None], score[None], float('-inf'))
+    alpha = torch.softmax(scores, dim=1).nan_to_num(0.0).sum(0)  # [E, H]
+    out = torch.einsum(
+        'ne,ehc->nhc', member.double(), alpha[..., None] * i['value'][src]
+    )
+    return (out, alpha), i
+
+
+def run(kernel, graph, inputs, slope=0.0, dropout_p=0.0, form='plain'):
+    src, dst, masked, _, num_dst = graph
+    device = inputs['value'].device
+    edge_index = torch.stack([src, dst]).to(device)
+    if form == 'EdgeIndex':
+        edge_index = EdgeIndex(
+            edge_index, sparse_size=(graph[3], num_dst), sort_order='col'
+        )
+    with attention_kernel(**KERNELS[kernel]):
+        return gate_attention(
+            inputs['query_src'], inputs['query_dst'], inputs['value'],
+            edge_index, inputs['att_src'], inputs['att_self'],
+            edge_attr=inputs['edge_attr'], weight_edge=inputs['weight_edge'],
+            negative_slope=slope, dropout_p=dropout_p, need_weights=True,
+            masked=masked.to(device),
+        )  # fmt: skip
+
+
+def gradients(outputs, inputs):
+    gen = torch.Generator().manual_seed(1)
+    grads = [
+        torch.randn(o.shape, generator=gen, dtype=torch.double).to(o)
+        for o in outputs
+    ]
+    names = [k for k in NAMES if inputs[k] is not None]
+    got = torch.autograd.grad(outputs, [inputs[k] for k in names], grads)
+    return dict(zip(names, got))
+
+
+CASES = [  # heads, channels, edge_dim, slope, bipartite, gatv2, form
+    (2, 3, None, 0.0, False, False, 'plain'),
+    (2, 2, 3, 0.2, True, False, 'EdgeIndex'),
+    (1, 4, None, 0.1, False, True, 'plain'),
+]
+
+
+@withCUDA
+@pytest.mark.parametrize('kernel', KERNELS)
+@pytest.mark.parametrize('case', CASES, ids=['gate', 'edges-bip', 'gatv2'])
+def test_outputs_and_gradients_equal_dense(kernel, case, device):
+    skip_unless_runs(kernel, device)
+    heads, channels, edge_dim, slope, bipartite, gatv2, form = case
+    # Triton computes in float32; the others in float64:
+    dtype = torch.float32 if kernel == 'triton' else torch.double
+    atol = 1e-4 if dtype == torch.float32 else 1e-10
+    graph = make_graph(bipartite)
+    inputs = make_inputs(graph, heads, channels, edge_dim, gatv2, device,
+                         dtype)  # fmt: skip
+    out, alpha = run(kernel, graph, inputs, slope, form=form)
+    (want_out, want_alpha), want_inputs = dense(graph, inputs, slope)
+    assert out.dtype == alpha.dtype == dtype
+    torch.testing.assert_close(out.cpu().double(), want_out, atol=atol,
+                               rtol=1e-4)  # fmt: skip
+    torch.testing.assert_close(alpha.cpu().double(), want_alpha, atol=atol,
+                               rtol=1e-4)  # fmt: skip
+    got = gradients((out, alpha), inputs)
+    want = gradients((want_out, want_alpha), want_inputs)
+    assert got.keys() == want.keys()
+    for name in want:
+        torch.testing.assert_close(
+            got[name].cpu().double(),
+            want[name],
+            atol=atol * 10,
+            rtol=1e-3,
+            msg=name,
+        )
+
+
+@withCUDA
+@pytest.mark.parametrize('kernel', KERNELS)
+def test_dropout_is_seeded_and_the_output_uses_the_kept_weights(
+    kernel, device
+):
+    skip_unless_runs(kernel, device)
+    dtype = torch.float32 if kernel == 'triton' else torch.double
+    graph = make_graph(False)
+    inputs = make_inputs(graph, 2, 3, None, False, device, dtype)
+    torch.manual_seed(7)
+    out, alpha = run(kernel, graph, inputs, dropout_p=0.5)
+    torch.manual_seed(7)
+    out2, alpha2 = run(kernel, graph, inputs, dropout_p=0.5)
+    assert torch.equal(out, out2) and torch.equal(alpha, alpha2)
+    _, plain = run(kernel, graph, inputs)
+    dropped = (alpha == 0) & (plain != 0)
+    assert dropped.any() and (~dropped & (plain != 0)).any()
+    kept = plain != 0
+    torch.testing.assert_close(alpha[kept & ~dropped],
+                               2 * plain[kept & ~dropped])  # fmt: skip
+    # The output aggregates the weights returned (the same mask):
+    src, dst, *_ = graph
+    want = torch.zeros_like(out).index_add_(
+        0, dst.to(device), alpha[..., None] * inputs['value'][src.to(device)]
+    )
+    torch.testing.assert_close(out, want)
+
+
+@withCUDA
+@pytest.mark.parametrize('kernel', KERNELS)
+def test_low_precision_keeps_its_dtype(kernel, device):
+    skip_unless_runs(kernel, device)
+    graph = make_graph(False)
+    inputs = make_inputs(graph, 2, 4, None, False, device, torch.bfloat16)
+    out, alpha = run(kernel, graph, inputs)
+    (want_out, want_alpha), _ = dense(graph, inputs, 0.0)
+    assert out.dtype == alpha.dtype == torch.bfloat16
+    torch.testing.assert_close(out.cpu().double(), want_out, atol=3e-2,
+                               rtol=3e-2)  # fmt: skip
+    out.float().sum().backward()
+    assert inputs['att_src'].grad.dtype == torch.bfloat16
+
+
+@withCUDA
+@pytest.mark.parametrize('kernel', KERNELS)
+def test_edge_cases(kernel, device):
+    skip_unless_runs(kernel, device)
+    dtype = torch.float32 if kernel == 'triton' else torch.double
+    options = KERNELS[kernel]
+    q = torch.randn(3, 1, 2, dtype=dtype, device=device)
+    a = torch.randn(1, 2, dtype=dtype, device=device)
+    no_edges = torch.empty(2, 0, dtype=torch.long, device=device)
+    with attention_kernel(**options):
+        # No edge: a zero output and no weight.
+        out, alpha = gate_attention(q, q, q, no_edges, a, a,
+                                    need_weights=True)  # fmt: skip
+        assert out.shape == (3, 1, 2) and bool((out == 0).all())
+        assert alpha.shape == (0, 1)
+        # Every edge of node 1 masked: its output is zero, not NaN.
+        edge_index = torch.tensor([[0, 2], [1, 0]], device=device)
+        masked = torch.tensor([True, False], device=device)
+        out, alpha = gate_attention(
+            q, q, q, edge_index, a, None, masked=masked, need_weights=True
+        )
+        assert bool((out[1] == 0).all()) and bool(out.isfinite().all())
+        assert alpha[0].item() == 0 and alpha[1].item() == 1
+        # A CSR graph (rowptr over the targets) is the edge list it holds:
+        rowptr = torch.tensor([0, 1, 2, 2], device=device)
+        csr_out, _ = gate_attention(q, q, q, (rowptr, edge_index[0].flip(0)),
+                                    a, a)  # fmt: skip
+        plain_out, _ = gate_attention(q, q, q, edge_index.flip(1), a, a)
+        torch.testing.assert_close(csr_out, plain_out)
+        # Without need_weights no weights come back:
+        assert gate_attention(q, q, q, edge_index, a, a)[1] is None
+
+
+@pytest.mark.parametrize(
+    'kwargs,match',
+    [
+        (dict(edge_index=torch.zeros(3, 2, dtype=torch.long)),
+         r"'edge_index' of integers of shape \[2, num_edges\]"),
+        (dict(edge_index=torch.zeros(2, 2)), "'edge_index' of integers"),
+        (dict(att_src=torch.zeros(3, 2)), r"'att_src' of shape \[1, 2\]"),
+        (dict(att_self=torch.zeros(1, 3)), r"'att_self' of shape"),
+        (dict(value=torch.zeros(4, 1, 2)), "a row per source node"),
+        (dict(query_dst=torch.zeros(3, 2)), "'query_dst' of shape"),
+        (dict(negative_slope=-0.1), "non-negative 'negative_slope'"),
+        (dict(dropout_p=1.5), r"'dropout_p' in \[0, 1\]"),
+        (dict(edge_attr=torch.zeros(2, 3)), "'edge_attr' and 'weight_edge'"),
+        (dict(masked=torch.zeros(3, dtype=torch.bool)),
+         r"'masked' of booleans of shape \[2\]"),
+        (dict(loop=torch.zeros(2)), "'loop' of booleans"),
+        (dict(edge_index=(torch.tensor([0, 2]), torch.tensor([0, 1]))),
+         r"CSR 'rowptr' of 4 entries"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_refused_naming_the_problem(kwargs, match):
+    q = torch.randn(3, 1, 2)
+    args = dict(query_src=q, query_dst=q, value=q,
+                edge_index=torch.tensor([[0, 1], [1, 2]]),
+                att_src=torch.zeros(1, 2), att_self=None)  # fmt: skip
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        gate_attention(**args)
+
+
+@pytest.mark.parametrize('kernel', ['reference', 'chunked-loops'])
+def test_compiles_fullgraph_equal_to_eager(kernel):
+    # Under torch.compile the kernels are custom operators (no graph break);
+    # the same outputs and gradients as eagerly.
+    graph = make_graph(False)
+    inputs = make_inputs(graph, 2, 3, 2, False, torch.device('cpu'),
+                         torch.double)  # fmt: skip
+    torch._dynamo.reset()
+    compiled = torch.compile(run, fullgraph=True, backend='aot_eager')
+    try:
+        got = compiled(kernel, graph, inputs, 0.2)
+    finally:
+        torch._dynamo.reset()
+    want = run(kernel, graph, inputs, 0.2)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
+    got, want = gradients(got, inputs), gradients(want, inputs)
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], atol=1e-10,
+                                   rtol=1e-8, msg=name)  # fmt: skip

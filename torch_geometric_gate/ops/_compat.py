@@ -1,0 +1,71 @@
+r"""Every private PyTorch API that the kernels use, in one place.
+
+Tested with torch 2.13 (CPU, this repository's test suite) and torch 2.11
+(CUDA, the GPU sessions of ``benchmark/gpu_session.sh``). When PyTorch
+changes one of these, this module is the one to adapt; nothing else in
+:mod:`torch_geometric_gate` touches ``torch._C``, ``torch._dynamo`` or
+another private name of torch.
+"""
+
+from typing import ContextManager
+
+import torch
+from torch import Tensor
+from torch._dynamo.exc import BackendCompilerFailed
+
+#: The versions of torch this module was tested with.
+TESTED_TORCH_VERSIONS = ('2.11', '2.13')
+
+#: Raised by :func:`torch.compile` when Inductor cannot build its code (no
+#: working C++ compiler).
+CompilerFailed = BackendCompilerFailed
+
+# The dispatch keys of vmap's mode: `torch.autograd.grad(...,
+# is_grads_batched=True)` and `jacobian(..., vectorize=True)` enter the
+# first, `torch.func.vmap` the second.
+_VMAP_MODES = torch._C.DispatchKeySet(
+    torch._C._parse_dispatch_key('VmapMode')
+).add(torch._C.DispatchKey.FuncTorchVmapMode)
+# The key of tensors batched by `is_grads_batched=True`:
+_BATCHED = torch._C._parse_dispatch_key('Batched')
+
+
+def outside_vmap() -> ContextManager:
+    r"""A context in which operations run on plain tensors, outside vmap's
+    mode (a random operation is refused inside it)."""
+    return torch._C._ExcludeDispatchKeyGuard(_VMAP_MODES)
+
+
+def below_autograd() -> ContextManager:
+    r"""A context below autograd's dispatch keys (a custom operator's
+    kernel runs there), whether or not the caller was called through
+    autograd: Dynamo's guards see the dispatch keys a context leaves a
+    tensor, so that one compiled variant serves both."""
+    return torch._C._AutoDispatchBelowADInplaceOrView()
+
+
+def functorch_active() -> bool:
+    r"""Whether a :mod:`torch.func` transform is active."""
+    return torch._C._are_functorch_transforms_active()
+
+
+def wrapped(*tensors: Tensor) -> bool:
+    r"""Whether a :mod:`torch.func` transform is active or one of
+    :obj:`tensors` is batched (under :func:`torch.vmap` or batched
+    gradients): their values cannot be read, nor handed to code that takes
+    plain tensors."""
+    if torch._C._functorch.maybe_current_level() is not None:
+        return True
+    return any(torch._C._dispatch_keys(t).has(_BATCHED) for t in tensors)
+
+
+def forward_ad_active() -> bool:
+    r"""Whether forward-mode AD is active (dual tensors exist only inside
+    :func:`torch.autograd.forward_ad.dual_level`)."""
+    return torch.autograd.forward_ad._current_level >= 0
+
+
+def mark_dynamic(t: Tensor, dim: int) -> None:
+    r"""Compiles dimension :obj:`dim` of :obj:`t` as dynamic where it can
+    be (:func:`torch._dynamo.maybe_mark_dynamic`)."""
+    torch._dynamo.maybe_mark_dynamic(t, dim)

@@ -1,0 +1,3 @@
+from .op import chunked_attention
+
+__all__ = ['chunked_attention']

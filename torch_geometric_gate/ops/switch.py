@@ -1,0 +1,229 @@
+r"""The one switch of the attention kernels, :func:`attention_kernel`: which
+kernel runs, and the kernels' settings, as options of one scoped
+selection (:class:`KernelSettings`).
+
+The selection is held per thread. A :obj:`with attention_kernel(...)`
+block cannot be entered in a generator or a coroutine (but a
+:func:`contextlib.contextmanager`'s, which scopes its caller's block): a
+block there would stay in force for whatever runs while the generator is
+suspended, and end in whichever thread resumes it. :func:`torch.compile`
+guards on the selection: a compiled layer or function recompiles for a
+new selection, and runs the one in force.
+"""
+
+import contextlib
+import inspect
+import sys
+import threading
+from typing import NamedTuple, Optional
+
+import torch
+
+#: The kernels :func:`attention_kernel` accepts.
+KERNELS = ('auto', 'reference', 'chunked', 'triton')
+
+# Code that a `with` block could be suspended in:
+_SUSPENDABLE = (
+    inspect.CO_GENERATOR
+    | inspect.CO_COROUTINE
+    | inspect.CO_ASYNC_GENERATOR
+    | inspect.CO_ITERABLE_COROUTINE
+)
+# contextlib.contextmanager's entry and exit, which drive its generator:
+_CONTEXT_MANAGER_CODE = (
+    contextlib._GeneratorContextManager.__enter__.__code__,
+    contextlib._GeneratorContextManager.__exit__.__code__,
+)
+
+
+class KernelSettings(NamedTuple):
+    r"""The kernel selection and the kernels' settings in force (see
+    :func:`attention_kernel`, which sets them;
+    :func:`current_settings` returns them)."""
+
+    #: The kernel: one of :data:`KERNELS`.
+    kernel: str = 'auto'
+    #: Edge elements (edges times heads times channels) per chunk of the
+    #: chunked ATen loops; :obj:`None`: :math:`2^{19}` per intra-op thread
+    #: (up to 8) on CPU, so that a chunk's passes after its gathers hit the
+    #: cache (``benchmark/results/cpu-chunk-sizes-*.md``), :math:`2^{22}`
+    #: on accelerators.
+    chunk_elements: Optional[int] = None
+    #: Whether eager calls on CPU tensors run the Inductor-compiled loops
+    #: where they apply (else the chunked ATen loops, which need no C++
+    #: compiler and compile nothing).
+    eager_loops: bool = True
+    #: From how many edges (self-loops included) :obj:`'auto'` runs the
+    #: Triton kernels on CUDA rather than the reference. On an H100
+    #: (``benchmark/results/h100-kernels-*.md``) at :math:`10^4` and
+    #: :math:`10^5` edges the reference's training step took 2.0-2.9 ms and
+    #: Triton's 3.1-4.9 ms (both bound by launches); from :math:`10^6`
+    #: edges Triton took 0.35-0.76x :class:`~torch_geometric.nn.conv.
+    #: GATv2Conv`'s step and the reference 1.05-1.13x. The crossing between
+    #: :math:`10^5` and :math:`10^6` was not measured.
+    triton_min_edges: int = 2**18
+    #: Up to how many edge elements the compiled CPU loops run (they write
+    #: no :math:`[E, H, C]` temporary but with edge features); past it the
+    #: chunked ATen loops, whose temporaries stay chunk-sized, so that a
+    #: step's peak stays bounded where the loops are not measured.
+    loops_max_elements: int = 2**27
+
+    def chunk_size(self, device: torch.device) -> int:
+        r"""The edge elements of a chunk on :obj:`device`, for the threads
+        in force."""
+        return chunk_size(self.chunk_elements, device)
+
+
+def chunk_size(chunk_elements: Optional[int], device: torch.device) -> int:
+    r"""The edge elements of a chunk on :obj:`device` for the setting
+    :attr:`KernelSettings.chunk_elements` (:obj:`None` or :obj:`0`: the
+    default for the device and the threads in force)."""
+    if chunk_elements:
+        return chunk_elements
+    if device.type == 'cpu':
+        return 2**19 * min(torch.get_num_threads(), 8)
+    return 2**22
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.settings = KernelSettings()
+
+
+_STATE = _State()
+
+
+def current_settings() -> KernelSettings:
+    r"""The :class:`KernelSettings` in force in this thread."""
+    # A thread-local attribute: torch.compile guards on its value.
+    return _STATE.settings
+
+
+class attention_kernel:
+    r"""Selects the kernel of :class:`~torch_geometric_gate.GATEConv`'s
+    attention (and of :func:`~torch_geometric_gate.ops.gate_attention`),
+    and the kernels' settings, within a :obj:`with` block, for the current
+    thread, as :func:`torch.nn.attention.sdpa_kernel` does for scaled
+    dot-product attention. Options left at :obj:`None` keep the enclosing
+    block's (the defaults of :class:`KernelSettings` outside any block).
+
+    * :obj:`'auto'` (the default): the chunked kernels on CPU tensors; on
+      CUDA the Triton kernels from :obj:`triton_min_edges` edges (the
+      reference below, faster on small graphs, and for float64), under
+      :func:`torch.compile` too (the kernels are custom operators); the
+      reference on other devices, and wherever the kernels do not apply:
+      under a :mod:`torch.func` transform or forward-mode AD
+      (:mod:`torch.autograd.forward_ad`), and for the layer in explain
+      mode, with message-passing hooks registered (a kernel would skip
+      them), with another aggregation than a sum, the
+      :obj:`target_to_source` flow, a negative slope, or edge features
+      before a lazy :obj:`edge_dim` is initialized.
+    * :obj:`'reference'`: PyG's message passing, :meth:`edge_updater` and
+      :meth:`propagate` (the layer as PyG ships it; hooks, explainers,
+      TorchScript, :func:`torch.compile` and :mod:`torch.func` all work).
+    * :obj:`'chunked'`: the memory-lean kernels of
+      ``torch_geometric_gate.ops.chunked``. On CPU tensors, with up to
+      four threads, they run loops that Inductor compiles (a C++ compiler
+      is needed; the first call of a setting compiles for seconds), eager
+      and under :func:`torch.compile` alike; elsewhere, with
+      :obj:`eager_loops=False`, or without a working compiler (a warning
+      says so), chunks of ATen operations.
+    * :obj:`'triton'`: the fused GPU kernels of
+      ``torch_geometric_gate.ops.triton`` (CPU tensors under
+      :obj:`TRITON_INTERPRET=1`).
+
+    Forcing a kernel that cannot run a call raises a :class:`RuntimeError`
+    that says why. Double backward works with every kernel.
+
+    Args:
+        name (str, optional): The kernel, one of :data:`KERNELS`.
+        chunk_elements (int, optional): See
+            :attr:`KernelSettings.chunk_elements`.
+        eager_loops (bool, optional): See
+            :attr:`KernelSettings.eager_loops`.
+        triton_min_edges (int, optional): See
+            :attr:`KernelSettings.triton_min_edges`.
+        loops_max_elements (int, optional): See
+            :attr:`KernelSettings.loops_max_elements`.
+
+    Example:
+        >>> import torch
+        >>> from torch_geometric_gate import GATEConv, attention_kernel
+        >>> conv = GATEConv(8, 4)
+        >>> x, edge_index = torch.randn(3, 8), torch.tensor([[0, 1], [1, 2]])
+        >>> with attention_kernel('reference'):
+        ...     out = conv(x, edge_index)
+        >>> with attention_kernel('chunked', eager_loops=False):
+        ...     torch.allclose(out, conv(x, edge_index), atol=1e-6)
+        True
+    """
+
+    def __init__(
+        self,
+        name: Optional[str] = None,
+        *,
+        chunk_elements: Optional[int] = None,
+        eager_loops: Optional[bool] = None,
+        triton_min_edges: Optional[int] = None,
+        loops_max_elements: Optional[int] = None,
+    ):
+        if name is not None and name not in KERNELS:
+            raise ValueError(
+                f'Unknown attention kernel {name!r}; expected one of {KERNELS}'
+            )
+        for option, value in (
+            ('chunk_elements', chunk_elements),
+            ('triton_min_edges', triton_min_edges),
+            ('loops_max_elements', loops_max_elements),
+        ):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int)
+                or value < (option == 'chunk_elements')
+            ):  # fmt: skip
+                raise ValueError(
+                    f"Expected '{option}' to be a "
+                    f'{"positive" if option == "chunk_elements" else "non-negative"}'  # noqa: E501
+                    f' int (got {value!r})'
+                )
+        if eager_loops is not None and not isinstance(eager_loops, bool):
+            raise ValueError(
+                f"Expected 'eager_loops' to be a bool (got {eager_loops!r})"
+            )
+        options = dict(
+            kernel=name, chunk_elements=chunk_elements,
+            eager_loops=eager_loops, triton_min_edges=triton_min_edges,
+            loops_max_elements=loops_max_elements,
+        )  # fmt: skip
+        self._options = {k: v for k, v in options.items() if v is not None}
+        self._saved = []
+
+    def __enter__(self) -> KernelSettings:
+        # (Dynamo traces a block inside a compiled function, not frames:)
+        frame = None if torch.compiler.is_compiling() else sys._getframe(1)
+        if (
+            frame is not None
+            and frame.f_code.co_flags & _SUSPENDABLE
+            and not (
+                frame.f_back is not None
+                and frame.f_back.f_code in _CONTEXT_MANAGER_CODE
+            )
+        ):
+            raise RuntimeError(
+                f'attention_kernel(...) cannot be entered in the generator '
+                f"or coroutine '{frame.f_code.co_name}': the selection "
+                'would stay in force while it is suspended (and end in '
+                'whichever thread resumes it). Select around the code that '
+                'consumes it, or in a plain function it calls'
+            )
+        # This thread's own attribute dictionary (of the thread-local
+        # state): the block ends in this thread's state whichever thread
+        # exits it.
+        state = _STATE.__dict__
+        settings = state['settings']
+        self._saved.append((state, settings))
+        state['settings'] = settings._replace(**self._options)
+        return state['settings']
+
+    def __exit__(self, *exc) -> None:
+        state, settings = self._saved.pop()
+        state['settings'] = settings

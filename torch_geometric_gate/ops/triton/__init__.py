@@ -1,0 +1,3 @@
+from .op import triton_attention
+
+__all__ = ['triton_attention']
