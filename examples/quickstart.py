@@ -22,15 +22,6 @@ import math
 import tempfile
 import time
 
-import torch
-import torch.nn.functional as F
-from torch_geometric.nn import GATv2Conv
-from tqdm import tqdm
-
-from torch_geometric_gate import GATEConv
-from torch_geometric_gate.datasets import SelfSufficientER
-from torch_geometric_gate.utils import self_loop_attention
-
 
 def int_at_least(minimum):  # an argparse type with a range
     def parse(text):
@@ -69,31 +60,33 @@ positive_float = float_in(0.0, low_open=True)
 probability = float_in(0.0, 1.0)
 
 
-class Net(torch.nn.Module):
-    r"""A stack of attention layers with ReLU in between; the last layer
-    outputs the class logits, as in the paper.
+def make_convs(conv_cls, in_channels, hidden, out_channels, num_layers):
+    r"""A stack of attention layers (ReLU in between, :func:`forward`); the
+    last layer outputs the class logits, as in the paper.
     """
+    import torch
 
-    def __init__(
-        self, conv_cls, in_channels, hidden, out_channels, num_layers
-    ):
-        super().__init__()
-        sizes = [in_channels] + [hidden] * (num_layers - 1) + [out_channels]
-        self.convs = torch.nn.ModuleList(
-            conv_cls(i, o, bias=False) for i, o in zip(sizes[:-1], sizes[1:])
-        )
+    sizes = [in_channels] + [hidden] * (num_layers - 1) + [out_channels]
+    return torch.nn.ModuleList(
+        conv_cls(i, o, bias=False) for i, o in zip(sizes[:-1], sizes[1:])
+    )
 
-    def forward(self, x, edge_index):
-        alpha_vv = []
-        for i, conv in enumerate(self.convs):
-            x, (ei, alpha) = conv(x, edge_index, return_attention_weights=True)
-            alpha_vv.append(self_loop_attention(ei, alpha, x.size(0)))
-            if i < len(self.convs) - 1:
-                x = x.relu()
-        return x, alpha_vv
+
+def forward(convs, x, edge_index):
+    from torch_geometric_gate.utils import self_loop_attention
+
+    alpha_vv = []
+    for i, conv in enumerate(convs):
+        x, (ei, alpha) = conv(x, edge_index, return_attention_weights=True)
+        alpha_vv.append(self_loop_attention(ei, alpha, x.size(0)))
+        if i < len(convs) - 1:
+            x = x.relu()
+    return x, alpha_vv
 
 
 def make_graph(num_nodes, edge_prob, num_classes, seed):
+    from torch_geometric_gate.datasets import SelfSufficientER
+
     root = tempfile.mkdtemp()  # generated here, nothing is downloaded
     dataset = SelfSufficientER(
         root,
@@ -105,18 +98,22 @@ def make_graph(num_nodes, edge_prob, num_classes, seed):
     return dataset[0]
 
 
-def train(model, data, epochs, lr, desc, progress=True):
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+def train(convs, data, epochs, lr, desc, progress=True):
+    import torch
+    import torch.nn.functional as F
+    from tqdm import tqdm
+
+    optimizer = torch.optim.Adam(convs.parameters(), lr=lr)
     for _ in tqdm(range(epochs), desc=desc, leave=False, disable=not progress):
-        model.train()
+        convs.train()
         optimizer.zero_grad()
-        out, _ = model(data.x, data.edge_index)
+        out, _ = forward(convs, data.x, data.edge_index)
         loss = F.cross_entropy(out[data.train_mask], data.y[data.train_mask])
         loss.backward()
         optimizer.step()
-    model.eval()
+    convs.eval()
     with torch.no_grad():
-        out, alpha_vv = model(data.x, data.edge_index)
+        out, alpha_vv = forward(convs, data.x, data.edge_index)
     pred = out.argmax(-1)
     accs = [
         float((pred[m] == data.y[m]).float().mean())
@@ -185,6 +182,12 @@ def parse_args(argv=None):
 
 def main():
     args = parse_args()
+
+    import torch
+    from torch_geometric.nn import GATv2Conv
+
+    from torch_geometric_gate import GATEConv
+
     torch.set_num_threads(args.threads)
 
     data = make_graph(
@@ -202,7 +205,7 @@ def main():
     results = {}
     for name, conv_cls in [('GATE', GATEConv), ('GATv2', GATv2Conv)]:
         torch.manual_seed(args.seed)
-        model = Net(
+        convs = make_convs(
             conv_cls,
             data.num_features,
             args.hidden,
@@ -211,7 +214,7 @@ def main():
         )
         t = time.perf_counter()
         results[name] = train(
-            model, data, args.epochs, args.lr, name, not args.readme
+            convs, data, args.epochs, args.lr, name, not args.readme
         )
         results[name] += (time.perf_counter() - t,)
 

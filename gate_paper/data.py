@@ -17,12 +17,15 @@ import shutil
 import sys
 import tempfile
 import zipfile
-from typing import Dict, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple
 
 import numpy as np
-import torch
-from torch import Tensor
-from torch_geometric.data import Data
+
+# torch and PyG load in the functions that use them: a script's argument
+# parsing does not wait for them.
+if TYPE_CHECKING:
+    from torch import Tensor
+    from torch_geometric.data import Data
 
 HETEROPHILOUS = (
     'Roman-empire',
@@ -177,7 +180,7 @@ def fetch(names: Sequence[str], root: str):
 
 def load_dataset(
     name: str, root: str, raw_edges: bool = False, normalize: bool = True
-) -> Tuple[Data, int]:
+) -> Tuple['Data', int]:
     r"""Returns ``(data, num_classes)`` of dataset ``name`` with PyG's own
     class under the data root ``root`` (``Planetoid/``, ``WebKB/``,
     ``Actor/``, ``heterophilous/``), downloaded first if missing
@@ -189,6 +192,7 @@ def load_dataset(
     ``normalize=False``: the input Dirichlet energies of the paper's
     Appendix D are those of the normalised features.
     """
+    import torch
     from torch_geometric.transforms import NormalizeFeatures
 
     fetch([name], root)
@@ -234,8 +238,8 @@ def load_npz(path: str, keys: Sequence[str]) -> Dict[str, np.ndarray]:
 
 
 def check_masks(
-    train: Tensor, val: Tensor, test: Tensor, where: str
-) -> Tuple[Tensor, Tensor, Tensor]:
+    train: 'Tensor', val: 'Tensor', test: 'Tensor', where: str
+) -> Tuple['Tensor', 'Tensor', 'Tensor']:
     r"""The masks as booleans; a :class:`ValueError` naming ``where`` if
     two of them share a node or one is empty, so that no test node is ever
     trained on."""
@@ -257,7 +261,7 @@ def check_masks(
 
 def split_masks(
     data, split: int, both_classes: bool = False
-) -> Tuple[Tensor, Tensor, Tensor]:
+) -> Tuple['Tensor', 'Tensor', 'Tensor']:
     r"""The train, validation and test masks of split ``split`` (a
     dataset with one split, Planetoid's public one, serves every split
     index). Raises a :class:`ValueError` if the split does not exist or its
@@ -293,10 +297,13 @@ def split_masks(
 GRAPH_ARRAYS = ('x', 'edge_index', 'y', 'train_mask', 'val_mask', 'test_mask')
 
 
-def npz_graph(path: str) -> Data:
+def npz_graph(path: str) -> 'Data':
     r"""A graph with one split from the ``.npz`` file ``path`` (arrays
     ``x``, ``edge_index``, ``y``, ``train_mask``, ``val_mask``,
     ``test_mask``: the authors' synthetic graphs), its masks checked."""
+    import torch
+    from torch_geometric.data import Data
+
     arrays = load_npz(path, GRAPH_ARRAYS)
     data = Data(**{k: torch.from_numpy(v) for k, v in arrays.items()})
     check_masks(data.train_mask, data.val_mask, data.test_mask, repr(path))

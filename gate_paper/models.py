@@ -20,25 +20,20 @@ import torch.nn.functional as F
 from torch_geometric.nn import FAConv, GATConv, GATv2Conv
 from torch_geometric.nn.models import MLP
 
+from gate_paper.model_names import (  # noqa: F401 (names of the recipes)
+    ATTENTION_MODELS,
+    MODELS,
+    PAPER_MODELS,
+    RECIPES,
+    SEP_MODELS,
+    STRONG_MODELS,
+    STRONG_ONLY,
+    SYNTHETIC_MODELS,
+)
 from torch_geometric_gate.nn import GATEConv
 from torch_geometric_gate.nn.inits import looks_linear_orthogonal_
 from torch_geometric_gate.nn.models import GATE
 from torch_geometric_gate.utils import self_loop_attention
-
-SYNTHETIC_MODELS = ('GAT_S', 'GAT', 'GATE_S', 'GATE')
-PAPER_MODELS = ('MLP', 'GAT', 'MLP+GAT', 'FAGCN', 'GATE', 'GATE_S')
-STRONG_MODELS = PAPER_MODELS + ('GAT-sep', 'GATE-sep', 'GATv2')
-MODELS = {
-    'synthetic': SYNTHETIC_MODELS,
-    'paper': PAPER_MODELS,
-    'strong': STRONG_MODELS,
-}
-RECIPES = tuple(MODELS)
-# Models of the strong recipe only (PyG's GATConv as GAT and GAT-sep next
-# to GATv2), and those whose graph layer sees the neighbours only.
-STRONG_ONLY = ('GAT-sep', 'GATE-sep', 'GATv2')
-SEP_MODELS = ('GAT-sep', 'GATE-sep')
-ATTENTION_MODELS = ('GAT', 'GATv2', 'MLP+GAT', 'GATE', 'GATE_S', 'GATE-sep')
 
 
 def _position(i: int, num_layers: int) -> str:

@@ -39,10 +39,7 @@ import argparse
 import functools
 import math
 import os
-
-import pandas as pd
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
 from gate_paper import data as gp_data
 from gate_paper.cli import int_at_least, outputs, positive_float
@@ -57,7 +54,12 @@ from gate_paper.runner import (
 from gate_paper.stats import mean_ci95
 from gate_paper.store import load
 from gate_paper.tables import runs_frame, write_tables
-from gate_paper.training import Selector, run_epochs
+
+# torch, PyG and pandas load in the functions that use them: the argument
+# parsing does not wait for them.
+if TYPE_CHECKING:
+    import pandas as pd
+    import torch
 
 DATASETS = tuple(TABLE4_OGB)
 
@@ -79,6 +81,7 @@ def present(name: str, root: str) -> bool:
 
 def ogb_dataset(name: str, root: str):
     r"""OGB's :class:`PygNodePropPredDataset` ``name`` under ``root``."""
+    import torch
     from ogb.nodeproppred import PygNodePropPredDataset
     from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
     from torch_geometric.data.storage import GlobalStorage
@@ -135,7 +138,7 @@ def load_ogb(name: str, root: str):
     return data, split, dataset.num_classes
 
 
-def build(c: dict, in_channels: int, num_classes: int) -> torch.nn.Module:
+def build(c: dict, in_channels: int, num_classes: int) -> 'torch.nn.Module':
     from torch_geometric.nn.models import GAT
 
     from torch_geometric_gate.nn import GATE
@@ -149,8 +152,12 @@ def build(c: dict, in_channels: int, num_classes: int) -> torch.nn.Module:
 def run_one(settings: dict, c: dict) -> dict:
     r"""One run: the test accuracy at the epoch of best validation
     accuracy."""
+    import torch
+    import torch.nn.functional as F
     from torch_geometric.data import Data
     from torch_geometric.loader import NeighborLoader
+
+    from gate_paper.training import Selector, run_epochs
 
     data, split, num_classes = load_ogb(c['dataset'], settings['root'])
     device = torch.device(settings['device'])
@@ -298,6 +305,8 @@ def parse_args(argv=None):
             parser.error(f'argument --root: {e}')
     check_folders(parser, args)
     if args.device == 'auto':
+        import torch
+
         args.device = 'cuda' if torch.cuda.is_available() else 'cpu'
     return args
 
@@ -328,9 +337,11 @@ def configs(args) -> list:
     ]
 
 
-def table(records) -> pd.DataFrame:
+def table(records) -> 'pd.DataFrame':
     r"""Per dataset, model, depth and mode: test accuracy (%) mean ± 95% CI
     over the seeds (n), next to the paper's Table 5."""
+    import pandas as pd
+
     frame = runs_frame(records)
     if frame.empty:
         return pd.DataFrame()

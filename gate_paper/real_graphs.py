@@ -38,15 +38,11 @@ import functools
 import os
 import time
 
-import torch
-
 from gate_paper import data as gp_data
 from gate_paper.cli import float_in, int_at_least, outputs, positive_float
-from gate_paper.metrics import metrics
-from gate_paper.models import MODELS, STRONG_ONLY, build_model
+from gate_paper.model_names import MODELS, STRONG_ONLY
 from gate_paper.paper_numbers import LEARNING_RATES
 from gate_paper.provenance import gate_kernel, of_run
-from gate_paper.real_graphs_tables import tables
 from gate_paper.runner import (
     add_runner_args,
     check_folders,
@@ -55,7 +51,6 @@ from gate_paper.runner import (
 )
 from gate_paper.store import load, run_id
 from gate_paper.tables import write_tables
-from gate_paper.training import Selector, mask_index, train
 
 DATASETS = gp_data.DATASETS
 RECIPES = ('paper', 'strong')
@@ -115,6 +110,10 @@ def fit(model, data, c: dict, plot_dir=None, compile_after=None) -> dict:
     the input and the output, and the mean alpha_vv per layer, at the
     selected epoch; with ``plot_dir`` the alpha_vv history and histogram.
     """
+    import torch
+
+    from gate_paper.metrics import metrics
+    from gate_paper.training import Selector, mask_index, train
     from torch_geometric_gate.utils import (
         SelfAttentionRecorder,
         dirichlet_energy,
@@ -251,6 +250,10 @@ def fit(model, data, c: dict, plot_dir=None, compile_after=None) -> dict:
 def prepare(settings: dict, c: dict):
     r"""The graph and the freshly seeded model of run ``c``, on the device
     of ``settings``."""
+    import torch
+
+    from gate_paper.models import build_model
+
     data, num_classes = gp_data.load_dataset(
         c['dataset'],
         settings['root'],
@@ -523,6 +526,8 @@ def parse_args(argv=None):
             parser.error(f'argument --data-root: {e}')
     check_folders(parser, args)
     if args.device == 'auto':
+        import torch
+
         args.device = 'cuda' if torch.cuda.is_available() else 'cpu'
     return args
 
@@ -530,6 +535,8 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     if args.threads:
+        import torch
+
         torch.set_num_threads(args.threads)
     runs = configs(args)
     if not args.tables_only:
@@ -563,6 +570,8 @@ def main(argv=None):
 
 
 def write(records, folder) -> str:
+    from gate_paper.real_graphs_tables import tables
+
     intro = (
         f'{len(records)} runs. Test metric (%) of the epoch with the best '
         'validation metric (ROC AUC from the class-1 probability on '

@@ -11,15 +11,11 @@ import tempfile
 import time
 from typing import Callable, List, Optional
 
-import torch
-
 from gate_paper.cli import int_at_least, positive_float
-from gate_paper.metrics import accuracy
-from gate_paper.models import SYNTHETIC_MODELS, build_model
+from gate_paper.model_names import SYNTHETIC_MODELS
 from gate_paper.provenance import gate_kernel, of_run
 from gate_paper.runner import add_runner_args, run_all
 from gate_paper.store import load, run_id
-from gate_paper.training import Selector, mask_index, train
 
 MODELS = SYNTHETIC_MODELS
 # What a run measures (the results of its run file):
@@ -151,6 +147,11 @@ def train_synthetic(
     to ``plot_dir``). Returns the results of the run file; raises
     :class:`~gate_paper.training.Diverged` if training diverges.
     """
+    import torch
+
+    from gate_paper.metrics import accuracy
+    from gate_paper.models import build_model
+    from gate_paper.training import Selector, mask_index, train
     from torch_geometric_gate.utils import (
         SelfAttentionRecorder,
         plot_self_attention_histogram,

@@ -23,9 +23,6 @@ paper's metric) in ``--tables-dir``.
 import argparse
 import os
 
-import pandas as pd
-from torch_geometric.transforms import Compose
-
 from gate_paper import data as gp_data
 from gate_paper.cli import int_at_least, outputs
 from gate_paper.runner import check_folders, check_unique
@@ -42,8 +39,6 @@ from gate_paper.synthetic import (
     train_synthetic,
 )
 from gate_paper.tables import runs_frame, write_tables
-from torch_geometric_gate.datasets import SelfSufficientER
-from torch_geometric_gate.transforms import OneHotLabelFeatures, RandomLabels
 
 DATASETS = ('er2', 'er8', 'cora-orig', 'cora-rand')
 # The paper's Table 1 (test accuracy @ epoch of minimum training loss),
@@ -72,6 +67,14 @@ NOT_STOPPED = '+'
 def load_graph(name, seed, tmp_root, data_root):
     r"""The graph of ``name`` (``tmp_root`` holds the processed ER graphs,
     ``data_root`` PyG's Cora, fetched before)."""
+    from torch_geometric.transforms import Compose
+
+    from torch_geometric_gate.datasets import SelfSufficientER
+    from torch_geometric_gate.transforms import (
+        OneHotLabelFeatures,
+        RandomLabels,
+    )
+
     if name in ('er2', 'er8'):
         dataset = SelfSufficientER(
             os.path.join(tmp_root, f'{name}_{seed}'),
@@ -211,6 +214,8 @@ def tables(records, datasets, depths, models):
     the same at the first epoch of 100% training accuracy
     (``first_full``), and per run the final training accuracy, the epochs
     and the mean alpha_vv per layer (``runs``)."""
+    import pandas as pd
+
     frame = runs_frame(records, RESULTS)
     by_key = {
         (r.dataset, r.num_layers, r.model): r

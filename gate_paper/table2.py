@@ -28,8 +28,6 @@ as ``.npz`` files (arrays ``x``, ``edge_index``, ``y``, ``train_mask``,
 import argparse
 import os
 
-import pandas as pd
-
 from gate_paper.cli import int_at_least, outputs
 from gate_paper.data import npz_graph
 from gate_paper.runner import check_folders, check_unique
@@ -48,7 +46,6 @@ from gate_paper.synthetic import (
     train_synthetic,
 )
 from gate_paper.tables import runs_frame, write_tables
-from torch_geometric_gate.datasets import NeighborDependentER
 
 SOURCE = (
     "the authors' graphs are not shipped with this repository (their "
@@ -73,6 +70,8 @@ PAPER = {
 
 
 def load_graph(k, paper_data, tmp_root, graph_seed):
+    from torch_geometric_gate.datasets import NeighborDependentER
+
     if paper_data is not None:
         return npz_graph(
             os.path.join(paper_data, f'neighbor_dependent_k{k}.npz')
@@ -219,6 +218,8 @@ def tables(records, ks, extra_depths, models, seeds):
     loss (``summary``) and of the best test accuracy of any epoch
     (``max_test``, the authors' appendix metric), and a per-run table
     (``runs``)."""
+    import pandas as pd
+
     frame = runs_frame(records, RESULTS)
     if frame.empty:
         frame = pd.DataFrame(columns=['dataset', 'num_layers', 'model'])

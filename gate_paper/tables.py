@@ -3,17 +3,21 @@ as one :class:`pandas.DataFrame`, and the writer of a study's tables
 (markdown for reading, one CSV per table for the docs)."""
 
 import os
-from typing import List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
-import pandas as pd
+# pandas loads in runs_frame: a script's argument parsing does not wait.
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def runs_frame(
     records: Sequence[dict], results: Sequence[str] = ()
-) -> pd.DataFrame:
+) -> 'pd.DataFrame':
     r"""One row per run: its configuration's columns, ``status``
     (``'finished'`` or ``'diverged'``) and its results' columns, at least
     ``results`` (``null`` and the results of a diverged run are NaN)."""
+    import pandas as pd
+
     rows = [
         {**r['config'], 'status': r['status'], **r['result']} for r in records
     ]
@@ -24,7 +28,7 @@ def runs_frame(
     return frame.fillna(float('nan')).infer_objects()
 
 
-def markdown(frame: pd.DataFrame) -> str:
+def markdown(frame: 'pd.DataFrame') -> str:
     r"""``frame`` as a markdown table (cells as they are)."""
     header = [str(c) for c in frame.columns]
     lines = [
@@ -41,7 +45,7 @@ def write_tables(
     stem: str,
     title: str,
     intro: str,
-    tables: List[Tuple[str, Optional[str], pd.DataFrame]],
+    tables: List[Tuple[str, Optional[str], 'pd.DataFrame']],
 ) -> str:
     r"""Writes ``<stem>.md`` (the title, the ``intro`` and every table) and,
     per table ``(name, heading, frame)``, ``<stem>_<name>.csv``, which the

@@ -1,10 +1,13 @@
 r"""Every script's ``--help`` as a user reads it (issue 46): plain text,
 no Sphinx markup from the docstrings, and no ``(default: None)`` (an
 argument without a default is either required or says what happens
-without it)."""
+without it); the examples' and the paper's scripts print it without
+importing torch, PyG or pandas (seconds of imports before the help)."""
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,24 @@ SCRIPTS = sorted(
     if 'argparse' in p.read_text() and '__main__' in p.read_text()
 )
 MODULES = ['table1', 'table2', 'real_graphs', 'ogb']
+EXAMPLES = sorted(p for p in SCRIPTS if p.parent.name == 'examples')
+HEAVY = ('torch', 'torch_geometric', 'pandas')
+# Runs `python SCRIPT --help` (or `python -m MODULE --help`) as runpy
+# does, then prints which of the packages named after it were imported.
+IMPORTED = """
+import contextlib, io, runpy, sys
+kind, target, *packages = sys.argv[1:]
+sys.argv = [target, '--help']
+try:
+    with contextlib.redirect_stdout(io.StringIO()):
+        if kind == 'module':
+            runpy.run_module(target, run_name='__main__', alter_sys=True)
+        else:
+            runpy.run_path(target, run_name='__main__')
+except SystemExit as stop:
+    assert stop.code in (None, 0), stop.code
+print(' '.join(m for m in packages if m in sys.modules))
+"""
 MARKUP = re.compile(r':(class|obj|func|meth|mod|math|data|attr):`|``')
 
 
@@ -40,3 +61,25 @@ def test_help_is_plain_text(helps):
         assert proc.stdout.startswith('usage:'), name
         assert not MARKUP.search(proc.stdout), (name, proc.stdout)
         assert '(default: None)' not in proc.stdout, (name, proc.stdout)
+
+
+@pytest.mark.parametrize(
+    'kind, target',
+    [('script', str(p)) for p in EXAMPLES]
+    + [('module', f'gate_paper.{m}') for m in MODULES],
+    ids=[p.name for p in EXAMPLES] + MODULES,
+)
+def test_help_imports_no_heavy_package(kind, target):
+    # A new interpreter: what --help imports, nothing imported before.
+    proc = subprocess.run(
+        [sys.executable, '-c', IMPORTED, kind, target, *HEAVY],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == [], (
+        f'{target} --help imports {proc.stdout.split()}: import them '
+        'after parse_args, in the functions that use them'
+    )
