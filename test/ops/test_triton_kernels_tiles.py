@@ -35,6 +35,7 @@ if not ON_GPU and not INTERPRET:
 from torch_geometric import EdgeIndex  # noqa: E402
 
 from torch_geometric_gate.ops.chunked import chunked_attention  # noqa: E402
+from torch_geometric_gate.ops.switch import current_settings  # noqa: E402
 from torch_geometric_gate.ops.triton import _launch as launch  # noqa: E402
 from torch_geometric_gate.ops.triton._csr import (  # noqa: E402
     edge_index_of,
@@ -42,11 +43,17 @@ from torch_geometric_gate.ops.triton._csr import (  # noqa: E402
 )
 from torch_geometric_gate.ops.types import (  # noqa: E402
     AttentionGraph,
+    AttentionInputs,
     AttentionParams,
 )
 
 DEVICE = torch.device('cuda' if ON_GPU else 'cpu')
 ATOL, RTOL = 2e-5, 1e-4
+
+
+def chunked_inputs(i):
+    # The chunked kernels' named inputs, from this file's dict of tensors.
+    return AttentionInputs(i['q_src'], i['q_dst'], i['value'], i['edge_attr'])
 
 
 def make_case(heads, channels, edge_dim, num_nodes=9, extra=(), seed=0,
@@ -180,8 +187,8 @@ def test_loop_weights_match_the_full_weights_and_dense(
     # The same float32 computation as the E x H kernel's, row for row:
     assert_close(got, alpha[-n:], atol=1e-6, rtol=1e-6, what='vs E x H')
     assert_close(got, dense_alpha(graph, inputs, 0.1)[-n:], what='vs dense')
-    want, _ = chunked_attention(
-        graph, params, i['q_src'], i['q_dst'], i['value'], i['edge_attr']
+    _, want = chunked_attention(
+        graph, params, chunked_inputs(i), current_settings()
     )
     assert_close(got, want[-n:], what='vs chunked')
     # The node whose only unmasked edge is its loop: weight 1.
@@ -266,8 +273,8 @@ def test_one_head_forward_matches_the_3d_kernel_and_dense(
     assert_close(lse, want_lse, atol=1e-6, rtol=1e-6, what='lse vs 3-D')
     assert_close(out, dense_out(graph, inputs, 0.1), what='out vs dense')
     i = {k: (v.detach() if v is not None else None) for k, v in inputs.items()}
-    _, chunked = chunked_attention(
-        graph, params, i['q_src'], i['q_dst'], i['value'], i['edge_attr']
+    chunked, _ = chunked_attention(
+        graph, params, chunked_inputs(i), current_settings()
     )
     assert_close(out, chunked, what='out vs chunked')
 
