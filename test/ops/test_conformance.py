@@ -20,6 +20,19 @@ KERNELS = {  # name: the switch's options
     'chunked-aten': dict(name='chunked', eager_loops=False),
     'chunked-loops': dict(name='chunked', eager_loops=True),
     'triton': dict(name='triton'),
+    # The Triton kernels' variants, options of the switch:
+    'triton-one-head': dict(
+        name='triton',
+        triton_one_head_layout=True,
+        triton_one_head_nodes=2,
+        triton_warps=1,
+    ),
+    'triton-record': dict(
+        name='triton', triton_backward_record=True, triton_warps=2
+    ),
+    'triton-tiles': dict(
+        name='triton', triton_forward_tile=16, triton_backward_tile=16
+    ),
 }
 NAMES = ('query_src', 'query_dst', 'value', 'edge_attr', 'weight_edge',
          'att_src', 'att_self')  # fmt: skip
@@ -28,7 +41,7 @@ NAMES = ('query_src', 'query_dst', 'value', 'edge_attr', 'weight_edge',
 def skip_unless_runs(kernel: str, device: torch.device):
     if kernel == 'chunked-loops' and device.type != 'cpu':
         pytest.skip('The compiled loops are the CPU kernels')
-    if kernel == 'triton':
+    if kernel.startswith('triton'):
         pytest.importorskip('triton')
 
 
@@ -131,7 +144,7 @@ def test_outputs_and_gradients_equal_dense(kernel, case, device):
     skip_unless_runs(kernel, device)
     heads, channels, edge_dim, slope, bipartite, gatv2, form = case
     # Triton computes in float32; the others in float64:
-    dtype = torch.float32 if kernel == 'triton' else torch.double
+    dtype = torch.float32 if kernel.startswith('triton') else torch.double
     atol = 1e-4 if dtype == torch.float32 else 1e-10
     graph = make_graph(bipartite)
     inputs = make_inputs(graph, heads, channels, edge_dim, gatv2, device,
@@ -162,7 +175,7 @@ def test_dropout_is_seeded_and_the_output_uses_the_kept_weights(
     kernel, device
 ):
     skip_unless_runs(kernel, device)
-    dtype = torch.float32 if kernel == 'triton' else torch.double
+    dtype = torch.float32 if kernel.startswith('triton') else torch.double
     graph = make_graph(False)
     inputs = make_inputs(graph, 2, 3, None, False, device, dtype)
     torch.manual_seed(7)
@@ -203,7 +216,7 @@ def test_low_precision_keeps_its_dtype(kernel, device):
 @pytest.mark.parametrize('kernel', KERNELS)
 def test_edge_cases(kernel, device):
     skip_unless_runs(kernel, device)
-    dtype = torch.float32 if kernel == 'triton' else torch.double
+    dtype = torch.float32 if kernel.startswith('triton') else torch.double
     options = KERNELS[kernel]
     q = torch.randn(3, 1, 2, dtype=dtype, device=device)
     a = torch.randn(1, 2, dtype=dtype, device=device)

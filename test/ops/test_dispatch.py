@@ -385,6 +385,52 @@ def test_options_of_the_switch_nest_and_are_checked():
             attention_kernel(**bad)
 
 
+@pytest.mark.parametrize(
+    'bad, message',
+    [
+        (dict(triton_forward_tile=3000),
+         "Expected 'triton_forward_tile' to be a power of two (got 3000)"),
+        (dict(triton_backward_tile=0),
+         "Expected 'triton_backward_tile' to be a power of two (got 0)"),
+        (dict(triton_backward_tile=True),
+         "Expected 'triton_backward_tile' to be a power of two (got True)"),
+        (dict(triton_one_head_nodes=3),
+         "Expected 'triton_one_head_nodes' to be a power of two (got 3)"),
+        (dict(triton_warps=64),
+         "Expected 'triton_warps' to be a power of two up to 32 (got 64)"),
+        (dict(triton_warps=2.0),
+         "Expected 'triton_warps' to be a power of two up to 32 (got 2.0)"),
+        (dict(triton_one_head_layout='yes'),
+         "Expected 'triton_one_head_layout' to be a bool (got 'yes')"),
+        (dict(triton_backward_record=1),
+         "Expected 'triton_backward_record' to be a bool (got 1)"),
+    ],
+)  # fmt: skip
+def test_triton_options_are_checked(bad, message):
+    with pytest.raises(ValueError) as err:
+        attention_kernel('triton', **bad)
+    assert str(err.value) == message
+    assert current_settings() == KernelSettings(eager_loops=False)
+
+
+def test_triton_options_default_to_the_kernels_of_today_and_nest():
+    default = current_settings()
+    assert (
+        default.triton_forward_tile, default.triton_backward_tile,
+        default.triton_one_head_layout, default.triton_one_head_nodes,
+        default.triton_backward_record, default.triton_warps,
+    ) == (4096, 2048, False, 4, False, None)  # fmt: skip
+    with attention_kernel(
+        'triton', triton_backward_record=True, triton_warps=8
+    ):
+        with attention_kernel(triton_forward_tile=256) as inner:
+            assert inner == default._replace(
+                kernel='triton', triton_backward_record=True, triton_warps=8,
+                triton_forward_tile=256,
+            )  # fmt: skip
+    assert current_settings() == default
+
+
 def test_chunk_elements_sets_the_chunks():
     # The chunked ATen loops read the option: one edge per chunk and the
     # default give the same result, and the chunk size is what they use.

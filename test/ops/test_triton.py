@@ -707,6 +707,7 @@ def _op_args(graph, inputs, need_weights=True):
     return (
         *(inputs[name] for name in NAMES), csr.perm, csr.src, csr.rowptr,
         kind, num_dst, 0.0, 0.0, need_weights,
+        tops._option_list(current_settings()),
     )  # fmt: skip
 
 
@@ -727,7 +728,7 @@ def test_triton_custom_ops_pass_opcheck(edge_dim, need_weights):
     bargs = (
         torch.randn_like(alpha) if need_weights else None,
         torch.randn_like(out), *args[:11], lse, seed, graph[-1], 0.0, 0.0,
-        [t is not None for t in args[:7]],
+        args[-1], [t is not None for t in args[:7]],
     )  # fmt: skip
     # Detached: its own backward is not registered (no double backward).
     bargs = tuple(a.detach() if isinstance(a, Tensor) else a for a in bargs)

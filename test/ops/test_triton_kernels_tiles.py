@@ -10,6 +10,7 @@ they are measured on a GPU.
 """
 
 import importlib.util
+import inspect
 import os
 import sys
 
@@ -468,3 +469,156 @@ def test_new_kernels_compile_for_sm90(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert f'compiled {len(records)} launches for 1 targets' in done.stdout
+
+
+# The variants as options of the switch, through the public path ----------
+
+#: (options, the kernels that must run, the kernels that must not):
+OPTIONS = {
+    'one-head': (
+        dict(triton_one_head_layout=True, triton_one_head_nodes=2,
+             triton_warps=1),
+        {'gate_fwd_1h_kernel'}, {'gate_fwd_kernel'},
+    ),
+    'record': (
+        dict(triton_backward_record=True),
+        {'gate_bwd_dst_rec_kernel', 'gate_bwd_src_rec_kernel'},
+        {'gate_bwd_dst_kernel', 'gate_bwd_src_kernel'},
+    ),
+    'record-warps': (
+        dict(triton_backward_record=True, triton_warps=2),
+        {'gate_bwd_dst_rec_kernel', 'gate_bwd_src_rec_kernel'}, set(),
+    ),
+    'tiles': (
+        dict(triton_forward_tile=8, triton_backward_tile=16),
+        {'gate_fwd_kernel', 'gate_bwd_dst_kernel'}, set(),
+    ),
+}  # fmt: skip
+
+
+def _launched(monkeypatch):
+    r"""The names of the Triton kernels launched from now on, with their
+    :obj:`BLOCK_E` (where they take one)."""
+    from torch_geometric_gate.ops.triton import kernels
+
+    launched = []
+    for name, kernel in kernels().items():
+
+        def run(*args, _name=name, _run=kernel.run, _fn=kernel.fn, **kw):
+            names = list(inspect.signature(_fn).parameters)
+            block = args[names.index('BLOCK_E')] if 'BLOCK_E' in names else 0
+            launched.append((_name, block))
+            return _run(*args, **kw)
+
+        monkeypatch.setattr(kernel, 'run', run)
+    return launched
+
+
+def _public_step(heads, channels, edge_dim, dropout, options, layer=False):
+    r"""Outputs, weights and every gradient of :func:`gate_attention` (or
+    of a :class:`GATEConv` step) under :obj:`attention_kernel('triton',
+    **options)`."""
+    from torch_geometric_gate import GATEConv
+    from torch_geometric_gate.ops import attention_kernel, gate_attention
+
+    graph, inputs = make_case(heads, channels, edge_dim)
+    torch.manual_seed(5)
+    with attention_kernel('triton', **options):
+        if layer:
+            torch.manual_seed(0)
+            conv = GATEConv(
+                heads * channels,
+                channels,
+                heads=heads,
+                edge_dim=edge_dim,
+                dropout=dropout,
+            ).to(DEVICE)
+            x = inputs['q_src'].detach().reshape(graph.num_src, -1)
+            x.requires_grad_()
+            num_input = graph.src.numel() - graph.num_loops
+            ei = torch.stack([graph.src, graph.dst])[:, :num_input]
+            attr = inputs['edge_attr']
+            attr = None if attr is None else attr[:num_input].detach()
+            torch.manual_seed(5)
+            out, (_, alpha) = conv(x, ei, attr, return_attention_weights=True)
+            leaves = [x, *conv.parameters()]
+        else:
+            out, alpha = gate_attention(
+                inputs['q_src'], inputs['q_dst'], inputs['value'],
+                torch.stack([graph.src, graph.dst]), inputs['att_neighbor'],
+                inputs['att_self'], edge_attr=inputs['edge_attr'],
+                weight_edge=inputs['weight_edge'], negative_slope=0.1,
+                dropout_p=dropout, need_weights=True, loop=graph.loop,
+                masked=graph.masked,
+            )  # fmt: skip
+            leaves = [v for v in inputs.values() if v is not None]
+        loss = out.float().square().sum() + alpha.float().sin().sum()
+        grads = torch.autograd.grad(loss, leaves)
+    return [out, alpha, *grads]
+
+
+@pytest.mark.parametrize('variant', list(OPTIONS))
+@pytest.mark.parametrize(
+    'heads, channels, edge_dim, dropout', [(1, 4, None, 0.0), (2, 3, 2, 0.3)]
+)
+def test_options_run_their_kernels_and_match_the_default(
+    variant, heads, channels, edge_dim, dropout, monkeypatch
+):
+    options, ran, not_ran = OPTIONS[variant]
+    if heads != 1 and variant == 'one-head':  # It applies to one head:
+        ran, not_ran = not_ran, ran
+    want = _public_step(heads, channels, edge_dim, dropout, {})
+    launched = _launched(monkeypatch)
+    got = _public_step(heads, channels, edge_dim, dropout, options)
+    names = {name for name, _ in launched}
+    assert ran <= names and not (not_ran & names), names
+    if variant == 'tiles':  # At most 16 float32 per [BLOCK_E, H, C] tile:
+        h_pad, c_pad = launch._pow2(heads), launch._pow2(channels)
+        blocks = {b for name, b in launched if name != 'gate_alpha_kernel'}
+        assert max(blocks) <= max(1, 16 // (h_pad * c_pad))
+    for a, b in zip(got, want):
+        assert_close(a, b, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize('variant', ['one-head', 'record'])
+def test_options_reach_the_kernels_from_the_layer(variant, monkeypatch):
+    options, ran, _ = OPTIONS[variant]
+    want = _public_step(1, 4, 2, 0.0, {}, layer=True)
+    launched = _launched(monkeypatch)
+    got = _public_step(1, 4, 2, 0.0, options, layer=True)
+    assert ran <= {name for name, _ in launched}
+    for a, b in zip(got, want):
+        assert_close(a, b, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.slow
+def test_options_reach_the_compiled_kernels(monkeypatch):
+    # Under torch.compile the custom operators carry the options (forward
+    # and backward) and run the variants: the eager results.
+    from torch_geometric_gate.ops import attention_kernel, gate_attention
+
+    graph, inputs = make_case(1, 4, 2)
+    leaves = [v for v in inputs.values() if v is not None]
+
+    def step(q_src, q_dst, value, edge_attr, weight_edge, a_s, a_t):
+        out, alpha = gate_attention(
+            q_src, q_dst, value, torch.stack([graph.src, graph.dst]), a_s,
+            a_t, edge_attr=edge_attr, weight_edge=weight_edge,
+            negative_slope=0.1, need_weights=True, loop=graph.loop,
+            masked=graph.masked,
+        )  # fmt: skip
+        return out.square().sum() + alpha.sin().sum()
+
+    options = dict(triton_one_head_layout=True, triton_backward_record=True)
+    torch._dynamo.reset()
+    with attention_kernel('triton', **options):
+        want = torch.autograd.grad(step(*leaves), leaves)
+        compiled = torch.compile(step, fullgraph=True)
+        compiled(*leaves)  # Compiles.
+        launched = _launched(monkeypatch)
+        got = torch.autograd.grad(compiled(*leaves), leaves)
+    names = {name for name, _ in launched}
+    assert {'gate_fwd_1h_kernel', 'gate_bwd_src_rec_kernel'} <= names
+    assert not {'gate_fwd_kernel', 'gate_bwd_src_kernel'} & names
+    for a, b in zip(got, want):
+        assert_close(a, b, atol=ATOL, rtol=RTOL)

@@ -67,6 +67,37 @@ class KernelSettings(NamedTuple):
     #: chunked ATen loops, whose temporaries stay chunk-sized, so that a
     #: step's peak stays bounded where the loops are not measured.
     loops_max_elements: int = 2**27
+    #: The Triton forward kernel's tile: at most about this many float32
+    #: per :obj:`[BLOCK_E, H, C]` tile (a power of two), from which its
+    #: block of edges follows (the average in-degree rounded up to a power
+    #: of two, at least 4 and at most 64 edges): at 4096 ``ptxas`` keeps
+    #: the forward within its registers for sm_90
+    #: (``benchmark/triton_compile.py``); ``benchmark/triton_tune.py``
+    #: times other tiles on a GPU.
+    triton_forward_tile: int = 4096
+    #: The Triton backward kernels' tile (they hold more tiles at once): at
+    #: 4096 ``ptxas`` gives the backward up to 255 registers and spills
+    #: for sm_90, at 2048 none.
+    triton_backward_tile: int = 2048
+    #: Whether the Triton forward of one head runs its one-head layout (2-D
+    #: :obj:`[BLOCK_E, C]` tiles, :attr:`triton_one_head_nodes` segments
+    #: per program, 2 warps unless :attr:`triton_warps`) instead of the
+    #: :obj:`[BLOCK_E, H, C]` tiles of 4 warps; the same outputs. Off until
+    #: a GPU measures it (``benchmark/triton_variants.py``).
+    triton_one_head_layout: bool = False
+    #: Segments of target nodes per program of the one-head layout, a
+    #: power of two (low-degree nodes share a program).
+    triton_one_head_nodes: int = 4
+    #: Whether the Triton backward's first (target-side) pass writes a
+    #: record per edge and head (16 bytes) that the second (source-side)
+    #: pass reads instead of recomputing the scores (with up to 64
+    #: channels per head; more recompute); the same gradients. Off until a
+    #: GPU measures it (``benchmark/triton_variants.py``).
+    triton_backward_record: bool = False
+    #: The warps of the Triton forward and backward kernels' programs, a
+    #: power of two up to 32; :obj:`None`: Triton's 4 (2 for the one-head
+    #: layout).
+    triton_warps: Optional[int] = None
 
     def chunk_size(self, device: torch.device) -> int:
         r"""The edge elements of a chunk on :obj:`device`, for the threads
@@ -83,6 +114,14 @@ def chunk_size(chunk_elements: Optional[int], device: torch.device) -> int:
     if device.type == 'cpu':
         return 2**19 * min(torch.get_num_threads(), 8)
     return 2**22
+
+
+def _power_of_two(value, largest: Optional[int]) -> bool:
+    return (
+        isinstance(value, int) and not isinstance(value, bool)
+        and value > 0 and value & (value - 1) == 0
+        and (largest is None or value <= largest)
+    )  # fmt: skip
 
 
 class _State(threading.local):
@@ -145,6 +184,18 @@ class attention_kernel:
             :attr:`KernelSettings.triton_min_edges`.
         loops_max_elements (int, optional): See
             :attr:`KernelSettings.loops_max_elements`.
+        triton_forward_tile (int, optional): See
+            :attr:`KernelSettings.triton_forward_tile`.
+        triton_backward_tile (int, optional): See
+            :attr:`KernelSettings.triton_backward_tile`.
+        triton_one_head_layout (bool, optional): See
+            :attr:`KernelSettings.triton_one_head_layout`.
+        triton_one_head_nodes (int, optional): See
+            :attr:`KernelSettings.triton_one_head_nodes`.
+        triton_backward_record (bool, optional): See
+            :attr:`KernelSettings.triton_backward_record`.
+        triton_warps (int, optional): See
+            :attr:`KernelSettings.triton_warps`.
 
     Example:
         >>> import torch
@@ -166,11 +217,29 @@ class attention_kernel:
         eager_loops: Optional[bool] = None,
         triton_min_edges: Optional[int] = None,
         loops_max_elements: Optional[int] = None,
+        triton_forward_tile: Optional[int] = None,
+        triton_backward_tile: Optional[int] = None,
+        triton_one_head_layout: Optional[bool] = None,
+        triton_one_head_nodes: Optional[int] = None,
+        triton_backward_record: Optional[bool] = None,
+        triton_warps: Optional[int] = None,
     ):
         if name is not None and name not in KERNELS:
             raise ValueError(
                 f'Unknown attention kernel {name!r}; expected one of {KERNELS}'
             )
+        for option, value, largest in (
+            ('triton_forward_tile', triton_forward_tile, None),
+            ('triton_backward_tile', triton_backward_tile, None),
+            ('triton_one_head_nodes', triton_one_head_nodes, None),
+            ('triton_warps', triton_warps, 32),
+        ):
+            if value is not None and not _power_of_two(value, largest):
+                raise ValueError(
+                    f"Expected '{option}' to be a power of two"
+                    f'{"" if largest is None else f" up to {largest}"}'
+                    f' (got {value!r})'
+                )
         for option, value in (
             ('chunk_elements', chunk_elements),
             ('triton_min_edges', triton_min_edges),
@@ -185,14 +254,25 @@ class attention_kernel:
                     f'{"positive" if option == "chunk_elements" else "non-negative"}'  # noqa: E501
                     f' int (got {value!r})'
                 )
-        if eager_loops is not None and not isinstance(eager_loops, bool):
-            raise ValueError(
-                f"Expected 'eager_loops' to be a bool (got {eager_loops!r})"
-            )
+        for option, value in (
+            ('eager_loops', eager_loops),
+            ('triton_one_head_layout', triton_one_head_layout),
+            ('triton_backward_record', triton_backward_record),
+        ):
+            if value is not None and not isinstance(value, bool):
+                raise ValueError(
+                    f"Expected '{option}' to be a bool (got {value!r})"
+                )
         options = dict(
             kernel=name, chunk_elements=chunk_elements,
             eager_loops=eager_loops, triton_min_edges=triton_min_edges,
             loops_max_elements=loops_max_elements,
+            triton_forward_tile=triton_forward_tile,
+            triton_backward_tile=triton_backward_tile,
+            triton_one_head_layout=triton_one_head_layout,
+            triton_one_head_nodes=triton_one_head_nodes,
+            triton_backward_record=triton_backward_record,
+            triton_warps=triton_warps,
         )  # fmt: skip
         self._options = {k: v for k, v in options.items() if v is not None}
         self._saved = []

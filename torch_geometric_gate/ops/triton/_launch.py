@@ -13,23 +13,16 @@ import torch
 from torch import Tensor
 from torch_geometric.index import ptr2index
 
+from torch_geometric_gate.ops.switch import KernelSettings
 from torch_geometric_gate.ops.triton._csr import CSR, reverse_csr
 
 #: Edges per block in the kernels' loops; :obj:`None` picks it from the
-#: heads, channels and average degree (tests set a small one to cover
+#: heads, channels, average degree and the tile of the switch's settings
+#: (:attr:`~torch_geometric_gate.ops.KernelSettings.triton_forward_tile`,
+#: :attr:`~torch_geometric_gate.ops.KernelSettings.triton_backward_tile`),
+#: at least :data:`MIN_BLOCK_EDGES` (tests set a small one to cover
 #: degrees above it).
 BLOCK_EDGES: Optional[int] = None
-
-#: Without :obj:`BLOCK_EDGES`, the block holds at most about this many
-#: float32 per :obj:`[BLOCK_E, H, C]` tile (registers of 4 warps), in the
-#: forward and in the backward kernels, which hold more tiles at once: at
-#: 4096 ``ptxas`` gives the backward up to 255 registers and spills for
-#: sm_90, at 2048 none (``benchmark/triton_compile.py``). Within that, the
-#: block is the average in-degree rounded up to a power of two (at least
-#: :data:`MIN_BLOCK_EDGES`), so that low-degree graphs run small tiles.
-#: ``triton_tune.py`` times other values on a GPU.
-FORWARD_TILE = 4096
-BACKWARD_TILE = 2048
 #: The edge-parallel attention-weights kernel's tile (at least 16 edges):
 #: at 4096, 8 heads of 64 channels spill for sm_90.
 ALPHA_TILE = 2048
@@ -78,16 +71,27 @@ def _edge_projection(edge_attr, weight_edge, perm):
     return attr, (attr @ weight_edge.t()).contiguous()
 
 
+_DEFAULTS = KernelSettings()
+
+
 class _Settings:
     r"""What the kernels read besides tensors (the kind of each edge too),
     with the dtypes of the weights and of the output derived from the
     inputs'. :obj:`edge_index` (a sorted :class:`EdgeIndex`, or
     :obj:`None`) and :obj:`num_loops` give the backward its reverse CSR
-    without a sort."""
+    without a sort. :obj:`options`: the switch's settings in force (the
+    tiles, layouts and warps of the kernels)."""
 
     def __init__(self, q_src, value, att_neighbor, att_self, kind, num_dst,
                  slope, p_drop, seed, need_weights, num_loops=0,
-                 edge_index=None):  # fmt: skip
+                 edge_index=None, options=None):  # fmt: skip
+        options = options or _DEFAULTS
+        self.forward_tile = options.triton_forward_tile
+        self.backward_tile = options.triton_backward_tile
+        self.one_head_layout = options.triton_one_head_layout
+        self.one_head_nodes = options.triton_one_head_nodes
+        self.record = options.triton_backward_record
+        self.warps = options.triton_warps
         self.num_dst, self.num_loops = num_dst, num_loops
         self.edge_index = edge_index
         self.slope, self.p_drop = float(slope), float(p_drop)
@@ -153,15 +157,16 @@ def _launch_forward(
     r"""Runs :func:`gate_fwd_kernel` (and :func:`gate_combine_kernel` when
     a node may be split) on contiguous inputs: returns :obj:`out` and the
     log-sum-exp. :obj:`warps`: the forward kernel's warps (default:
-    Triton's, 4)."""
+    :obj:`settings.warps`, else Triton's, 4)."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
+    warps = warps or settings.warps
     heads, channels = value.shape[1], value.shape[2]
     h_pad, c_pad = _pow2(heads), _pow2(channels)
     num_dst, num_edges = settings.num_dst, csr.src.numel()
     device = value.device
     block = _block_edges(
-        h_pad, c_pad, FORWARD_TILE, num_edges / max(num_dst, 1)
+        h_pad, c_pad, settings.forward_tile, num_edges / max(num_dst, 1)
     )
     seg = max(1, SEGMENT_EDGES // block) * block
     out = torch.empty(
@@ -209,9 +214,13 @@ def _forward(
     q_src_c, q_dst_c, value_c = (t.contiguous() for t in (q_src, q_dst, value))
     a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
     _, ep = _edge_projection(edge_attr, weight_edge, perm)
-    out, lse = _launch_forward(
-        csr, settings, q_src_c, q_dst_c, value_c, ep, a_s, a_t
+    # The one-head layout, where the settings ask for it:
+    launch = (
+        _launch_forward_1h
+        if settings.one_head_layout and heads == 1
+        else _launch_forward
     )
+    out, lse = launch(csr, settings, q_src_c, q_dst_c, value_c, ep, a_s, a_t)
     alpha = None
     if settings.need_weights:
         alpha = torch.empty(
@@ -239,17 +248,21 @@ def _warps(warps):
 
 
 def _backward(
-    saved, settings, grad_alpha, grad_out, need, record=False, warps=None
+    saved, settings, grad_alpha, grad_out, need, record=None, warps=None
 ):
     r"""The backward kernels: the gradients of :obj:`q_src, q_dst, value,
     edge_attr, weight_edge, att_neighbor, att_self` (:obj:`None` where
     :obj:`need` does not ask), from the tensors :func:`_forward`'s caller
-    saved. With :obj:`record` (and at most 64 channels per head), the
-    first pass writes a record per edge and head (16 bytes) that the
-    second pass reads instead of recomputing the scores
-    (:func:`gate_bwd_dst_rec_kernel`, :func:`gate_bwd_src_rec_kernel`).
-    :obj:`warps`: the two passes' warps (default: Triton's, 4)."""
+    saved. With :obj:`record` (default: :obj:`settings.record`; and at
+    most 64 channels per head), the first pass writes a record per edge
+    and head (16 bytes) that the second pass reads instead of recomputing
+    the scores (:func:`gate_bwd_dst_rec_kernel`,
+    :func:`gate_bwd_src_rec_kernel`). :obj:`warps`: the two passes' warps
+    (default: :obj:`settings.warps`, else Triton's, 4)."""
     from torch_geometric_gate.ops.triton import _kernels as k
+
+    record = settings.record if record is None else record
+    warps = warps or settings.warps
 
     (
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
@@ -264,12 +277,9 @@ def _backward(
     dst_s = ptr2index(rowptr, output_size=num_edges)
     heads, channels = value.shape[1], value.shape[2]
     h_pad, c_pad = _pow2(heads), _pow2(channels)
-    block_d = _block_edges(
-        h_pad, c_pad, BACKWARD_TILE, num_edges / max(num_dst, 1)
-    )
-    block_s = _block_edges(
-        h_pad, c_pad, BACKWARD_TILE, num_edges / max(num_src, 1)
-    )
+    tile = settings.backward_tile
+    block_d = _block_edges(h_pad, c_pad, tile, num_edges / max(num_dst, 1))
+    block_s = _block_edges(h_pad, c_pad, tile, num_edges / max(num_src, 1))
     device = value.device
     q_src_c, q_dst_c, value_c = (t.contiguous() for t in (q_src, q_dst, value))
     a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
@@ -434,10 +444,7 @@ def _loop_weights(
     return alpha
 
 
-#: :func:`_launch_forward_1h`'s segments per program (low-degree nodes
-#: share a program) and warps; ``triton_tune.py``-style timings on a GPU
-#: decide them (and whether the dispatch switches to it).
-ONE_HEAD_NODES = 4
+#: :func:`_launch_forward_1h`'s warps unless the settings give them.
 ONE_HEAD_WARPS = 2
 
 
@@ -446,9 +453,9 @@ def _launch_forward_1h(
 ):
     r""":func:`_launch_forward` for one head with :func:`gate_fwd_1h_kernel`
     (2-D tiles, :obj:`nodes` segments per program, :obj:`warps` warps;
-    defaults :data:`ONE_HEAD_NODES`, :data:`ONE_HEAD_WARPS`): the same
-    output and log-sum-exp, the same partial slots merged by
-    :func:`gate_combine_kernel`."""
+    defaults :obj:`settings.one_head_nodes`, :obj:`settings.warps` or
+    :data:`ONE_HEAD_WARPS`): the same output and log-sum-exp, the same
+    partial slots merged by :func:`gate_combine_kernel`."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
     heads, channels = value.shape[1], value.shape[2]
@@ -456,12 +463,13 @@ def _launch_forward_1h(
         raise ValueError(
             f'gate_fwd_1h_kernel computes one head, got {heads} heads'
         )
-    nodes = nodes or ONE_HEAD_NODES
-    warps = warps or ONE_HEAD_WARPS
+    nodes = nodes or settings.one_head_nodes
+    warps = warps or settings.warps or ONE_HEAD_WARPS
     c_pad = _pow2(channels)
     num_dst, num_edges = settings.num_dst, csr.src.numel()
     device = value.device
-    block = _block_edges(1, c_pad, FORWARD_TILE, num_edges / max(num_dst, 1))
+    tile = settings.forward_tile
+    block = _block_edges(1, c_pad, tile, num_edges / max(num_dst, 1))
     seg = max(1, SEGMENT_EDGES // block) * block
     out = torch.empty(
         num_dst, 1, channels, device=device, dtype=settings.out_dtype

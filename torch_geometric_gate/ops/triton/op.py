@@ -71,6 +71,16 @@ CSR of incoming edges), with GATE's score:
   with the same dropout mask, and differentiates that, so gradient
   penalties work (at the chunked kernels' speed); it needs no tensor
   beyond those the first-order backward saves.
+* **Options** of the switch (:class:`~torch_geometric_gate.ops.
+  KernelSettings`, set with :func:`~torch_geometric_gate.ops.
+  attention_kernel`): the tiles from which the edge blocks follow
+  (:obj:`triton_forward_tile`, :obj:`triton_backward_tile`), the one-head
+  layout of the forward (:obj:`triton_one_head_layout`,
+  :obj:`triton_one_head_nodes`), the backward's per-edge record
+  (:obj:`triton_backward_record`) and the warps (:obj:`triton_warps`);
+  every choice gives the same outputs up to rounding (the block changes
+  the order of the softmax's sums). They are read at the forward and
+  kept for its backward (and passed to the custom operators below).
 * Launches run under the tensors' CUDA device
   (:class:`torch.cuda.device`), not the current one.
 * **Under** :func:`torch.compile` the forward and the backward are the
@@ -271,14 +281,14 @@ def triton_attention(
             q_src, q_dst, value, edge_attr, params.weight_edge,
             params.att_neighbor, params.att_self, csr.perm, csr.src,
             csr.rowptr, kind, graph.num_dst, float(params.negative_slope),
-            p_drop, params.need_weights,
+            p_drop, params.need_weights, _option_list(settings),
         )  # fmt: skip
         return out, (alpha if params.need_weights else None)
     launch = _Settings(
         q_src, value, params.att_neighbor, params.att_self, kind,
         graph.num_dst, params.negative_slope, p_drop,
         _draw_seed() if p_drop > 0 else 0, params.need_weights,
-        graph.num_loops, edge_index_of(graph),
+        graph.num_loops, edge_index_of(graph), settings,
     )  # fmt: skip
     # The chunks of the double backward (`_double_backward`):
     launch.chunk = settings.chunk_size(value.device)
@@ -294,6 +304,25 @@ def triton_attention(
 # (opaque to torch.compile, as the chunked kernels' are; no double backward)
 
 _NUM_DIFFERENTIABLE = 7
+
+
+def _option_list(settings: KernelSettings) -> List[int]:
+    r"""The Triton options of :obj:`settings` as the custom operators take
+    them (:func:`_options` reads them back)."""
+    return [
+        settings.triton_forward_tile, settings.triton_backward_tile,
+        int(settings.triton_one_head_layout), settings.triton_one_head_nodes,
+        int(settings.triton_backward_record), settings.triton_warps or 0,
+    ]  # fmt: skip
+
+
+def _options(option_list: List[int]) -> KernelSettings:
+    forward, backward, one_head, nodes, record, warps = option_list
+    return KernelSettings(
+        triton_forward_tile=forward, triton_backward_tile=backward,
+        triton_one_head_layout=bool(one_head), triton_one_head_nodes=nodes,
+        triton_backward_record=bool(record), triton_warps=warps or None,
+    )  # fmt: skip
 
 
 @torch.library.custom_op(
@@ -315,13 +344,14 @@ def _attention_op(
     slope: float,
     p_drop: float,
     need_weights: bool,
+    options: List[int],
 ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     r"""The weights (empty unless :obj:`need_weights`), the output, the
     log-sum-exp and the dropout seed :obj:`[1]` (drawn here)."""
     seed = _draw_seed() if p_drop > 0 else 0
     settings = _Settings(
         q_src, value, att_neighbor, att_self, kind, num_dst, slope, p_drop,
-        seed, need_weights,
+        seed, need_weights, options=_options(options),
     )  # fmt: skip
     alpha, out, lse = _forward(
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
@@ -336,6 +366,7 @@ def _attention_op(
 def _(
     q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
     perm, src_s, rowptr, kind, num_dst, slope, p_drop, need_weights,
+    options,
 ):  # fmt: skip
     score_dtype, out_dtype = _dtypes(q_src, value, att_neighbor, att_self)
     heads, channels = value.shape[1], value.shape[2]
@@ -369,13 +400,14 @@ def _attention_backward_op(
     num_dst: int,
     slope: float,
     p_drop: float,
+    options: List[int],
     need: List[bool],
 ) -> List[Tensor]:
     r"""The gradients that :obj:`need` asks for, in the order of
     :func:`_backward`'s."""
     settings = _Settings(
         q_src, value, att_neighbor, att_self, kind, num_dst, slope, p_drop,
-        int(seed.item()), False,
+        int(seed.item()), False, options=_options(options),
     )  # fmt: skip
     saved = (
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
@@ -398,7 +430,7 @@ def _(grad_alpha, grad_out, *args):
 def _setup_context(ctx, inputs, output):
     (
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
-        perm, src_s, rowptr, kind, num_dst, slope, p_drop, _,
+        perm, src_s, rowptr, kind, num_dst, slope, p_drop, _, options,
     ) = inputs  # fmt: skip
     _, _, lse, seed = output
     ctx.mark_non_differentiable(lse, seed)
@@ -407,7 +439,7 @@ def _setup_context(ctx, inputs, output):
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
         perm, src_s, rowptr, kind, lse, seed,
     )  # fmt: skip
-    ctx.settings = (num_dst, slope, p_drop)
+    ctx.settings = (num_dst, slope, p_drop, options)
 
 
 def _op_backward(ctx, grad_alpha, grad_out, _grad_lse, _grad_seed):
@@ -423,7 +455,7 @@ def _op_backward(ctx, grad_alpha, grad_out, _grad_lse, _grad_seed):
             grad_alpha, grad_out, *saved, *ctx.settings, need
         )
     )
-    return tuple(next(grads) if n else None for n in need) + (None,) * 8
+    return tuple(next(grads) if n else None for n in need) + (None,) * 9
 
 
 _attention_op.register_autograd(_op_backward, setup_context=_setup_context)
