@@ -1,15 +1,14 @@
 r"""Tunes the Triton kernels' edge blocks on a GPU: the training step of
 :class:`GATEConv` under ``attention_kernel('triton')`` for each pair of
-tile sizes (``FORWARD_TILE`` and ``BACKWARD_TILE`` of
-:mod:`torch_geometric_gate.ops.triton._launch`: float32 per ``[BLOCK_E, H, C]``
-tile, from which each kernel's edge block follows), next to eager
-:class:`GATv2Conv` in the same run, on the graphs, heads and dtypes given.
-It writes ``triton_tune.csv`` and ``triton_tune.md`` (step time, peak
-memory on CUDA, and the ratio to GATv2Conv and to the current tiles), so
-that the defaults can be set from what was measured; the defaults are
-restored afterwards. A fixed table, not Triton's autotuner: the block
-changes the order of the softmax's sums, and a choice timed afresh in
-every process would make results differ between runs::
+tile sizes (the switch's options ``triton_forward_tile`` and
+``triton_backward_tile``: float32 per ``[BLOCK_E, H, C]`` tile, from which
+each kernel's edge block follows), next to eager :class:`GATv2Conv` in the
+same run, on the graphs, heads and dtypes given. It writes
+``triton_tune.csv`` and ``triton_tune.md`` (step time, peak memory on
+CUDA, and the ratio to GATv2Conv and to the default tiles), so that the
+defaults can be set from what was measured. A fixed table, not Triton's
+autotuner: the block changes the order of the softmax's sums, and a choice
+timed afresh in every process would make results differ between runs::
 
     python benchmark/triton_tune.py --graphs random-1e6 arxiv-size \
         --heads 1 8 --dtypes float32 bfloat16 --out gpu-out/tune
@@ -18,34 +17,20 @@ every process would make results differ between runs::
 import argparse
 import os
 
-import torch
-from common import (
-    DTYPES,
-    Step,
-    cuda_peak_bytes,
-    load_graph,
-    make_layer,
-    time_step,
-)
-from report import (
-    result_notes,
-    write_results,
-)
-
 COLUMNS = ['device', 'graph', 'edges', 'heads', 'dtype', 'forward_tile',
            'backward_tile', 'step_ms', 'peak_mb', 'x_gatv2conv',
            'x_current_tiles']  # fmt: skip
 
 
-def _measure(step: Step, device: torch.device, args) -> tuple:
+def _measure(step, device, args) -> tuple:
+    from common import cuda_peak_bytes, time_step
+
     ms = time_step(step, device, args.warmup, args.reps)
     peak = cuda_peak_bytes(step, device) if device.type == 'cuda' else None
     return ms, peak
 
 
-def main(argv=None):
-    from torch_geometric_gate.ops.triton import _launch as launch
-
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=(
             "Tunes the Triton kernels' edge blocks on a GPU: the training "
@@ -60,8 +45,9 @@ def main(argv=None):
     parser.add_argument('--hidden', type=int, default=64)
     parser.add_argument('--channels', type=int, default=64)
     parser.add_argument(
-        '--dtypes', nargs='+', default=['float32'], choices=list(DTYPES)
-    )
+        '--dtypes', nargs='+', default=['float32'],
+        choices=['float32', 'bfloat16'],
+    )  # fmt: skip
     parser.add_argument(
         '--forward-tiles', type=int, nargs='+', default=[1024, 2048, 4096]
     )
@@ -74,54 +60,79 @@ def main(argv=None):
         '--scale', type=float, default=1.0,
         help='scales the sized graphs (tests: tiny graphs on a CPU)',
     )  # fmt: skip
-    parser.add_argument('--data-root', default=None)
+    parser.add_argument(
+        '--data-root',
+        help="the real graphs' folder (default: $GATE_DATA_ROOT or data)",
+    )
     parser.add_argument('--out', required=True, help='a folder')
     args = parser.parse_args(argv)
+    from torch_geometric_gate.ops import attention_kernel
+
+    for forward in args.forward_tiles:  # The switch checks them:
+        for backward in args.backward_tiles:
+            try:
+                attention_kernel(
+                    triton_forward_tile=forward, triton_backward_tile=backward
+                )
+            except ValueError as err:
+                parser.error(str(err))
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import torch
+    from common import DTYPES, Step, load_graph, make_layer
+    from report import result_notes, write_results
+
+    from torch_geometric_gate.ops import attention_kernel, current_settings
+
     device = torch.device(args.device)
-    current = (launch.FORWARD_TILE, launch.BACKWARD_TILE)
+    default = current_settings()
+    current = (default.triton_forward_tile, default.triton_backward_tile)
     tiles = [(f, b) for f in args.forward_tiles for b in args.backward_tiles]
     if current not in tiles:
         tiles.append(current)
     stem = os.path.join(args.out, 'triton_tune')
     notes = result_notes('triton_tune.py', argv)
     rows = []
-    try:
-        for graph in args.graphs:
-            x0, edge_index = load_graph(
-                graph, args.channels, device, args.data_root, args.scale
-            )
-            for heads in args.heads:
-                for dtype_name in args.dtypes:
-                    x = x0.to(DTYPES[dtype_name])
-                    gatv2 = make_layer('GATv2', x.size(1), args.hidden, heads)
-                    base, _ = _measure(
-                        Step(gatv2.to(device, x.dtype), x, edge_index),
-                        device, args,
-                    )  # fmt: skip
-                    layer = make_layer('GATE', x.size(1), args.hidden, heads)
-                    step = Step(
-                        layer.to(device, x.dtype), x, edge_index, 'triton'
-                    )
-                    measured = {}
-                    for tile in tiles:
-                        launch.FORWARD_TILE, launch.BACKWARD_TILE = tile
-                        measured[tile] = _measure(step, device, args)
-                    now = measured[current][0]
-                    for (forward, backward), (ms, peak) in measured.items():
-                        rows.append(dict(
-                            device=str(device), graph=graph,
-                            edges=edge_index.size(1), heads=heads,
-                            dtype=dtype_name, forward_tile=forward,
-                            backward_tile=backward, step_ms=ms,
-                            peak_mb=None if peak is None else peak / 2**20,
-                            x_gatv2conv=ms / base, x_current_tiles=ms / now,
-                        ))  # fmt: skip
-                    write_results(
-                        rows, stem, COLUMNS,
-                        'Triton kernels: step time against the tiles', notes,
-                    )  # fmt: skip
-    finally:
-        launch.FORWARD_TILE, launch.BACKWARD_TILE = current
+    for graph in args.graphs:
+        x0, edge_index = load_graph(
+            graph, args.channels, device, args.data_root, args.scale
+        )
+        for heads in args.heads:
+            for dtype_name in args.dtypes:
+                x = x0.to(DTYPES[dtype_name])
+                gatv2 = make_layer('GATv2', x.size(1), args.hidden, heads)
+                base, _ = _measure(
+                    Step(gatv2.to(device, x.dtype), x, edge_index),
+                    device, args,
+                )  # fmt: skip
+                layer = make_layer('GATE', x.size(1), args.hidden, heads)
+                step = Step(layer.to(device, x.dtype), x, edge_index, 'triton')
+                measured = {}
+                for forward, backward in tiles:
+                    with attention_kernel(
+                        triton_forward_tile=forward,
+                        triton_backward_tile=backward,
+                    ):
+                        measured[forward, backward] = _measure(
+                            step, device, args
+                        )
+                now = measured[current][0]
+                for (forward, backward), (ms, peak) in measured.items():
+                    rows.append(dict(
+                        device=str(device), graph=graph,
+                        edges=edge_index.size(1), heads=heads,
+                        dtype=dtype_name, forward_tile=forward,
+                        backward_tile=backward, step_ms=ms,
+                        peak_mb=None if peak is None else peak / 2**20,
+                        x_gatv2conv=ms / base, x_current_tiles=ms / now,
+                    ))  # fmt: skip
+                write_results(
+                    rows, stem, COLUMNS,
+                    'Triton kernels: step time against the tiles', notes,
+                )  # fmt: skip
     return rows
 
 

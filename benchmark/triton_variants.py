@@ -1,17 +1,19 @@
-r"""The Triton kernels of issue 48 beside the ones they may replace.
+r"""The Triton kernels' variants of issue 48 beside the kernels they may
+replace, through the public path: :func:`torch_geometric_gate.ops.
+gate_attention` under :obj:`attention_kernel('triton', **options)`.
 
-On GATE's attention inputs (self-loops appended, the CSR built once,
-outside the timed calls), the launch helpers of
-``torch_geometric_gate.ops.triton._launch`` timed pairwise, per graph,
-heads and dtype: the forward (:func:`_launch_forward`) against itself with
-2 warps and the one-head 2-D kernel (:func:`_launch_forward_1h`, one head
-only, a few segments per program and warps); all :obj:`E x H` weights
-(:func:`_forward` with :obj:`need_weights`) against the forward and the
-self-loop weights alone (:func:`_loop_weights`); the backward
-(:func:`_backward`) against the backward whose second pass reads the first
-pass's record (:obj:`record=True`, with Triton's 4 warps and with 8). The
-median time of the repetitions (CUDA events on CUDA) and each variant's
-time over its baseline's; the outputs are compared too
+On GATE's attention inputs (self-loops appended, a column-sorted
+:class:`EdgeIndex` whose CSR is built once, outside the timed calls),
+timed pairwise, per graph, heads and dtype: the forward (no gradient)
+against itself with 2 warps (:obj:`triton_warps=2`) and, with one head,
+the one-head layout (:obj:`triton_one_head_layout=True`, a few segments
+per program and warps); the forward with all :obj:`E x H` attention
+weights (:obj:`need_weights=True`) against the forward without; the
+backward (the gradients of a forward run under the same options) against
+the backward whose second pass reads the first pass's record
+(:obj:`triton_backward_record=True`, with Triton's 4 warps and with 8).
+The median time of the repetitions (CUDA events on CUDA) and each
+variant's time over its baseline's; the outputs are compared too
 (:obj:`max_rel_diff`). On CPU (tests) the kernels run under the Triton
 interpreter::
 
@@ -23,36 +25,27 @@ import argparse
 import os
 import time
 
-import torch
-from common import (
-    DTYPES,
-    add_layer_args,
-    free,
-    load_graph,
-    parse_checked,
-    positive_float,
-    status_of,
-    time_step,
-)
-from report import result_notes, write_results
+from common import add_layer_args, parse_checked, positive_float
 
 COLUMNS = [
     'device', 'graph', 'num_nodes', 'num_edges', 'heads', 'channels',
     'dtype', 'what', 'variant', 'status', 'reps', 'ms', 'vs_baseline',
     'max_rel_diff',
 ]  # fmt: skip
-#: The one-head forward's (segments per program, warps) tried.
+#: The one-head layout's (segments per program, warps) tried.
 ONE_HEAD = ((1, 1), (1, 2), (4, 2), (4, 4))
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     add_layer_args(parser, ['random-1e6', 'arxiv-size'])
     parser.add_argument(
-        '--dtypes', nargs='+', default=['float32'], choices=list(DTYPES)
+        '--dtypes', nargs='+', default=['float32'],
+        choices=['float32', 'bfloat16'],
+    )  # fmt: skip
+    parser.add_argument(
+        '--device', help='default: cuda where there is one, else cpu'
     )
-    parser.add_argument('--device', default='cuda' if cuda else 'cpu')
     parser.add_argument('--scale', type=float, default=1.0)
     parser.add_argument(
         '--max-seconds', type=positive_float, default=1e9,
@@ -63,26 +56,18 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 class Case:
-    r"""GATE's attention inputs on a graph: self-loops appended, the CSR
-    and settings as ``triton_attention`` builds them (once), random
-    projections of :obj:`heads x channels`."""
+    r"""GATE's attention inputs on a graph: self-loops appended, a
+    column-sorted :class:`EdgeIndex` (its CSR cached by PyG, so that no
+    call sorts), random projections of :obj:`heads x channels`."""
 
     def __init__(self, edge_index, n, heads, channels, dtype, device):
-        from torch_geometric_gate.ops.triton import _launch as launch
-        from torch_geometric_gate.ops.triton._csr import forward_csr
-        from torch_geometric_gate.ops.types import AttentionGraph
+        import torch
+        from torch_geometric import EdgeIndex
 
-        loops = torch.arange(n, device=device)
-        is_loop = torch.cat([
-            torch.zeros_like(edge_index[0], dtype=torch.bool),
-            torch.ones(n, dtype=torch.bool, device=device),
-        ])  # fmt: skip
-        graph = AttentionGraph(
-            torch.cat([edge_index[0], loops]),
-            torch.cat([edge_index[1], loops]), is_loop, None, n, n, n,
-        )  # fmt: skip
-        self.csr = forward_csr(graph)
-        self.kind = is_loop.to(torch.int8)[self.csr.perm.long()].contiguous()
+        loops = torch.arange(n, device=device).repeat(2, 1)
+        ei = EdgeIndex(torch.cat([edge_index, loops], 1), sparse_size=(n, n))
+        self.edge_index = ei.sort_by('col')[0]
+        self.edge_index.get_csc()
         gen = torch.Generator(device=device).manual_seed(0)
 
         def rand(*size):
@@ -92,77 +77,84 @@ class Case:
         self.q_src, self.q_dst, self.value = (
             rand(n, heads, channels) for _ in '123'
         )
-        self.a_s, self.a_t = rand(1, heads, channels), rand(1, heads, channels)
-        self.grad_out = torch.randn(n, heads, channels, generator=gen,
-                                    device=device)  # fmt: skip
-        self.settings = launch._Settings(
-            self.q_src, self.value, self.a_s, self.a_t, self.kind, n, 0.2,
-            0.0, 0, False, n, None,
+        self.a_s, self.a_t = rand(heads, channels), rand(heads, channels)
+        self.grad_out = rand(n, heads, channels)
+
+    def leaves(self):
+        return (self.q_src, self.q_dst, self.value, self.a_s, self.a_t)
+
+    def attention(self, leaves=None, need_weights=False):
+        from torch_geometric_gate.ops import gate_attention
+
+        q_src, q_dst, value, a_s, a_t = leaves or self.leaves()
+        return gate_attention(
+            q_src, q_dst, value, self.edge_index, a_s, a_t,
+            negative_slope=0.2, need_weights=need_weights,
         )  # fmt: skip
-        self.lse = None
 
-    def forward_args(self):
-        return (self.csr, self.settings, self.q_src, self.q_dst, self.value,
-                None, self.a_s, self.a_t)  # fmt: skip
 
-    def full_args(self):
-        return (self.q_src, self.q_dst, self.value, None, None, self.a_s,
-                self.a_t, self.csr.perm, self.csr.src, self.csr.rowptr,
-                self.settings)  # fmt: skip
+def forward(case, options, need_weights=False):
+    r"""The forward under :obj:`options`: a function returning the output
+    (and the weights with :obj:`need_weights`)."""
+    import torch
 
-    def saved(self):
-        return (self.q_src, self.q_dst, self.value, None, None, self.a_s,
-                self.a_t, self.csr.perm, self.csr.src, self.csr.rowptr,
-                self.kind, self.lse)  # fmt: skip
+    from torch_geometric_gate.ops import attention_kernel
+
+    def run():
+        with torch.no_grad(), attention_kernel('triton', **options):
+            out, alpha = case.attention(need_weights=need_weights)
+        return out if alpha is None else (out, alpha)
+
+    return run
+
+
+def backward(case, options):
+    r"""The backward of one forward run under :obj:`options` (which it
+    keeps): a function returning the gradients of the projections and
+    the attention vectors."""
+    import torch
+
+    from torch_geometric_gate.ops import attention_kernel
+
+    leaves = [t.detach().requires_grad_() for t in case.leaves()]
+    with attention_kernel('triton', **options):
+        out, _ = case.attention(leaves)
+
+    def run():
+        return torch.autograd.grad(
+            out, leaves, case.grad_out, retain_graph=True
+        )
+
+    return run
 
 
 def variants(case, heads):
     r"""(what, variant, function) triples: each group's first one is the
     baseline."""
-    from torch_geometric_gate.ops.triton import _launch as launch
-
     out = [
-        ('forward', '3-D', lambda: launch._launch_forward(
-            *case.forward_args())),
-        ('forward', '3-D warps=2', lambda: launch._launch_forward(
-            *case.forward_args(), warps=2)),
-    ]  # fmt: skip
+        ('forward', '3-D', forward(case, {})),
+        ('forward', '3-D warps=2', forward(case, dict(triton_warps=2))),
+    ]
     if heads == 1:
         for nodes, warps in ONE_HEAD:
+            options = dict(
+                triton_one_head_layout=True, triton_one_head_nodes=nodes,
+                triton_warps=warps,
+            )  # fmt: skip
             out.append((
                 'forward', f'1h nodes={nodes} warps={warps}',
-                lambda n=nodes, w=warps: launch._launch_forward_1h(
-                    *case.forward_args(), nodes=n, warps=w
-                ),
+                forward(case, options),
             ))  # fmt: skip
-
-    def all_weights():
-        case.settings.need_weights = True
-        try:
-            alpha, _, _ = launch._forward(*case.full_args())
-        finally:
-            case.settings.need_weights = False
-        return alpha[-case.settings.num_loops :]
-
-    def loop_weights():
-        _, _, lse = launch._forward(*case.full_args())
-        return launch._loop_weights(
-            case.q_src, case.q_dst, None, None, case.a_s, case.a_t,
-            case.csr.rowptr, case.kind, lse, case.settings,
-        )  # fmt: skip
-
-    out += [('weights', 'E x H', all_weights),
-            ('weights', 'loops only', loop_weights)]  # fmt: skip
-    need = (True, True, True, False, False, True, True)
     out += [
-        ('backward', 'recompute', lambda: launch._backward(
-            case.saved(), case.settings, None, case.grad_out, need)),
-        ('backward', 'record', lambda: launch._backward(
-            case.saved(), case.settings, None, case.grad_out, need,
-            record=True)),
-        ('backward', 'record warps=8', lambda: launch._backward(
-            case.saved(), case.settings, None, case.grad_out, need,
-            record=True, warps=8)),
+        ('weights', 'none', forward(case, {})),
+        ('weights', 'E x H', forward(case, {}, need_weights=True)),
+    ]
+    record = dict(triton_backward_record=True)
+    out += [
+        ('backward', 'recompute', backward(case, {})),
+        ('backward', 'record', backward(case, record)),
+        ('backward', 'record warps=8',
+         backward(case, dict(record, triton_warps=8))),
     ]  # fmt: skip
     return out
 
@@ -177,10 +169,14 @@ def _rel(a, b) -> float:
 
 
 def main(argv=None):
-    from torch_geometric_gate.ops.triton import _launch as launch
-
     args = parse_args(argv)
-    device = torch.device(args.device)
+    import torch
+    from common import DTYPES, free, load_graph, status_of, time_step
+    from report import result_notes, write_results
+
+    device = torch.device(
+        args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    )
     started = time.perf_counter()
     stem = os.path.join(args.out, args.name)
     notes = result_notes('triton_variants.py', argv, __doc__)
@@ -201,14 +197,14 @@ def main(argv=None):
                 try:
                     case = Case(edge_index, n, heads, channels,
                                 DTYPES[dtype], device)  # fmt: skip
-                    _, _, case.lse = launch._forward(*case.full_args())
+                    runs = variants(case, heads)
                 except Exception as err:  # noqa: BLE001 (recorded)
                     rows.append(dict(base, status=status_of(err)))
                     write_results(rows, stem, COLUMNS, 'Triton variants',
                                   notes)  # fmt: skip
                     continue
                 baseline = {}
-                for what, variant, fn in variants(case, heads):
+                for what, variant, fn in runs:
                     row = dict(base, what=what, variant=variant)
                     rows.append(row)
                     if time.perf_counter() - started > args.max_seconds:
@@ -222,15 +218,16 @@ def main(argv=None):
                                 baseline[what] = (ms, got)
                             else:
                                 row['vs_baseline'] = ms / baseline[what][0]
-                                row['max_rel_diff'] = _rel(
-                                    got, baseline[what][1]
-                                )
+                                if what != 'weights':
+                                    row['max_rel_diff'] = _rel(
+                                        got, baseline[what][1]
+                                    )
                         except Exception as err:  # noqa: BLE001 (recorded)
                             row['status'] = status_of(err)
                     write_results(rows, stem, COLUMNS, 'Triton variants',
                                   notes)  # fmt: skip
                     print(row, flush=True)
-                del case, baseline
+                del case, runs, baseline
                 free(device)
     return rows
 

@@ -1,6 +1,7 @@
 r"""``benchmark/triton_tune.py`` on a CPU: tiny graphs, the Triton kernels
 under the interpreter (the timings mean nothing there; the table, the
-tiles reaching the kernels and the restored defaults are checked)."""
+tiles reaching the kernels through the switch's options, and the
+settings left as they were, are checked)."""
 
 import csv
 import os
@@ -12,10 +13,12 @@ from benchmark_testing import load_benchmark
 def test_tiles_reach_the_kernels_and_defaults_come_back(tmp_path, monkeypatch):
     if os.environ.get('TRITON_INTERPRET') != '1':
         pytest.skip('runs the Triton kernels under the interpreter')
+    from torch_geometric_gate.ops import current_settings
     from torch_geometric_gate.ops.triton import _launch as launch
 
     tune = load_benchmark('triton_tune')
-    defaults = (launch.FORWARD_TILE, launch.BACKWARD_TILE)
+    settings = current_settings()
+    defaults = (settings.triton_forward_tile, settings.triton_backward_tile)
     tiles = []
     block_edges = launch._block_edges
 
@@ -30,7 +33,7 @@ def test_tiles_reach_the_kernels_and_defaults_come_back(tmp_path, monkeypatch):
          '--forward-tiles', '16', '64', '--backward-tiles', '32',
          '--warmup', '0', '--reps', '1', '--out', str(tmp_path)]
     )  # fmt: skip
-    assert (launch.FORWARD_TILE, launch.BACKWARD_TILE) == defaults
+    assert current_settings() == settings
     # 2 heads x (2 x 1 tiles + the defaults):
     assert len(rows) == 2 * 3
     pairs = {(r['forward_tile'], r['backward_tile']) for r in rows}
@@ -44,3 +47,20 @@ def test_tiles_reach_the_kernels_and_defaults_come_back(tmp_path, monkeypatch):
     text = (tmp_path / 'triton_tune.md').read_text()
     assert '- GPU: none' in text and text.count('\n| cpu |') == len(rows)
     assert 'python benchmark/triton_tune.py --device cpu' in text
+
+
+def test_a_tile_that_is_no_power_of_two_is_a_usage_error(tmp_path, capsys):
+    tune = load_benchmark('triton_tune')
+    with pytest.raises(SystemExit) as stop:
+        tune.main(['--device', 'cpu', '--forward-tiles', '1000',
+                   '--out', str(tmp_path)])  # fmt: skip
+    assert stop.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "error: Expected 'triton_forward_tile' to be a power of two "
+            '(got 1000)'
+        )
+    )
+    assert not os.listdir(tmp_path)
