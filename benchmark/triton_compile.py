@@ -15,8 +15,11 @@ compiled variants are the ones a run launches::
         --out benchmark/results/triton-registers.md
 
 ``--heads`` and ``--channels`` pair up (heads * channels is the layer's
-width); ``--forward-tile`` and ``--backward-tile`` try other tile sizes
-than :mod:`torch_geometric_gate.ops.triton`'s. ``test/ops/test_triton.py``
+width); ``--forward-tile``, ``--backward-tile``, ``--one-head-layout``,
+``--backward-record`` and ``--warps`` record the launches under those
+options of :func:`~torch_geometric_gate.attention_kernel` (its
+:class:`~torch_geometric_gate.ops.KernelSettings`). The kernels come from
+:func:`torch_geometric_gate.ops.triton.kernels`. ``test/ops/test_triton.py``
 uses the same functions to check that every kernel compiles for sm_90 and
 sm_80.
 """
@@ -32,10 +35,15 @@ import tempfile
 from contextlib import contextmanager, redirect_stdout
 from io import StringIO
 
+#: The kernels the default options launch.
 KERNELS = ('gate_fwd_kernel', 'gate_combine_kernel', 'gate_alpha_kernel',
            'gate_keep_kernel', 'gate_bwd_dst_kernel',
            'gate_bwd_combine_kernel', 'gate_bwd_src_kernel',
            'gate_bwd_src_combine_kernel')  # fmt: skip
+#: Edges into the hub of :func:`record_launches`' graph: more than a
+#: segment of the kernels holds (1024 edges), so that the split nodes'
+#: combine kernels launch too (the register report's test checks they do).
+HUB_EDGES = 1025
 
 
 def _do_not_specialize(kernel):
@@ -84,15 +92,17 @@ def launch_record(name, kernel, args, **extra):
 
 
 @contextmanager
-def recording(launches, names=KERNELS, **extra):
-    r"""Under it, every launch of the kernels ``names`` (run under the
-    Triton interpreter) is added to the dict ``launches``, once per
-    distinct signature and constants, with the ``extra`` fields."""
-    from torch_geometric_gate.ops.triton import _kernels as kernels
+def recording(launches, names=None, **extra):
+    r"""Under it, every launch of the kernels ``names`` (default: all of
+    :func:`torch_geometric_gate.ops.triton.kernels`; run under the Triton
+    interpreter) is added to the dict ``launches``, once per distinct
+    signature and constants, with the ``extra`` fields."""
+    from torch_geometric_gate.ops.triton import kernels as gate_kernels
 
-    saved = {name: getattr(kernels, name).run for name in names}
+    kernels = gate_kernels()
+    saved = {name: kernels[name].run for name in names or kernels}
     for name, run_kernel in saved.items():
-        kernel = getattr(kernels, name)
+        kernel = kernels[name]
 
         def run(*args, _name=name, _kernel=kernel, _run=run_kernel, **kw):
             record = launch_record(_name, _kernel, args, **extra)
@@ -104,11 +114,12 @@ def recording(launches, names=KERNELS, **extra):
         yield launches
     finally:
         for name, run_kernel in saved.items():
-            getattr(kernels, name).run = run_kernel
+            kernels[name].run = run_kernel
 
 
 def compile_launches(launches, arch, ptxas_report=False, kernels=None):
-    r"""Compiles every launch of the ``kernels`` module (default: GATE's)
+    r"""Compiles every launch of the ``kernels`` (a module, or a dict by
+    name; default: GATE's, :func:`torch_geometric_gate.ops.triton.kernels`)
     for ``sm_<arch>`` to a cubin, or raises a :class:`RuntimeError` naming
     the kernel and its constants. With ``ptxas_report``, returns per launch
     the registers per thread and the spill stores and loads (bytes) that
@@ -120,11 +131,14 @@ def compile_launches(launches, arch, ptxas_report=False, kernels=None):
     from triton.compiler import ASTSource
 
     if kernels is None:
-        from torch_geometric_gate.ops.triton import _kernels as kernels
+        from torch_geometric_gate.ops.triton import kernels as gate_kernels
 
+        kernels = gate_kernels()
+    elif not isinstance(kernels, dict):
+        kernels = vars(kernels)
     rows = []
     for launch in launches:
-        kernel = getattr(kernels, launch['kernel'])
+        kernel = kernels[launch['kernel']]
         names = list(inspect.signature(kernel.fn).parameters)
         attrs = {
             (names.index(arg),): BaseBackend.parse_attr(attr)
@@ -206,21 +220,20 @@ def has_ptxas():
     )
 
 
-def record_launches(configs, double_backward=False):
+def record_launches(configs, double_backward=False, options=None):
     r"""The launches of forward and backward (alpha and the output both
     with a gradient) for each ``(heads, channels, dtype, edge_dim,
     dropout)`` of ``configs`` on a tiny graph with a hub split across
     programs, under the interpreter (``TRITON_INTERPRET=1`` must be set
-    before Triton is imported); with ``double_backward``, a second-order
-    backward too where there is dropout (it redraws the mask with the keep
-    kernel)."""
+    before Triton is imported), under ``attention_kernel('triton',
+    **options)``; with ``double_backward``, a second-order backward too
+    where there is dropout (it redraws the mask with the keep kernel)."""
     import torch
 
     from torch_geometric_gate.ops import attention_kernel, gate_attention
-    from torch_geometric_gate.ops.triton import _launch as launch
 
     num = 6  # node 5: no edges but its self-loop; 4 -> 0: a hub both ways
-    hub = launch.SEGMENT_EDGES + 1
+    hub = HUB_EDGES
     src = torch.tensor([1, 2, 3, 0, 2, 0, 1, 2, 3] + [4] * hub + [0, 1, 2])
     dst = torch.tensor([0, 0, 0, 1, 1, 2, 3, 2, 3] + [0] * hub + [0, 1, 2])
     loop = src == dst
@@ -245,7 +258,7 @@ def record_launches(configs, double_backward=False):
         with recording(launches, **shape):
             for order in (1, 2) if double_backward and dropout else (1,):
                 torch.manual_seed(0)
-                with attention_kernel('triton'):
+                with attention_kernel('triton', **(options or {})):
                     out, alpha = gate_attention(
                         q_src, q_dst, value, torch.stack([src, dst]), *att,
                         edge_attr=edge_attr, weight_edge=weight,
@@ -310,12 +323,24 @@ def main(argv=None):
         help='compute capabilities (90: H100, H200; 80: A100)',
     )  # fmt: skip
     parser.add_argument(
-        '--forward-tile', type=int, default=None,
-        help='FORWARD_TILE of ops/triton/_launch.py (default: as set)',
+        '--forward-tile', type=int,
+        help="the switch's triton_forward_tile (default: its default)",
     )  # fmt: skip
     parser.add_argument(
-        '--backward-tile', type=int, default=None,
-        help='BACKWARD_TILE of ops/triton/_launch.py (default: as set)',
+        '--backward-tile', type=int,
+        help="the switch's triton_backward_tile (default: its default)",
+    )  # fmt: skip
+    parser.add_argument(
+        '--one-head-layout', action='store_true',
+        help="the switch's triton_one_head_layout (for one head)",
+    )  # fmt: skip
+    parser.add_argument(
+        '--backward-record', action='store_true',
+        help="the switch's triton_backward_record",
+    )  # fmt: skip
+    parser.add_argument(
+        '--warps', type=int,
+        help="the switch's triton_warps (default: Triton's)",
     )  # fmt: skip
     parser.add_argument('--out', help='a markdown file for the table')
     parser.add_argument(
@@ -343,15 +368,25 @@ def main(argv=None):
         for d in args.dtypes
         for h, c in zip(args.heads, args.channels)
     ]
-    if args.record:  # The interpreted half, in a process of its own:
-        from torch_geometric_gate.ops.triton import _launch as launch
+    options = dict(
+        triton_forward_tile=args.forward_tile,
+        triton_backward_tile=args.backward_tile,
+        triton_one_head_layout=args.one_head_layout or None,
+        triton_backward_record=args.backward_record or None,
+        triton_warps=args.warps,
+    )  # fmt: skip
+    options = {k: v for k, v in options.items() if v is not None}
+    if not args.record:  # This process compiles: Triton not interpreted.
+        os.environ.pop('TRITON_INTERPRET', None)
+    from torch_geometric_gate.ops import attention_kernel
 
-        if args.forward_tile is not None:
-            launch.FORWARD_TILE = args.forward_tile
-        if args.backward_tile is not None:
-            launch.BACKWARD_TILE = args.backward_tile
+    try:  # The switch checks them, before any work:
+        attention_kernel(**options)
+    except ValueError as err:
+        parser.error(str(err))
+    if args.record:  # The interpreted half, in a process of its own:
         with open(args.record, 'w') as f:
-            json.dump(record_launches(configs), f)
+            json.dump(record_launches(configs, options=options), f)
         return None
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, 'launches.json')

@@ -164,3 +164,30 @@ def test_heads_and_channels_pair_up():
     )  # fmt: skip
     assert done.returncode == 2
     assert '--heads and --channels pair up' in done.stderr
+
+
+def test_options_of_the_switch_record_the_variant_kernels():
+    if os.environ.get('TRITON_INTERPRET') != '1':
+        pytest.skip('records launches under the interpreter')
+    tc = load_benchmark('triton_compile')
+    options = dict(triton_one_head_layout=True, triton_backward_record=True)
+    launches = tc.record_launches(
+        [(1, 4, 'float32', None, 0.0)], options=options
+    )
+    names = {r['kernel'] for r in launches}
+    assert {'gate_fwd_1h_kernel', 'gate_bwd_dst_rec_kernel',
+            'gate_bwd_src_rec_kernel'} <= names  # fmt: skip
+    assert not {'gate_fwd_kernel', 'gate_bwd_dst_kernel',
+                'gate_bwd_src_kernel'} & names  # fmt: skip
+
+
+def test_a_bad_option_is_a_usage_error():
+    done = subprocess.run(
+        [sys.executable, SCRIPT, '--warps', '3'],
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith(
+        "error: Expected 'triton_warps' to be a power of two up to 32 (got 3)"
+    )
