@@ -9,11 +9,14 @@ binding of its two launchers (``--build``, under the caller's
 same prebuilt CSR (sorted once, outside the timed steps), forward and
 backward of both ops, 1 head x 64 channels and 8 x 32, float32 and
 bfloat16: turbo-gnn's (the message is the score's source row) and GATE's
-Triton kernels, with :obj:`share_weights` (the score's source row is the
-message, one row per edge, as turbo-gnn gathers) and without (two rows
-per edge). Without self-loops every edge is scored with
-:math:`\mathbf{a}_s`, so GATE computes GATv2's attention and the two ops'
-outputs and gradients are compared too (:obj:`max_rel_diff`). The median
+Triton kernels through the public
+:func:`~torch_geometric_gate.ops.gate_attention` on a column-sorted
+:class:`EdgeIndex` (its CSR cached: no sort per call), with
+:obj:`share_weights` (the score's source row is the message, one row per
+edge, as turbo-gnn gathers) and without (two rows per edge). Without
+self-loops every edge is scored with :math:`\mathbf{a}_s`, so GATE
+computes GATv2's attention and the two ops' outputs and gradients are
+compared too (:obj:`max_rel_diff`). The median
 time of the repetitions (CUDA events) and the peak allocated during a step.
 Without CUDA (tests) GATE runs under the Triton interpreter and turbo-gnn's
 rows say why it did not run::
@@ -32,17 +35,7 @@ import time
 import traceback
 from functools import partial
 
-import torch
-from common import (
-    DTYPES,
-    cuda_peak_bytes,
-    free,
-    graph_name,
-    load_graph,
-    status_of,
-    time_step,
-)
-from report import output_folder, result_notes, write_results
+from common import graph_name
 
 #: The binding of turbo-gnn's two GATv2 launchers (declared as in its
 #: ``csrc/kernels.cuh``; defined in ``csrc/gatv2/gatv2_kernel.cu``).
@@ -106,19 +99,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument(
         '--dtypes', nargs='+', default=['float32', 'bfloat16'],
-        choices=list(DTYPES),
+        choices=['float32', 'bfloat16'],
     )  # fmt: skip
     parser.add_argument('--reps', type=int, default=5)
     parser.add_argument('--scale', type=float, default=1.0)
     parser.add_argument('--max-seconds', type=float, default=1e9)
     parser.add_argument(
-        '--device', default='cuda' if torch.cuda.is_available() else 'cpu'
+        '--device', help='default: cuda where there is one, else cpu'
     )
     parser.add_argument('--out', default='benchmark/results')
     parser.add_argument('--name', default='turbo')
     args = parser.parse_args(argv)
     if not args.build and not args.compare:
         parser.error('expected --build DIR and/or --compare DIR')
+    from report import output_folder
+
     output_folder(parser, args.out)
     return args
 
@@ -156,6 +151,8 @@ def build(folder: str, source: str) -> dict:
             f'expected a build folder outside the checkout {root!r}, got '
             f'{folder!r}'
         )
+    import torch
+
     started = time.perf_counter()
     result = dict(status='ok', source=os.path.abspath(source))
     try:
@@ -197,6 +194,8 @@ def built_module(folder: str):
     try:
         return _import_built(result['library']), None
     except Exception as err:  # noqa: BLE001 (a result)
+        from common import status_of
+
         return None, f'turbo-gnn load failed: {status_of(err)}'[:200]
 
 
@@ -216,15 +215,14 @@ def _import_built(library: str):
 
 class Graph:
     r"""The CSR of the incoming edges (targets' rows, int32), its transpose,
-    turbo-gnn's light and heavy node buckets, and GATE's CSR and sorted
-    :class:`EdgeIndex` (its CSR and CSC cached), all built once."""
+    turbo-gnn's light and heavy node buckets, and GATE's column-sorted
+    :class:`EdgeIndex` (its CSR and CSC cached, which the Triton kernels
+    read without a sort), all built once."""
 
     def __init__(self, edge_index, num_nodes):
+        import torch
         from torch_geometric import EdgeIndex
         from torch_geometric.index import index2ptr
-
-        from torch_geometric_gate.ops.triton._csr import forward_csr
-        from torch_geometric_gate.ops.types import AttentionGraph
 
         n = num_nodes
         ei = EdgeIndex(edge_index, sparse_size=(n, n)).sort_by('col')[0]
@@ -232,13 +230,6 @@ class Graph:
         (colptr, _), _ = ei.get_csc()
         src, dst = ei.as_tensor().unbind(0)
         self.num_nodes, self.num_edges = n, src.numel()
-        self.graph = AttentionGraph(
-            src, dst, None, None, n, n, 0, ei
-        )  # fmt: skip
-        self.csr = forward_csr(self.graph)
-        self.kind = torch.zeros(
-            self.num_edges, dtype=torch.int8, device=src.device
-        )
         self.edge_index = ei
         # turbo-gnn's: rows of targets (sources as columns), and transposed.
         self.row_ptr = colptr.int()
@@ -253,6 +244,8 @@ class Graph:
 def _buckets(ptr):
     r"""turbo-gnn's light and heavy nodes: in-degree below the 0.99
     quantile, and at or above it (``turbo_gnn/graph.py``)."""
+    import torch
+
     degree = (ptr[1:] - ptr[:-1]).float()
     thresh = torch.quantile(degree, QUANTILE)
     nodes = torch.arange(degree.numel(), device=ptr.device, dtype=torch.int32)
@@ -272,34 +265,31 @@ def turbo_step(module, g, left, right, att, grad_out):
 
 
 def gate_step(g, left, right, att, grad_out, value=None):
-    r"""GATE's Triton forward and backward (the launch helpers, on the
-    prebuilt CSR): :obj:`right` is the score's source row, and the message
-    too unless :obj:`value` is given. Returns the output and the gradients
-    of :obj:`left, right` (and of :obj:`value`) and of the attention
+    r"""GATE's Triton forward and backward through the public
+    :func:`~torch_geometric_gate.ops.gate_attention` (GATv2's scoring: one
+    attention vector; no self-loops) on the prebuilt :class:`EdgeIndex`:
+    :obj:`right` is the score's source row, and the message too unless
+    :obj:`value` is given. Returns the output and the gradients of
+    :obj:`left, right` (and of :obj:`value`) and of the attention
     vector."""
-    from torch_geometric_gate.ops.triton import _launch as launch
+    import torch
 
-    att3 = att.unsqueeze(0)
+    from torch_geometric_gate.ops import attention_kernel, gate_attention
+
     shared = value is None
-    value = right if shared else value
-    settings = launch._Settings(
-        right, value, att3, att3, g.kind, g.num_nodes, SLOPE, 0.0, 0, False,
-        0, g.edge_index,
-    )  # fmt: skip
-    csr = g.csr
-    _, out, lse = launch._forward(
-        right, left, value, None, None, att3, att3, csr.perm, csr.src,
-        csr.rowptr, settings,
-    )  # fmt: skip
-    saved = (right, left, value, None, None, att3, att3, csr.perm, csr.src,
-             csr.rowptr, g.kind, lse)  # fmt: skip
-    need = (True, True, True, False, False, True, False)
-    d_right, d_left, d_value, _, _, d_att, _ = launch._backward(
-        saved, settings, None, grad_out, need
-    )
+    leaves = [t.detach().requires_grad_() for t in (left, right, att)]
+    if not shared:
+        leaves.append(value.detach().requires_grad_())
+    d_left, d_right, d_att = leaves[:3]
+    with torch.enable_grad(), attention_kernel('triton'):
+        out, _ = gate_attention(
+            d_right, d_left, d_right if shared else leaves[3],
+            g.edge_index, d_att, negative_slope=SLOPE,
+        )  # fmt: skip
+        grads = torch.autograd.grad(out, leaves, grad_out)
     if shared:
-        return out, (d_left, d_right + d_value, d_att[0])
-    return out, (d_left, d_right, d_value, d_att[0])
+        return out.detach(), grads
+    return out.detach(), (grads[0], grads[1], grads[3], grads[2])
 
 
 def _rel(a, b):
@@ -311,6 +301,9 @@ def _config(module, why, g, heads, channels, dtype, device, args, over):
     r"""The rows of the three ops on one graph, shape and dtype (their
     times, peaks, ratios over turbo-gnn's, and GATE's difference from
     turbo-gnn's outputs and gradients)."""
+    import torch
+    from common import cuda_peak_bytes, free, status_of, time_step
+
     gen = torch.Generator(device=device).manual_seed(0)
 
     def rand(*size):
@@ -365,7 +358,13 @@ def _config(module, why, g, heads, channels, dtype, device, args, over):
 
 
 def compare(args, folder, argv=None):
-    device = torch.device(args.device)
+    import torch
+    from common import DTYPES, free, load_graph, status_of
+    from report import result_notes, write_results
+
+    device = torch.device(
+        args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    )
     if device.type == 'cuda':
         module, why = built_module(folder)
     else:
