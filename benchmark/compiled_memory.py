@@ -9,10 +9,10 @@ self-loops masked and fresh ones appended, the bias added after the
 concatenated heads) and handed to
 :func:`torch_geometric_gate.ops.gate_attention` (the chunked kernels on
 CPU tensors), so that the numbers do not depend on the layer's own
-checks. The column *GATE before* composes the attention as the chunked
-path did before
-the fused kernel (:class:`EdgeScore`, PyG's softmax, dropout,
-:class:`EdgeAggregate`).
+checks. (The committed ``benchmark/results/cpu-compiled-memory.md`` also
+has a column *GATE before*, the attention composed as the chunked path
+did before the fused kernel, from the package's private autograd
+functions; the script measures only through the public API since.)
 
 Bytes saved for backward are the distinct storages packed by
 :func:`torch.autograd.graph.saved_tensors_hooks` during one forward; they
@@ -28,91 +28,61 @@ import platform
 import sys
 from typing import List
 
-import torch
-import torch.nn.functional as F
-from common import (
-    count_at_least,
-    int_at_least,
-    positive_float,
-    probability,
-    saved_bytes,
-)
-from report import commit
-from torch import Tensor
-from torch_geometric.nn import GATv2Conv
-from torch_geometric.utils import softmax
+from common import count_at_least, int_at_least, positive_float, probability
 
-from torch_geometric_gate.ops import gate_attention
+NAMES = ['GATv2', 'GATE', 'compiled GATv2', 'compiled GATE']
 
 
-class GATEAttention(torch.nn.Module):
+def gate_attention_module(in_channels, out_channels, heads, dropout=0.0):
     r"""GATE's layer on a :obj:`[2, E]` edge index, as
     :class:`~torch_geometric_gate.GATEConv` (:obj:`concat=True`,
     :obj:`add_self_loops=True`, no edge features, :obj:`negative_slope=0`)
-    builds its attention; :obj:`before=True` composes the attention as the
-    chunked path did before the fused kernel."""
+    builds its attention, handed to
+    :func:`~torch_geometric_gate.ops.gate_attention`."""
+    import torch
 
-    def __init__(self, in_channels, out_channels, heads, dropout=0.0,
-                 before=False):  # fmt: skip
-        super().__init__()
-        self.heads, self.out_channels = heads, out_channels
-        self.dropout, self.before = dropout, before
-        width = heads * out_channels
-        self.lin = torch.nn.Linear(in_channels, width, bias=False)
-        self.lin_src = torch.nn.Linear(in_channels, width, bias=False)
-        self.lin_dst = torch.nn.Linear(in_channels, width, bias=False)
-        self.att_neighbor = torch.nn.Parameter(
-            torch.randn(1, heads, out_channels)
-        )
-        self.att_self = torch.nn.Parameter(torch.randn(1, heads, out_channels))
-        self.bias = torch.nn.Parameter(torch.zeros(width))
+    from torch_geometric_gate.ops import gate_attention
 
-    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        H, C, N = self.heads, self.out_channels, x.size(0)
-        value = self.lin(x).view(-1, H, C)
-        q_src = self.lin_src(x).view(-1, H, C)
-        q_dst = self.lin_dst(x).view(-1, H, C)
-        loops = torch.arange(N, device=x.device)
-        ei = torch.cat([edge_index, loops.repeat(2, 1)], dim=1)
-        if self.before:
-            out = _before(self, ei, edge_index.size(1), q_src, q_dst, value)
-        else:
+    class GATEAttention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads, self.out_channels = heads, out_channels
+            self.dropout = dropout
+            width = heads * out_channels
+            self.lin = torch.nn.Linear(in_channels, width, bias=False)
+            self.lin_src = torch.nn.Linear(in_channels, width, bias=False)
+            self.lin_dst = torch.nn.Linear(in_channels, width, bias=False)
+            self.att_neighbor = torch.nn.Parameter(
+                torch.randn(1, heads, out_channels)
+            )
+            self.att_self = torch.nn.Parameter(
+                torch.randn(1, heads, out_channels)
+            )
+            self.bias = torch.nn.Parameter(torch.zeros(width))
+
+        def forward(self, x, edge_index):
+            H, C, N = self.heads, self.out_channels, x.size(0)
+            value = self.lin(x).view(-1, H, C)
+            q_src = self.lin_src(x).view(-1, H, C)
+            q_dst = self.lin_dst(x).view(-1, H, C)
+            loops = torch.arange(N, device=x.device)
+            ei = torch.cat([edge_index, loops.repeat(2, 1)], dim=1)
             # As GATEConv leaves the self-loop flags to the kernels:
             out, _ = gate_attention(
                 q_src, q_dst, value, ei, self.att_neighbor, self.att_self,
                 dropout_p=self.dropout if self.training else 0.0,
                 mask_loops_before=edge_index.size(1),
             )  # fmt: skip
-        return out.reshape(-1, H * C) + self.bias
+            return out.reshape(-1, H * C) + self.bias
 
-
-def _before(layer, ei, num_input, q_src, q_dst, value):
-    # The chunked path's attention before the fused kernel (the autograd
-    # functions of the chunked steps, which the Triton kernels' double
-    # backward still uses; the one private import here, for this
-    # historical column):
-    from torch_geometric_gate.ops.chunked.steps import (
-        EdgeAggregate,
-        EdgeScore,
-    )
-
-    src, dst = ei
-    num_dst, chunk = q_dst.size(0), 2**19 * min(torch.get_num_threads(), 8)
-    loop = src == dst
-    e = EdgeScore.apply(
-        q_src, q_dst, None, None, src, dst, loop, layer.att_neighbor,
-        layer.att_self, 0.0, chunk,
-    )  # fmt: skip
-    input_loop = loop & (torch.arange(src.numel()) < num_input)
-    e = e.masked_fill(input_loop.view(-1, 1), float('-inf'))
-    alpha = softmax(e, dst, num_nodes=num_dst)
-    alpha = F.dropout(alpha, p=layer.dropout, training=layer.training)
-    return EdgeAggregate.apply(value, alpha, src, dst, num_dst, chunk)
+    return GATEAttention()
 
 
 def random_graph(num_nodes: int, num_edges: int, channels: int, seed=0):
     r"""Uniform random edges (self-loops removed: the layers add their
     own) and standard normal features."""
+    import torch
+
     gen = torch.Generator().manual_seed(seed)
     edge_index = torch.randint(num_nodes, (2, num_edges), generator=gen)
     edge_index = edge_index[:, edge_index[0] != edge_index[1]]
@@ -120,18 +90,20 @@ def random_graph(num_nodes: int, num_edges: int, channels: int, seed=0):
 
 
 def measure(num_nodes, num_edges, heads, channels, in_channels, dropout):
+    import torch
+    from common import saved_bytes
+    from torch_geometric.nn import GATv2Conv
+
     torch.manual_seed(0)
     x, edge_index = random_graph(num_nodes, num_edges, in_channels)
     out_channels = channels // heads
-    gate = GATEAttention(in_channels, out_channels, heads, dropout)
-    before = GATEAttention(in_channels, out_channels, heads, dropout, True)
+    gate = gate_attention_module(in_channels, out_channels, heads, dropout)
     gatv2 = GATv2Conv(in_channels, out_channels, heads=heads, dropout=dropout)
     compiled_gate = torch.compile(gate, fullgraph=True)
     compiled_gatv2 = torch.compile(gatv2)
     row = {}
     for name, module in [
         ('GATv2', gatv2),
-        ('GATE before', before),
         ('GATE', gate),
         ('compiled GATv2', compiled_gatv2),
         ('compiled GATE', compiled_gate),
@@ -168,6 +140,9 @@ def main(argv: List[str] = None) -> None:
                 f'argument --channels: expected a multiple of every --heads '
                 f'value, got {args.channels} for --heads {heads}'
             )
+    import torch
+    from report import commit
+
     torch.set_num_threads(args.threads)
 
     print(f'Command: `python {" ".join(sys.argv)}`\n')
@@ -179,8 +154,7 @@ def main(argv: List[str] = None) -> None:
         f'(input channels {args.in_channels}, heads * out_channels = '
         f'{args.channels}, dropout {args.dropout}, self-loops added).\n'
     )
-    names = ['GATv2', 'GATE before', 'GATE', 'compiled GATv2',
-             'compiled GATE']  # fmt: skip
+    names = NAMES
     print(
         '| edges | nodes | in-degree | heads | '
         + ' | '.join(f'{n} MB' for n in names)

@@ -1057,9 +1057,10 @@ def test_compiled_memory_benchmark_prints_its_table(capsys):
     assert len(rows) == 1  # One graph, one heads setting.
     edges, nodes, _, heads, *mb = [float(v) for v in rows[0]]
     assert heads == 2 and nodes == 1000 and 19000 < edges <= 20000
-    gatv2, before, gate, c_gatv2, c_gate = mb[:5]
+    gatv2, gate, c_gatv2, c_gate = mb[:4]
+    assert len(mb) == 4 + 3  # Four layers' MB, three ratios.
     # GATE saves far less than GATv2Conv eagerly, and as much compiled:
-    assert gate < before < gatv2 and gate <= 0.35 * gatv2
+    assert gate <= 0.35 * gatv2
     assert c_gate <= 1.1 * gate
 
 
