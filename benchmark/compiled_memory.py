@@ -28,7 +28,7 @@ import platform
 import sys
 from typing import List
 
-from common import count_at_least, int_at_least, positive_float, probability
+from cli import count_at_least, int_at_least, positive_float, probability
 
 NAMES = ['GATv2', 'GATE', 'compiled GATv2', 'compiled GATE']
 

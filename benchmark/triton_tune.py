@@ -17,6 +17,8 @@ timed afresh in every process would make results differ between runs::
 import argparse
 import os
 
+from cli import DTYPE_NAMES
+
 COLUMNS = ['device', 'graph', 'edges', 'heads', 'dtype', 'forward_tile',
            'backward_tile', 'step_ms', 'peak_mb', 'x_gatv2conv',
            'x_current_tiles']  # fmt: skip
@@ -46,7 +48,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--channels', type=int, default=64)
     parser.add_argument(
         '--dtypes', nargs='+', default=['float32'],
-        choices=['float32', 'bfloat16'],
+        choices=list(DTYPE_NAMES),
     )  # fmt: skip
     parser.add_argument(
         '--forward-tiles', type=int, nargs='+', default=[1024, 2048, 4096]

@@ -25,7 +25,14 @@ import argparse
 import os
 import time
 
-from common import add_layer_args, parse_checked, positive_float
+from cli import (
+    DEVICE_HELP,
+    DTYPE_NAMES,
+    add_layer_args,
+    default_device,
+    parse_checked,
+    positive_float,
+)
 
 COLUMNS = [
     'device', 'graph', 'num_nodes', 'num_edges', 'heads', 'channels',
@@ -37,15 +44,19 @@ ONE_HEAD = ((1, 1), (1, 2), (4, 2), (4, 4))
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(
+        description=(
+            "The Triton kernels' variants of issue 48 beside the kernels "
+            'they may replace, through gate_attention under '
+            "attention_kernel('triton', **options)."
+        )
+    )
     add_layer_args(parser, ['random-1e6', 'arxiv-size'])
     parser.add_argument(
         '--dtypes', nargs='+', default=['float32'],
-        choices=['float32', 'bfloat16'],
+        choices=list(DTYPE_NAMES),
     )  # fmt: skip
-    parser.add_argument(
-        '--device', help='default: cuda where there is one, else cpu'
-    )
+    parser.add_argument('--device', help=DEVICE_HELP)
     parser.add_argument('--scale', type=float, default=1.0)
     parser.add_argument(
         '--max-seconds', type=positive_float, default=1e9,
@@ -174,9 +185,7 @@ def main(argv=None):
     from common import DTYPES, free, load_graph, status_of, time_step
     from report import result_notes, write_results
 
-    device = torch.device(
-        args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    )
+    device = torch.device(args.device or default_device())
     started = time.perf_counter()
     stem = os.path.join(args.out, args.name)
     notes = result_notes('triton_variants.py', argv, __doc__)

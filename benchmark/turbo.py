@@ -35,7 +35,7 @@ import time
 import traceback
 from functools import partial
 
-from common import graph_name
+from cli import DEVICE_HELP, DTYPE_NAMES, default_device, graph_name
 
 #: The binding of turbo-gnn's two GATv2 launchers (declared as in its
 #: ``csrc/kernels.cuh``; defined in ``csrc/gatv2/gatv2_kernel.cu``).
@@ -99,14 +99,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument(
         '--dtypes', nargs='+', default=['float32', 'bfloat16'],
-        choices=['float32', 'bfloat16'],
+        choices=list(DTYPE_NAMES),
     )  # fmt: skip
     parser.add_argument('--reps', type=int, default=5)
     parser.add_argument('--scale', type=float, default=1.0)
     parser.add_argument('--max-seconds', type=float, default=1e9)
-    parser.add_argument(
-        '--device', help='default: cuda where there is one, else cpu'
-    )
+    parser.add_argument('--device', help=DEVICE_HELP)
     parser.add_argument('--out', default='benchmark/results')
     parser.add_argument('--name', default='turbo')
     args = parser.parse_args(argv)
@@ -362,9 +360,7 @@ def compare(args, folder, argv=None):
     from common import DTYPES, free, load_graph, status_of
     from report import result_notes, write_results
 
-    device = torch.device(
-        args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    )
+    device = torch.device(args.device or default_device())
     if device.type == 'cuda':
         module, why = built_module(folder)
     else:

@@ -94,3 +94,20 @@ def test_help_imports_no_heavy_package(kind, target):
         f'{target} --help imports {proc.stdout.split()}: import them '
         'after parse_args, in the functions that use them'
     )
+
+
+# The Triton and peer benchmarks (issue 47: public API only), apart from
+# the list above:
+TRITON_BENCHMARKS = [
+    ROOT / 'benchmark' / f'{name}.py'
+    for name in ('compiled_memory', 'triton_compile', 'triton_tune',
+                 'triton_variants', 'turbo')
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    'target', [str(p) for p in TRITON_BENCHMARKS],
+    ids=[p.name for p in TRITON_BENCHMARKS],
+)  # fmt: skip
+def test_triton_benchmarks_help_imports_no_heavy_package(target):
+    test_help_imports_no_heavy_package('script', target)
