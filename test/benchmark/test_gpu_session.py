@@ -90,7 +90,7 @@ def test_dry_run_times_triton_against_gatv2_and_the_inputs(tmp_path):
         assert 'rc=0' in phases[name], phases
     tables = (out / 'tables.md').read_text()
     variants = tables[tables.index('<!-- variants: ') :]
-    for variant in ('| 1h nodes=4 warps=2 | ok |', '| loops only | ok |',
+    for variant in ('| 1h nodes=4 warps=2 | ok |', '| E x H | ok |',
                     '| record | ok |'):  # fmt: skip
         assert variant in variants
     section = tables[tables.index('<!-- kernels-products: ') :]
