@@ -22,18 +22,7 @@ import os
 import statistics
 from typing import Callable, Dict, List
 
-import torch
-from common import (
-    Step,
-    add_layer_args,
-    cpu_chunk_log2,
-    cpu_graphs_and_heads,
-    eager_loops,
-    int_at_least,
-    make_layer,
-    parse_checked,
-    time_rounds,
-)
+from cli import add_layer_args, int_at_least, parse_checked
 from report import (
     result_notes,
     write_results,
@@ -60,7 +49,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parse_checked(parser, argv)
 
 
-def _at_size(step: Step, log2: int) -> Callable[[], None]:
+def _at_size(step: Callable[[], None], log2: int) -> Callable[[], None]:
+    from common import cpu_chunk_log2
+
     def run():
         with cpu_chunk_log2(log2):
             step()
@@ -71,6 +62,8 @@ def _at_size(step: Step, log2: int) -> Callable[[], None]:
 def measure(x, edge_index, heads: int, args) -> List[dict]:
     r"""One row per size: GATE's and GATv2Conv's median step and the
     ratios, timed in alternation."""
+    from common import Step, make_layer, time_rounds
+
     gate = Step(make_layer('GATE', x.size(1), args.hidden, heads), x,
                 edge_index)  # fmt: skip
     fns: Dict[str, Callable[[], None]] = {
@@ -96,6 +89,9 @@ def measure(x, edge_index, heads: int, args) -> List[dict]:
 
 def main(argv=None) -> List[dict]:
     args = parse_args(argv)
+    import torch
+    from common import cpu_graphs_and_heads, eager_loops
+
     if args.threads:
         torch.set_num_threads(args.threads)
     stem = os.path.join(args.out, args.name)

@@ -1,49 +1,49 @@
 r"""What the benchmark scripts measure with: graphs, layers and their
 training steps, the chunk size in force, the timing loops, memory probes,
-out-of-memory detection and the shared command-line options (the result
-files are :obj:`report`'s, the plots :obj:`plotting`'s).
+out-of-memory detection (the command-line options are :obj:`cli`'s, which
+it re-exports; the result files are :obj:`report`'s, the plots
+:obj:`plotting`'s).
 
 The scripts import it as :obj:`common`: Python puts a script's own folder
 first on the module search path (``python benchmark/pair.py``).
 """
 
-import argparse
 import contextlib
 import gc
-import math
 import os
 import shutil
 import statistics
 import tempfile
 import time
 import warnings
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
-from report import output_folder
+from cli import (  # noqa: F401 (the scripts' command line, re-exported)
+    DEFAULT_DATA,
+    DTYPE_NAMES,
+    EAGER_LOOPS,
+    GATE_KERNELS,
+    LAYERS,
+    REAL_GRAPHS,
+    SIZED_GRAPHS,
+    add_layer_args,
+    count_at_least,
+    float_in,
+    graph_name,
+    int_at_least,
+    parse_checked,
+    positive_float,
+    probability,
+)
 from torch import Tensor
 from torch_geometric.nn import GATv2Conv
 from torch_geometric.utils import coalesce
 
 from torch_geometric_gate import GATEConv, attention_kernel
 
-LAYERS = ('GATE', 'GATv2')
-GATE_KERNELS = ('reference', 'chunked', 'triton')
-DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16}
-REAL_GRAPHS = {
-    'cora': ('Planetoid', 'Cora'),
-    'minesweeper': ('heterophilous', 'Minesweeper'),
-    'tolokers': ('heterophilous', 'Tolokers'),
-}
-#: Random graphs of the size of OGB's graphs: nodes, edges, input features.
-SIZED_GRAPHS = {
-    'arxiv-size': (169343, 1166243, 128),
-    'products-size': (2449029, 123718280, 100),
-}
-#: The data root of the real graphs, as the examples and gate_paper's
-#: scripts use it (they download into it): ``$GATE_DATA_ROOT``, else
-#: ``data``.
-DEFAULT_DATA = os.environ.get('GATE_DATA_ROOT') or 'data'
+#: The dtypes of :data:`~cli.DTYPE_NAMES`, by name.
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 # Graphs ######################################################################
 
@@ -92,34 +92,6 @@ def random_graph(
     edge_index = torch.cat([edge_index, loops.repeat(2, 1)], dim=1)
     x = torch.randn(num_nodes, channels, generator=gen, device=device)
     return x, edge_index
-
-
-def graph_name(text: str) -> str:
-    r"""An :mod:`argparse` type: :obj:`random-N` or :obj:`powerlaw-N` (a
-    random graph of about :obj:`N >= 100` edges and :obj:`N / 10` nodes),
-    a graph of :data:`SIZED_GRAPHS` or a real graph of :data:`REAL_GRAPHS`.
-    """
-    if text in REAL_GRAPHS or text in SIZED_GRAPHS:
-        return text
-    kind, _, size = text.partition('-')
-    if kind in ('random', 'powerlaw'):
-        try:
-            num_edges = float(size)
-        except ValueError:
-            num_edges = math.nan
-        if (
-            math.isfinite(num_edges)
-            and num_edges >= 100
-            and num_edges % 1 == 0
-        ):
-            return text
-    import argparse
-
-    raise argparse.ArgumentTypeError(
-        f'expected random-N or powerlaw-N with an integer N >= 100 edges '
-        f'(e.g. random-1e4), or one of '
-        f'{sorted(SIZED_GRAPHS) + sorted(REAL_GRAPHS)}, got {text!r}'
-    )
 
 
 def load_graph(
@@ -214,11 +186,6 @@ def cpu_chunk_log2(log2: Optional[int]) -> Iterator[int]:
     threads = min(torch.get_num_threads(), 8)
     with attention_kernel(chunk_elements=2**log2 * threads):
         yield log2
-
-
-#: What GATE's eager CPU calls run: Inductor's compiled loops where they
-#: apply (the default) or the chunked ATen loops.
-EAGER_LOOPS = ('compiled', 'chunks')
 
 
 @contextlib.contextmanager
@@ -459,137 +426,3 @@ def free(device):
     gc.collect()
     if torch.device(device).type == 'cuda':
         torch.cuda.empty_cache()
-
-
-# Command line ################################################################
-# Argument types with ranges: a value out of range is a one-line usage
-# error that names the flag and the expected range (exit code 2).
-
-
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    r"""An argparse type: an integer ``>= minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(
-                f'expected an integer >= {minimum}, got {text!r}'
-            )
-        return value
-
-    parse.__name__ = f'int>={minimum}'
-    return parse
-
-
-def float_in(
-    low: Optional[float] = None,
-    high: Optional[float] = None,
-    low_open: bool = False,
-) -> Callable[[str], float]:
-    r"""An argparse type: a finite number in ``[low, high]`` (``(low,
-    high]`` with ``low_open=True``; :obj:`None`: no bound)."""
-    left = '(' if low_open else '['
-    expected = (
-        f'a number in {left}{"-inf" if low is None else low}, '
-        f'{"inf" if high is None else high}]'
-    )
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        ok = math.isfinite(value)
-        if ok and low is not None:
-            ok = value > low if low_open else value >= low
-        if ok and high is not None:
-            ok = value <= high
-        if not ok:
-            raise argparse.ArgumentTypeError(
-                f'expected {expected}, got {text!r}'
-            )
-        return value
-
-    parse.__name__ = 'float'
-    return parse
-
-
-positive_float = float_in(0.0, low_open=True)
-probability = float_in(0.0, 1.0)
-
-
-def count_at_least(minimum: int) -> Callable[[str], int]:
-    r"""An argparse type: a whole number ``>= minimum``, also written as a
-    float (``1e5``)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and value % 1 == 0 and value >= minimum):
-            raise argparse.ArgumentTypeError(
-                f'expected a whole number >= {minimum} (e.g. 1e5), got '
-                f'{text!r}'
-            )
-        return int(value)
-
-    parse.__name__ = f'count>={minimum}'
-    return parse
-
-
-def add_layer_args(
-    parser,
-    graphs: Sequence[str],
-    reps: int = 5,
-    warmup: int = 1,
-    channels_help: str = 'input features of the random graphs',
-):
-    r"""The options the pair-style benchmarks share: :obj:`--graphs`,
-    :obj:`--heads`, :obj:`--hidden`, :obj:`--channels`, :obj:`--warmup`,
-    :obj:`--reps`, :obj:`--threads`, :obj:`--data-root` and :obj:`--out`
-    (checked by :func:`parse_checked`)."""
-    parser.add_argument(
-        '--graphs', nargs='+', type=graph_name, default=list(graphs)
-    )
-    parser.add_argument(
-        '--heads', nargs='+', type=int_at_least(1), default=[1, 8]
-    )
-    parser.add_argument(
-        '--hidden',
-        type=int_at_least(1),
-        default=64,
-        help='heads * out_channels (a multiple of --heads)',
-    )
-    parser.add_argument(
-        '--channels', type=int_at_least(1), default=64, help=channels_help
-    )
-    parser.add_argument('--warmup', type=int_at_least(0), default=warmup)
-    parser.add_argument(
-        '--reps', type=int_at_least(1), default=reps, help='timed steps'
-    )
-    parser.add_argument(
-        '--threads',
-        type=int_at_least(1),
-        default=None,
-        help="torch's threads (default: torch's own choice)",
-    )
-    parser.add_argument('--data-root', default=DEFAULT_DATA)
-    parser.add_argument('--out', default='benchmark/results')
-
-
-def parse_checked(parser, argv=None):
-    r"""Parses :obj:`argv`; a usage error unless :obj:`--hidden` splits into
-    every :obj:`--heads` value and :obj:`--out` is a writable folder."""
-    args = parser.parse_args(argv)
-    for heads in args.heads:
-        if args.hidden % heads:
-            parser.error(
-                f'argument --hidden: expected a multiple of every --heads '
-                f'value, got {args.hidden} for --heads {heads}'
-            )
-    output_folder(parser, args.out)
-    return args

@@ -28,19 +28,12 @@ import subprocess
 import sys
 import time
 
-import torch
-from common import (
+from cli import (
     EAGER_LOOPS,
     LAYERS,
-    Step,
     add_layer_args,
-    cpu_chunk_log2,
-    cpu_graphs_and_heads,
-    eager_loops,
     int_at_least,
-    make_layer,
     parse_checked,
-    time_pair,
 )
 from report import (
     result_notes,
@@ -117,6 +110,9 @@ class Competitors:
 
 
 def measure(x, edge_index, heads, args) -> dict:
+    import torch
+    from common import Step, make_layer, time_pair
+
     steps = {
         k.lower(): Step(
             make_layer(k, x.size(1), args.hidden, heads), x, edge_index
@@ -151,6 +147,9 @@ def measure(x, edge_index, heads, args) -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
+    import torch
+    from common import cpu_chunk_log2, cpu_graphs_and_heads, eager_loops
+
     if args.threads:
         torch.set_num_threads(args.threads)
     stem = os.path.join(args.out, args.name)

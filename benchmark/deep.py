@@ -19,14 +19,7 @@ after every model::
 import argparse
 import os
 
-import torch
-from common import (
-    GATE_KERNELS,
-    LAYERS,
-    SIZED_GRAPHS,
-    int_at_least,
-)
-from fresh_process import fresh_process_step
+from cli import GATE_KERNELS, LAYERS, SIZED_GRAPHS, int_at_least
 from report import (
     output_folder,
     result_notes,
@@ -91,6 +84,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None):
     args = parse_args(argv)
+    import torch
+    from fresh_process import fresh_process_step
+
     devices = args.devices or ['cpu'] + ['cuda'] * torch.cuda.is_available()
     stem = os.path.join(args.out, args.name)
     notes = result_notes('deep.py', argv, __doc__)

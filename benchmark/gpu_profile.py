@@ -22,19 +22,13 @@ import os
 import time
 from collections import defaultdict
 
-import torch
-from common import (
-    DTYPES,
-    Step,
+from cli import (
+    DEVICE_HELP,
+    DTYPE_NAMES,
     add_layer_args,
-    cuda_syncs,
-    free,
-    load_graph,
-    make_layer,
+    default_device,
     parse_checked,
     positive_float,
-    status_of,
-    sync,
 )
 from kernels import copy_gbs, fit_features, forward_bytes
 from report import result_notes, write_results
@@ -55,13 +49,12 @@ CPU_ROWS = 10
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     add_layer_args(parser, ['random-1e6', 'products-size'], reps=1)
     parser.add_argument(
-        '--dtypes', nargs='+', default=['float32'], choices=list(DTYPES)
+        '--dtypes', nargs='+', default=['float32'], choices=list(DTYPE_NAMES)
     )
-    parser.add_argument('--device', default='cuda' if cuda else 'cpu')
+    parser.add_argument('--device', help=DEVICE_HELP)
     parser.add_argument(
         '--scale', type=float, default=1.0, help='scales the sized graphs'
     )
@@ -70,7 +63,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         help='skip the configurations left after this long',
     )  # fmt: skip
     parser.add_argument('--name', default='profile')
-    return parse_checked(parser, argv)
+    args = parse_checked(parser, argv)
+    args.device = args.device or default_device()
+    return args
 
 
 def _device_us(evt) -> float:
@@ -85,6 +80,8 @@ def _device_us(evt) -> float:
 def profile_step(step, device) -> dict:
     r"""Wall time, syncs, and the profiled kernels of one call of
     :obj:`step` (warmed up by the caller)."""
+    import torch
+    from common import cuda_syncs, sync
     from torch.profiler import ProfilerActivity, profile
 
     on_cuda = device.type == 'cuda'
@@ -130,6 +127,9 @@ def profile_step(step, device) -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
+    import torch
+    from common import DTYPES, Step, free, load_graph, make_layer, status_of
+
     device = torch.device(args.device)
     started = time.perf_counter()
     stem = os.path.join(args.out, args.name)

@@ -16,38 +16,11 @@ imported)::
 """
 
 import argparse
-import contextlib
 import os
-import sys
-import threading
-from collections import Counter
-from typing import Dict, Iterator, List
+from typing import List
 
-if 'triton' not in sys.modules and not os.environ.get('TRITON_INTERPRET'):
-    import torch
-
-    if not torch.cuda.is_available():  # Before anything imports Triton.
-        os.environ['TRITON_INTERPRET'] = '1'
-
-import torch  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-
-#: Operators that copy a device value to the host (a sync on CUDA);
-#: :obj:`aten.repeat_interleave` only without :obj:`output_size`.
-SYNC_OPS = (
-    'aten._local_scalar_dense', 'aten.nonzero', 'aten.item',
-    'aten.repeat_interleave', 'aten.unique', 'aten._unique2',
-    'aten.unique_consecutive', 'aten.masked_select',
-)  # fmt: skip
-
-
-def _syncs(name: str, args, kwargs) -> bool:
-    if name not in SYNC_OPS:
-        return False
-    if name == 'aten.repeat_interleave':
-        return kwargs.get('output_size') is None  # keyword-only
-    return True
-
+from cli import DEVICE_HELP, default_device, graph_name
+from report import output_folder, result_notes, write_results
 
 COLUMNS = [
     'device', 'graph', 'num_nodes', 'num_edges', 'heads', 'input', 'layer',
@@ -56,97 +29,7 @@ COLUMNS = [
 ]  # fmt: skip
 
 
-class _State(threading.local):
-    depth = 0
-
-
-_STATE = _State()
-
-
-class OpCounter(TorchDispatchMode):
-    r"""Counts the ATen operators (by name, e.g. :obj:`aten.sort`) issued
-    while it is active, except inside a Triton launch (see
-    :func:`counting`)."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops: Counter = Counter()
-        self.launches: Counter = Counter()
-        self.syncs: Counter = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if _STATE.depth == 0:
-            name = str(func.overloadpacket)
-            self.ops[name] += 1
-            if _syncs(name, args, kwargs):
-                self.syncs[name] += 1
-        return func(*args, **kwargs)
-
-
-@contextlib.contextmanager
-def counting() -> Iterator[OpCounter]:
-    r"""A :class:`OpCounter` over the block, with every Triton launch
-    (:obj:`kernel[grid](...)`, compiled or interpreted, autotuned or not)
-    counted by kernel name and the operators inside it left out. It wraps
-    :meth:`KernelInterface.__getitem__`, which Python looks up on the
-    class (a test's patch of a kernel's :obj:`run` cannot bypass it)."""
-    counter = OpCounter()
-    try:
-        from triton.runtime.jit import KernelInterface
-    except ImportError:  # No Triton: nothing to launch.
-        with counter:
-            yield counter
-        return
-    getitem = KernelInterface.__getitem__
-
-    def launcher(self, grid):
-        launch = getitem(self, grid)
-
-        def counted(*args, **kwargs):
-            if _STATE.depth == 0:
-                name = getattr(self, '__name__', None) or getattr(
-                    getattr(self, 'fn', None), '__name__', '?'
-                )
-                counter.launches[name] += 1
-            _STATE.depth += 1
-            try:
-                return launch(*args, **kwargs)
-            finally:
-                _STATE.depth -= 1
-
-        return counted
-
-    KernelInterface.__getitem__ = launcher
-    try:
-        with counter:
-            yield counter
-    finally:
-        KernelInterface.__getitem__ = getitem
-
-
-def count_step(step) -> Dict[str, object]:
-    r"""Runs :obj:`step` once to warm up (compiles, caches) and counts a
-    second call: returns the operator counter, the launches, and the
-    totals."""
-    step()
-    with counting() as counter:
-        step()
-    aten = sum(counter.ops.values())
-    launches = sum(counter.launches.values())
-    syncs = sum(counter.syncs.values())
-    sorts = counter.ops['aten.sort'] + counter.ops['aten.argsort']
-    return dict(
-        ops=counter.ops, launch_names=counter.launches, aten_ops=aten,
-        launches=launches, host_ops=aten + launches, sync_ops=syncs,
-        sorts=sorts,
-    )  # fmt: skip
-
-
 def parse_args(argv=None) -> argparse.Namespace:
-    from common import graph_name
-    from report import output_folder
-
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument(
         '--graphs', nargs='+', type=graph_name, default=['random-200']
@@ -158,14 +41,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         '--kernels', nargs='+', default=['triton', 'chunked', 'reference'],
         choices=['triton', 'chunked', 'reference'],
     )  # fmt: skip
-    parser.add_argument(
-        '--device', default='cuda' if torch.cuda.is_available() else 'cpu'
-    )
+    parser.add_argument('--device', help=DEVICE_HELP)
     parser.add_argument('--out', default='benchmark/results')
     parser.add_argument('--name', default='host-ops')
     parser.add_argument('--top', type=int, default=8)
     args = parser.parse_args(argv)
     output_folder(parser, args.out)
+    args.device = args.device or default_device()
     return args
 
 
@@ -179,6 +61,10 @@ def _inputs(edge_index, num_nodes, kind):
 
 
 def measure(args) -> List[dict]:
+    # op_counter first: it picks Triton's interpreter before common's
+    # imports load Triton.
+    from op_counter import count_step  # isort: skip
+    import torch
     from common import Step, load_graph, make_layer
 
     device = torch.device(args.device)
@@ -227,8 +113,6 @@ def measure(args) -> List[dict]:
 
 
 def main(argv=None):
-    from report import result_notes, write_results
-
     args = parse_args(argv)
     rows = measure(args)
     notes = result_notes('host_ops.py', argv, __doc__)

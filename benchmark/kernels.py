@@ -22,29 +22,20 @@ import itertools
 import os
 import time
 
-import torch
-from common import (
-    DTYPES,
+from cli import (
+    DEVICE_HELP,
+    DTYPE_NAMES,
     GATE_KERNELS,
-    Step,
     add_layer_args,
-    cuda_peak_bytes,
-    free,
-    load_graph,
-    make_layer,
+    default_device,
     parse_checked,
     positive_float,
-    saved_bytes,
-    status_of,
-    time_step,
 )
 from plotting import plot, plot_points
 from report import (
     result_notes,
     write_results,
 )
-
-from torch_geometric_gate.ops import attention_kernel, gate_attention
 
 COLUMNS = [
     'device', 'graph', 'input', 'num_nodes', 'num_edges', 'heads', 'hidden',
@@ -57,7 +48,6 @@ COLUMNS = [
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     add_layer_args(
         parser,
@@ -65,7 +55,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         channels_help='input features (real graphs: cut or padded)',
     )
     parser.add_argument(
-        '--dtypes', nargs='+', default=['float32'], choices=list(DTYPES)
+        '--dtypes', nargs='+', default=['float32'], choices=list(DTYPE_NAMES)
     )
     parser.add_argument(
         '--kernels',
@@ -88,9 +78,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help='GATv2Conv eager and/or compiled (Inductor '
         'compiles for 30-60 s per heads and dtype)',
     )
-    parser.add_argument(
-        '--devices', nargs='+', default=['cuda' if cuda else 'cpu']
-    )
+    parser.add_argument('--devices', nargs='+', help=DEVICE_HELP)
     parser.add_argument(
         '--scale',
         type=float,
@@ -111,7 +99,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument('--name', default='kernels')
     parser.add_argument('--plot', action='store_true')
-    return parse_checked(parser, argv)
+    args = parse_checked(parser, argv)
+    args.devices = args.devices or [default_device()]
+    return args
 
 
 def forward_bytes(num_edges, num_dst, heads, channels, itemsize, out_size):
@@ -134,6 +124,11 @@ def forward_bandwidth(edge_index, num_nodes, heads, hidden, dtype, device,
     r"""The Triton forward alone on inputs of the layer's shapes (self-loops
     appended, no dropout, no attention weights): its time, the bytes of
     :func:`forward_bytes` and their rate."""
+    import torch
+    from common import time_step
+
+    from torch_geometric_gate.ops import attention_kernel, gate_attention
+
     n, channels = num_nodes, max(hidden // heads, 1)
     loops = torch.arange(n, device=device)
     is_loop = torch.cat(
@@ -166,6 +161,9 @@ def forward_bandwidth(edge_index, num_nodes, heads, hidden, dtype, device,
 
 def copy_gbs(device, nbytes=2**30, reps=10) -> float:
     r"""The device's copy rate (GB/s, read and write), the yardstick."""
+    import torch
+    from common import time_step
+
     a = torch.empty(nbytes, dtype=torch.uint8, device=device)
     b = torch.empty_like(a)
     return (
@@ -179,11 +177,22 @@ def copy_gbs(device, nbytes=2**30, reps=10) -> float:
 def fit_features(x, channels):
     r"""A real graph's features cut or zero-padded to :obj:`channels`, so
     that one compiled GATv2Conv per heads and dtype serves every graph."""
+    import torch
+
     x = x[:, :channels]
     return torch.nn.functional.pad(x, (0, channels - x.size(1)))
 
 
 def measure(layer, kernel, x, edge_index, heads, device, args, compiled):
+    import torch
+    from common import (
+        Step,
+        cuda_peak_bytes,
+        make_layer,
+        saved_bytes,
+        time_step,
+    )
+
     model = make_layer(layer, x.size(1), args.hidden, heads)
     model = model.to(device, x.dtype)
     warmup = args.warmup
@@ -246,6 +255,9 @@ def _edges(edge_index, num_nodes, kind):
 
 def main(argv=None):
     args = parse_args(argv)
+    import torch
+    from common import DTYPES, free, load_graph, status_of
+
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()

@@ -20,20 +20,7 @@ runs one step. Results are written after every configuration::
 import argparse
 import os
 
-import torch
-from common import (
-    LAYERS,
-    Step,
-    add_layer_args,
-    cuda_peak_bytes,
-    cuda_syncs,
-    load_graph,
-    make_layer,
-    parse_checked,
-    saved_bytes,
-    time_pair,
-)
-from fresh_process import fresh_process_step
+from cli import LAYERS, add_layer_args, parse_checked
 from plotting import plot, plot_points
 from report import (
     result_notes,
@@ -83,6 +70,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def memory(models, x, edge_index, device, args, spec) -> dict:
+    from common import Step, cuda_peak_bytes, cuda_syncs, saved_bytes
+    from fresh_process import fresh_process_step
+
     res = {}
     for layer, model in models.items():
         k = layer.lower()
@@ -105,6 +95,9 @@ def memory(models, x, edge_index, device, args, spec) -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
+    import torch
+    from common import Step, load_graph, make_layer, time_pair
+
     if args.threads:
         torch.set_num_threads(args.threads)
     devices = args.devices or ['cpu'] + ['cuda'] * torch.cuda.is_available()

@@ -27,14 +27,13 @@ import copy
 import functools
 import os
 
-import torch
-from common import (
-    DTYPES,
-    cuda_syncs,
+from cli import (
+    DEVICE_HELP,
+    DTYPE_NAMES,
+    default_device,
     float_in,
     int_at_least,
     probability,
-    random_graph,
 )
 from report import (
     describe,
@@ -43,17 +42,13 @@ from report import (
     write_results,
 )
 
-from torch_geometric_gate import GATEConv, attention_kernel
-
 TOLERANCE = {'float32': 1e-4, 'bfloat16': 1e-2}
 COLUMNS = ['check', 'dtype', 'tensor', 'value', 'tolerance', 'status']
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument(
-        '--device', default='cuda' if torch.cuda.is_available() else 'cpu'
-    )
+    parser.add_argument('--device', help=DEVICE_HELP)
     parser.add_argument('--nodes', type=int_at_least(10), default=20000)
     parser.add_argument(
         '--edges',
@@ -79,18 +74,26 @@ def parse_args(argv=None):
     parser.add_argument('--edge-dim', type=int_at_least(1), default=8)
     parser.add_argument('--dropout', type=probability, default=0.3)
     parser.add_argument(
-        '--dtypes', nargs='+', default=list(DTYPES), choices=list(DTYPES)
+        '--dtypes',
+        nargs='+',
+        default=list(DTYPE_NAMES),
+        choices=list(DTYPE_NAMES),
     )
     parser.add_argument('--out', default='.')
     parser.add_argument('--name', default='parity')  # fmt: skip
     args = parser.parse_args(argv)
     output_folder(parser, args.out)
+    args.device = args.device or default_device()
     return args
 
 
 def step(conv, x, edge_index, edge_attr, kernel, grad_seed=0, seed=0):
     r"""One training step under :obj:`kernel`: the output and every
     gradient, by name."""
+    import torch
+
+    from torch_geometric_gate import attention_kernel
+
     conv.zero_grad(set_to_none=True)
     x = x.detach().requires_grad_()
     edge_attr = edge_attr.detach().requires_grad_()
@@ -107,6 +110,10 @@ def step(conv, x, edge_index, edge_attr, kernel, grad_seed=0, seed=0):
 def weights(conv, x, edge_index, edge_attr, seed=None, seen=None):
     r"""The attention weights of a forward under the Triton kernels; the
     outputs of :obj:`conv`'s linear layers go into :obj:`seen`."""
+    import torch
+
+    from torch_geometric_gate import attention_kernel
+
     if seed is not None:
         torch.manual_seed(seed)
     hooks = [
@@ -126,6 +133,8 @@ def weights(conv, x, edge_index, edge_attr, seed=None, seen=None):
 
 
 def relative_error(a, b) -> float:
+    import torch
+
     a, b = a.double(), b.double()
     if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())):
         return float('inf')
@@ -135,6 +144,11 @@ def relative_error(a, b) -> float:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    import torch
+    from common import DTYPES, cuda_syncs, random_graph
+
+    from torch_geometric_gate import GATEConv
+
     device = torch.device(args.device)
     stem = os.path.join(args.out, args.name)
     x, edge_index = random_graph(

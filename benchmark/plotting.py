@@ -3,7 +3,7 @@ r"""Plots of the benchmarks' results: the points of a :obj:`kernels.py` or
 
 from typing import Dict, List
 
-from common import LAYERS
+from cli import LAYERS
 
 #: The columns of the results CSVs that :func:`plot_points` reads.
 PLOT_COLUMNS = {

@@ -3,7 +3,9 @@ table, each replaced whole), the lines above a table (the command that
 wrote it, the commit, the machine, the script's description) and the
 checked output folder; and the index of the committed results.
 
-The scripts import it as :obj:`report`, beside :obj:`common`. Run as a
+The scripts import it as :obj:`report`, beside :obj:`common`; it imports
+torch and PyG only where it describes the machine, so that a script's
+``--help`` does not wait for them. Run as a
 script, it writes the index of ``benchmark/results/`` into that folder's
 ``README.md`` (``--check``: exit 1 if the committed index is not the one
 the files give)::
@@ -23,9 +25,6 @@ import shutil
 import subprocess
 import sys
 from typing import List, Optional, Sequence
-
-import torch
-import torch_geometric
 
 
 def describe(doc: str, paragraph: int = 1) -> str:
@@ -66,6 +65,9 @@ def commit() -> str:
 def machine_info() -> List[str]:
     r"""Markdown list lines: commit, date, CPU, GPU, versions,
     torch-scatter."""
+    import torch
+    import torch_geometric
+
     try:
         import torch_scatter
 
@@ -131,6 +133,7 @@ def build_info() -> List[str]:
         except (OSError, subprocess.SubprocessError) as err:
             return f'not found ({type(err).__name__})'
 
+    import torch
     from torch.utils.cpp_extension import CUDA_HOME
 
     return [

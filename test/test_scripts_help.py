@@ -1,8 +1,9 @@
 r"""Every script's ``--help`` as a user reads it (issue 46): plain text,
 no Sphinx markup from the docstrings, and no ``(default: None)`` (an
 argument without a default is either required or says what happens
-without it); the examples' and the paper's scripts print it without
-importing torch, PyG or pandas (seconds of imports before the help)."""
+without it); the examples', the paper's and the benchmark's scripts print
+it without importing torch, PyG, pandas or matplotlib (seconds of imports
+before the help)."""
 
 import os
 import re
@@ -22,13 +23,23 @@ SCRIPTS = sorted(
 )
 MODULES = ['table1', 'table2', 'real_graphs', 'ogb']
 EXAMPLES = sorted(p for p in SCRIPTS if p.parent.name == 'examples')
-HEAVY = ('torch', 'torch_geometric', 'pandas')
-# Runs `python SCRIPT --help` (or `python -m MODULE --help`) as runpy
-# does, then prints which of the packages named after it were imported.
+# The benchmark scripts that parse their arguments first (the others to
+# follow):
+BENCHMARKS = [
+    ROOT / 'benchmark' / f'{name}.py'
+    for name in ('chunk_sizes', 'contention', 'deep', 'gpu_profile',
+                 'host_ops', 'kernels', 'pair', 'parity', 'plot', 'report')
+]  # fmt: skip
+HEAVY = ('torch', 'torch_geometric', 'pandas', 'matplotlib')
+# Runs `python SCRIPT --help` (the script's folder first on the path, as
+# Python puts it) or `python -m MODULE --help` as runpy does, then prints
+# which of the packages named after it were imported.
 IMPORTED = """
-import contextlib, io, runpy, sys
+import contextlib, io, os, runpy, sys
 kind, target, *packages = sys.argv[1:]
 sys.argv = [target, '--help']
+if kind == 'script':
+    sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
 try:
     with contextlib.redirect_stdout(io.StringIO()):
         if kind == 'module':
@@ -65,9 +76,9 @@ def test_help_is_plain_text(helps):
 
 @pytest.mark.parametrize(
     'kind, target',
-    [('script', str(p)) for p in EXAMPLES]
+    [('script', str(p)) for p in EXAMPLES + BENCHMARKS]
     + [('module', f'gate_paper.{m}') for m in MODULES],
-    ids=[p.name for p in EXAMPLES] + MODULES,
+    ids=[p.name for p in EXAMPLES + BENCHMARKS] + MODULES,
 )
 def test_help_imports_no_heavy_package(kind, target):
     # A new interpreter: what --help imports, nothing imported before.

@@ -12,6 +12,7 @@ from benchmark_testing import load_benchmark
 from torch_geometric_gate.ops import current_settings, switch
 
 contention = load_benchmark('contention')
+common = load_benchmark('common')
 
 
 def _children():
@@ -82,7 +83,8 @@ def test_relative_is_the_median_over_rounds_of_busy_over_idle(monkeypatch):
         def __exit__(self, *exc):
             FakeCompetitors.running = False
 
-    monkeypatch.setattr(contention, 'time_pair', fake_time_pair)
+    # contention.measure imports it from common when called.
+    monkeypatch.setattr(common, 'time_pair', fake_time_pair)
     monkeypatch.setattr(contention, 'Competitors', FakeCompetitors)
     args = contention.parse_args(['--rounds', '3', '--hidden', '8'])
     x, edge_index = torch.randn(4, 8), torch.tensor([[0, 1], [1, 2]])

@@ -13,6 +13,7 @@ if importlib.util.find_spec('triton') is None:
     pytest.skip('Triton is not installed', allow_module_level=True)
 
 host_ops = load_benchmark('host_ops')
+op_counter = load_benchmark('op_counter')
 common = load_benchmark('common')
 
 
@@ -26,7 +27,7 @@ def _step(num_edges, kernel='triton', layer='GATE', heads=2):
 
 def test_counter_counts_backward_and_host_syncs():
     x = torch.randn(5, requires_grad=True)
-    with host_ops.counting() as counter:
+    with op_counter.counting() as counter:
         y = (x * 2).sum()
         forward = sum(counter.ops.values())
         y.backward()
@@ -55,15 +56,15 @@ def test_launches_counted_and_the_interpreters_ops_left_out(monkeypatch):
     # counted:
     kernel = _triton_kernels.gate_fwd_kernel
     monkeypatch.setattr(kernel, 'run', kernel.run)
-    small = host_ops.count_step(_step(30))
-    large = host_ops.count_step(_step(240))
+    small = op_counter.count_step(_step(30))
+    large = op_counter.count_step(_step(240))
     assert small['launches'] >= 3
     assert small['launch_names']['gate_fwd_kernel'] == 1
     assert small['launch_names'] == large['launch_names']
     assert small['ops'] == large['ops']
     assert small['sync_ops'] == 0
     # The counter is undone: a launch outside it is not counted.
-    with host_ops.counting() as counter:
+    with op_counter.counting() as counter:
         pass
     _step(30)()
     assert not counter.launches and not counter.ops
