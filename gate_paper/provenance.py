@@ -127,6 +127,6 @@ def gate_kernel(value, num_edges: int) -> str:
     r"""The kernel that :class:`~torch_geometric_gate.GATEConv` runs on
     projections like ``value`` with ``num_edges`` edges (self-loops
     included) under the current ``attention_kernel`` setting."""
-    from torch_geometric_gate.ops import dispatch
+    from torch_geometric_gate.ops import current_settings, dispatch
 
-    return dispatch._select_kernel(value, [], num_edges)
+    return dispatch.select(current_settings(), value, [], num_edges)

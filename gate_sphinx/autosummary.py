@@ -109,13 +109,14 @@ def public_names(module):
     return out
 
 
-def shadowed_base(cls):
+def shadowed_base(cls, exported=None):
     r"""The base of :obj:`cls` that it shadows: its first base if that has
-    the same name and is defined in this package, else :obj:`None`."""
+    the name :obj:`cls` is exported under (:obj:`exported`, default its own
+    name) and is defined in this package, else :obj:`None`."""
     base = cls.__bases__[0] if cls.__bases__ else None
     if (
         base is not None
-        and base.__name__ == cls.__name__
+        and base.__name__ == (exported or cls.__name__)
         and base.__module__.split('.')[0] == PACKAGE
     ):
         return base
@@ -125,9 +126,11 @@ def shadowed_base(cls):
 def _skip_shadowed_bases(app, name, obj, options, bases):
     # `autodoc-process-bases`: "Bases: GATEConv" says nothing to a reader;
     # the shadowed base's own bases are what the class is.
+    exported = name.rpartition('.')[2]
     i = 0
     while i < len(bases):
-        if inspect.isclass(bases[i]) and shadowed_base(obj) is bases[i]:
+        base = shadowed_base(obj, exported) if inspect.isclass(obj) else None
+        if inspect.isclass(bases[i]) and base is bases[i]:
             bases[i : i + 1] = bases[i].__bases__
         else:
             i += 1
@@ -225,7 +228,7 @@ def generate_stubs(app):
     for kind, name in items:
         module_name, _, attr = name.rpartition('.')
         obj = getattr(import_module(module_name), attr)
-        base = shadowed_base(obj) if kind == 'class' else None
+        base = shadowed_base(obj, attr) if kind == 'class' else None
         if base is not None:
             SHADOWS[name] = ', '.join(c.__name__ for c in base.__mro__[1:])
     app.config.autosummary_context = {
@@ -298,8 +301,27 @@ class GateAutosummary(SphinxDirective):
         return container.children
 
 
+def _document_exported_classes_by_name():
+    # Autodoc (Sphinx >= 9) documents a class exported under another name
+    # than its own as an alias ("alias of KernelGATEConv"). A class exported
+    # under the name of the base it shadows is that class to a reader:
+    # documented in full, under the exported name.
+    from sphinx.ext.autodoc._property_types import _ClassDefProperties
+
+    alias = _ClassDefProperties.doc_as_attr.fget
+
+    def doc_as_attr(props) -> bool:
+        obj = getattr(props, '_obj', None)
+        if inspect.isclass(obj) and shadowed_base(obj, props.parts[-1]):
+            return False
+        return alias(props)
+
+    _ClassDefProperties.doc_as_attr = property(doc_as_attr)
+
+
 def setup(app):
     app.add_directive(DIRECTIVE, GateAutosummary)
+    _document_exported_classes_by_name()
     # Before autosummary's own `builder-inited` hook (priority 500).
     app.connect('builder-inited', generate_stubs, priority=400)
     app.connect('autodoc-process-bases', _skip_shadowed_bases)

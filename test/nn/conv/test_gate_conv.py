@@ -748,7 +748,7 @@ def test_gate_conv_parameters_and_reset():
     conv = GATEConv(5, 4, heads=3)
     # The layer on the kernels has a class name of its own (PyG's Inspector
     # reads the base's type comments by class name):
-    assert str(conv) == 'KernelGATEConv(5, 4, heads=3)'
+    assert str(conv) == 'GATEConv(5, 4, heads=3)'
     assert conv.att_neighbor.shape == conv.att_self.shape == (1, 3, 4)
     assert conv.lin.weight.shape == conv.lin_src.weight.shape == (12, 5)
     assert conv.lin.bias is None and conv.lin_src.bias is None

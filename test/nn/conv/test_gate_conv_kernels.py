@@ -36,7 +36,7 @@ def test_the_kernel_layer_is_the_upstream_layer():
     # A class name of its own, so that PyG's Inspector (which caches class
     # sources by name) reads the base's type comments, unrebuilt:
     assert GATEConv.__name__ == 'KernelGATEConv'
-    assert repr(GATEConv(5, 4, heads=2)) == 'KernelGATEConv(5, 4, heads=2)'
+    assert repr(GATEConv(5, 4, heads=2)) == 'GATEConv(5, 4, heads=2)'
     assert 'propagate_type' not in vars(GATEConv)
     assert 'edge_updater_type' not in vars(GATEConv)
     # It overrides the attention step alone (PyG adds its generated

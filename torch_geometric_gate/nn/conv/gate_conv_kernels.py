@@ -48,6 +48,13 @@ _HOOKS = tuple(
 class KernelGATEConv(gate_conv.GATEConv):
     __doc__ = gate_conv.GATEConv.__doc__
 
+    def __repr__(self) -> str:
+        # Imported and documented as GATEConv; printed so too:
+        return (
+            f'GATEConv({self.in_channels}, {self.out_channels}, '
+            f'heads={self.heads})'
+        )
+
     def attention(
         self,
         edge_index: Tensor,

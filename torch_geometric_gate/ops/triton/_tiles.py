@@ -1,0 +1,49 @@
+r"""The tiles, edge scores and dropout draws that the forward and
+backward Triton kernels share (:mod:`._kernels`)."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tile(
+    H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr, C_PAD: tl.constexpr
+):
+    h = tl.arange(0, H_PAD)
+    c = tl.arange(0, C_PAD)
+    hc = h[:, None] * C + c[None, :]
+    hc_mask = (h[:, None] < H) & (c[None, :] < C)
+    return h, hc, hc_mask
+
+
+@triton.jit
+def _edge_scores(
+    qs_ptr, ep_ptr, row, p, edge_mask, kind, qd, a_s, a_t, hc, hc_mask,
+    slope, HC: tl.constexpr, HAS_EDGE: tl.constexpr,
+):  # fmt: skip
+    # z = U x_u + V x_v (+ W_e e_uv) for a block of edges; `row` indexes
+    # q_src ([BLOCK_E] or a scalar), `qd` is [H, C] or [BLOCK_E, H, C].
+    m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
+    offs = row.to(tl.int64)
+    z = tl.load(
+        qs_ptr + offs[:, None, None] * HC + hc[None, :, :], mask=m3, other=0.0
+    ).to(tl.float32)
+    z = z + qd
+    if HAS_EDGE:
+        z += tl.load(
+            ep_ptr + p.to(tl.int64)[:, None, None] * HC + hc[None, :, :],
+            mask=m3,
+            other=0.0,
+        ).to(tl.float32)
+    act = tl.where(z > 0, z, z * slope)
+    is_self = ((kind & 1) == 1)[:, None, None]
+    att = tl.where(is_self, a_t[None, :, :], a_s[None, :, :])
+    score = tl.sum(act * att, axis=2)  # [BLOCK_E, H_PAD]
+    valid = edge_mask & (kind < 2)
+    return z, act, att, score, valid
+
+
+@triton.jit
+def _keep(seed, p, h, p_drop, H: tl.constexpr):
+    r = tl.rand(seed, (p[:, None] * H + h[None, :]).to(tl.int32))
+    return r >= p_drop
