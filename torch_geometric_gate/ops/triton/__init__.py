@@ -18,11 +18,7 @@ def kernels() -> Dict[str, object]:
     may change between versions. Imports Triton."""
     from torch_geometric_gate.ops.triton import _kernels
 
-    return {
-        name: kernel
-        for name, kernel in vars(_kernels).items()
-        if name.endswith('_kernel') and hasattr(kernel, 'run')
-    }
+    return {name: getattr(_kernels, name) for name in _kernels.__all__}
 
 
 __all__ = ['kernels', 'triton_attention']
