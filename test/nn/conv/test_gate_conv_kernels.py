@@ -11,6 +11,7 @@ import pytest
 import torch
 from conv_testing import EDGE_INDEX, NUM_NODES, randomize_attention
 from torch import Tensor
+from torch_geometric.nn import GATv2Conv
 
 from torch_geometric_gate import GATEConv, attention_kernel
 from torch_geometric_gate.nn.conv import gate_conv
@@ -72,6 +73,12 @@ def test_the_package_checks_come_with_the_exported_class():
     x = torch.randn(NUM_NODES, 5)
     with pytest.raises(ValueError, match="'edge_index' of integers"):
         GATEConv(5, 4)(x, EDGE_INDEX.float())
+    # The upstream layer refuses it as GATv2Conv does (PyG's message):
+    for cls in (gate_conv.GATEConv, GATv2Conv):
+        for add_self_loops in (True, False):
+            conv = cls(5, 4, add_self_loops=add_self_loops)
+            with pytest.raises(ValueError, match='to be of integer type'):
+                conv(x, EDGE_INDEX.float())
     # What the layer needs to be correct, both classes refuse:
     for cls in (gate_conv.GATEConv, GATEConv):
         with pytest.raises(ValueError, match='as many source as target'):

@@ -479,6 +479,11 @@ class GATEConv(MessagePassing):
             if edge_index.layout == torch.sparse_csc:  # To row-major order:
                 ei = ei[:, torch.argsort(ei[0], stable=True)]
             return ei.flip(0)
+        # As PyG's message passing checks it (the cast below would hide it):
+        if (edge_index.is_floating_point() or edge_index.is_complex()
+                or edge_index.dtype == torch.bool):
+            raise ValueError("Expected 'edge_index' to be of integer type "
+                             f"(got '{edge_index.dtype}')")
         return edge_index.long()
 
     def __repr__(self) -> str:
