@@ -11,8 +11,11 @@ import torch
 from torch_geometric.testing import withPackage
 from torch_geometric.utils import erdos_renyi_graph, to_undirected
 
-from torch_geometric_gate.datasets import NeighborDependentER, SelfSufficientER
-from torch_geometric_gate.datasets._synthetic import er_graph
+from torch_geometric_gate.datasets import (
+    NeighborDependentER,
+    SelfSufficientER,
+    er_graph,
+)
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 KEYS = ('x', 'edge_index', 'y', 'train_mask', 'val_mask', 'test_mask')

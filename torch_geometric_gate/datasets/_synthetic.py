@@ -123,7 +123,35 @@ def er_graph(
     "Efficient generation of large random networks", 2005): the gaps
     between consecutive edges in that order are geometric with parameter
     :math:`p`, so the graph has the same distribution in
-    :math:`O(N + |E|)` time and memory, but it is a different draw."""
+    :math:`O(N + |E|)` time and memory, but it is a different draw.
+
+    This is the graph of
+    :class:`~torch_geometric_gate.datasets.SelfSufficientER` and
+    :class:`~torch_geometric_gate.datasets.NeighborDependentER`.
+
+    Args:
+        num_nodes (int): The number of nodes :math:`N`.
+        edge_prob (float): The probability :math:`p` of each edge.
+        seed (int): The seed of the draw.
+        method (str, optional): :obj:`"dense"` or :obj:`"sparse"`.
+            (default: :obj:`"dense"`)
+
+    Example:
+        >>> from torch_geometric_gate.datasets import er_graph
+        >>> er_graph(5, 1.0, seed=0)
+        tensor([[0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4],
+                [1, 2, 3, 4, 0, 2, 3, 4, 0, 1, 3, 4, 0, 1, 2, 4, 0, 1, 2, 3]])
+    """
+    check_int(num_nodes, 'num_nodes', 1)
+    check_int(seed, 'seed', 0)
+    if (
+        isinstance(edge_prob, bool)
+        or not isinstance(edge_prob, numbers.Real)
+        or not 0.0 <= edge_prob <= 1.0
+    ):
+        raise ValueError(
+            f"'edge_prob' must be a probability in [0, 1] (got {edge_prob!r})"
+        )
     num_pairs = num_nodes * (num_nodes - 1) // 2
     gen = torch.Generator().manual_seed(seed)
     if method == 'dense':

@@ -1,10 +1,17 @@
-"""Input checks shared by the utilities and transforms (private)."""
+"""Input checks of the package (private): :func:`check_edge_index` for the
+utilities and transforms, :func:`check_conv_arguments` and
+:func:`check_conv_inputs` for :class:`~torch_geometric_gate.nn.conv.GATEConv`.
+"""
 
+import math
+import numbers
 from typing import List, Optional
 
 import torch
 from torch import Tensor
 from torch_geometric import is_compiling
+from torch_geometric.typing import SparseTensor
+from torch_geometric.utils import is_torch_sparse_tensor
 
 
 def check_edge_index(
@@ -29,11 +36,7 @@ def check_edge_index(
             f"Expected '{name}' to be a torch.Tensor of shape "
             f'[2, num_edges] (got {type(edge_index).__name__})'
         )
-    if (
-        torch.is_floating_point(edge_index)
-        or torch.is_complex(edge_index)
-        or edge_index.dtype == torch.bool
-    ):
+    if not _is_integer(edge_index):
         raise TypeError(
             f"Expected '{name}' of an integer dtype (got '{edge_index.dtype}')"
         )
@@ -58,3 +61,198 @@ def check_edge_index(
                 f'{expected} (got minimum {low}, maximum {high})'
             )
     return edge_index.long()
+
+
+# GATEConv's checks. The exported layer (KernelGATEConv) runs them: the
+# argument checks before building the layer, the input checks first in its
+# forward (in Python; a scripted layer runs the upstream file's own checks,
+# PyG's level). The upstream file keeps what the layer needs to be correct:
+# 'share_weights=True' with unequal channels, 'decomposed_layers > 1',
+# 'edge_attr' without 'edge_dim', the explainer's mask size, and
+# 'return_attention_weights=True' under TorchScript.
+#
+# Under torch.compile the input checks add no graph break, no recompilation
+# and no host sync: their messages are formatted on failure only (a
+# symbolic size formatted under torch.compile is specialized, one
+# recompilation per size: issue 50.7), and the index range is checked by
+# an asynchronous assertion.
+
+_REDUCE = ('add', 'sum', 'mean', 'min', 'max', 'mul')
+
+
+def _is_integer(tensor: Tensor) -> bool:
+    return not (
+        tensor.is_floating_point()
+        or tensor.is_complex()
+        or tensor.dtype == torch.bool
+    )
+
+
+def _is_real(value) -> bool:
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
+
+
+def _check_int(value, name: str, lazy: bool = False):
+    kind = 'a positive int' + (', or -1 for lazy initialization,' * lazy)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"'{name}' must be {kind} (got {value!r})")
+    if not (value > 0 or lazy and value == -1):
+        raise ValueError(f"'{name}' must be {kind} (got {value!r})")
+
+
+def check_conv_arguments(
+    in_channels,
+    out_channels,
+    heads,
+    negative_slope,
+    dropout,
+    edge_dim,
+    fill_value,
+):
+    r"""Checks the arguments of
+    :class:`~torch_geometric_gate.nn.conv.GATEConv`."""
+    pair = in_channels if isinstance(in_channels, tuple) else None
+    src_channels, dst_channels = pair or (in_channels, in_channels)
+    _check_int(src_channels, 'in_channels', lazy=True)
+    _check_int(dst_channels, 'in_channels', lazy=True)
+    _check_int(out_channels, 'out_channels')
+    _check_int(heads, 'heads')
+    _check_int(-1 if edge_dim is None else edge_dim, 'edge_dim', lazy=True)
+    if not _is_real(negative_slope):
+        raise ValueError("'negative_slope' must be a finite float")
+    if not (_is_real(dropout) and 0 <= dropout < 1):
+        raise ValueError("'dropout' must be a float in [0, 1)")
+    if isinstance(fill_value, Tensor):
+        valid_fill = (
+            fill_value.dim() <= 1
+            and fill_value.numel() in (1, edge_dim)
+            and bool(torch.isfinite(fill_value).all())
+        )
+    elif isinstance(fill_value, str):
+        valid_fill = fill_value in _REDUCE
+    else:
+        valid_fill = _is_real(fill_value)
+    if not valid_fill:
+        raise ValueError(
+            "'fill_value' must be a finite float, a finite tensor of 1 or "
+            f"'edge_dim' entries, or one of {_REDUCE}"
+        )
+
+
+def check_conv_inputs(conv, x, edge_index, edge_attr):
+    r"""Checks the inputs of
+    :meth:`~torch_geometric_gate.nn.conv.GATEConv.forward` for the layer
+    :obj:`conv`."""
+    if isinstance(x, Tensor):
+        x_src = x_dst = x
+    else:
+        x_src, x_dst = x[0], x[1]
+    if not (
+        isinstance(x_src, Tensor)
+        and isinstance(x_dst, Tensor)
+        and x_src.dim() == 2
+        and x_dst.dim() == 2
+    ):
+        raise ValueError(
+            'Expected node features of shape [num_nodes, channels], or a '
+            '(source, target) pair of them'
+        )
+    lin_dst = conv.lin if conv.lin_dst is None else conv.lin_dst
+    for lin, features, side in (
+        (conv.lin, x_src, 'source'),
+        (lin_dst, x_dst, 'target'),
+    ):
+        if lin.in_channels != -1 and lin.in_channels != features.size(1):
+            raise ValueError(
+                f"Expected {side} node features with 'in_channels' = "
+                f'{lin.in_channels} columns (got {features.size(1)})'
+            )
+    num_src, num_dst = x_src.size(0), x_dst.size(0)
+
+    if isinstance(edge_index, SparseTensor):
+        # size(): PyG's stand-in without torch-sparse has no sparse_sizes()
+        sizes = [edge_index.size(0), edge_index.size(1)]
+    elif is_torch_sparse_tensor(edge_index):
+        sizes = list(edge_index.shape)
+    else:
+        sizes = None
+    if sizes is not None:
+        if sizes != [num_dst, num_src]:
+            raise ValueError(
+                f'Expected a sparse adjacency of size [{num_dst}, {num_src}]'
+            )
+    else:
+        _check_conv_edge_index(edge_index, num_src, num_dst, conv.flow)
+
+    if edge_attr is None or conv.lin_edge is None:
+        return  # The layer refuses 'edge_attr' without 'edge_dim'.
+    num_edges = _num_edges(edge_index)
+    if edge_attr.dim() == 1:
+        edge_attr = edge_attr.view(-1, 1)
+    dim = conv.lin_edge.in_channels  # -1 until lazily initialized
+    if not (
+        edge_attr.dim() == 2
+        and edge_attr.size(0) == num_edges
+        and (dim == -1 or edge_attr.size(1) == dim)
+    ):
+        raise ValueError(
+            f"Expected 'edge_attr' of shape [{num_edges}, {dim}] "
+            f'(num_edges, edge_dim) (got {list(edge_attr.size())})'
+        )
+    if not edge_attr.is_floating_point():
+        raise ValueError(
+            "Expected floating-point 'edge_attr', as 'lin_edge' multiplies "
+            f'it (got {edge_attr.dtype}; cast it first)'
+        )
+
+
+def _check_conv_edge_index(edge_index, num_src: int, num_dst: int, flow: str):
+    if not (
+        isinstance(edge_index, Tensor)
+        and edge_index.dim() == 2
+        and edge_index.size(0) == 2
+        and _is_integer(edge_index)
+    ):
+        what = (
+            f'{edge_index.dtype} of shape {list(edge_index.shape)}'
+            if isinstance(edge_index, Tensor)
+            else type(edge_index).__name__
+        )
+        raise ValueError(
+            "Expected 'edge_index' of integers of shape [2, num_edges] "
+            f'(got {what})'
+        )
+    rows = (num_src, num_dst)
+    error = (
+        "'edge_index' holds node indices out of range: expected row 0 < "
+        'the number of source nodes and row 1 < the number of target nodes'
+    )
+    if flow == 'target_to_source':
+        # Targets in row 0: PyG's message passing reads them in x[1] and
+        # sizes the output by x[0]; sources in row 1 read in x[0]:
+        rows = (min(num_src, num_dst), num_src)
+        error = (
+            "'edge_index' holds node indices out of range: expected "
+            "(flow='target_to_source') row 0 < min(the number of source "
+            'nodes, the number of target nodes) and row 1 < the number of '
+            'source nodes'
+        )
+    if edge_index.numel() > 0:
+        high = edge_index.amax(dim=1)  # No host sync (asynchronous):
+        valid = (edge_index.min() >= 0) & (high[0] < rows[0])
+        torch._assert_async(valid & (high[1] < rows[1]), error)
+
+
+def _num_edges(edge_index) -> int:
+    # The number of edges the layer reads: a COO matrix's coalesced entries.
+    if isinstance(edge_index, SparseTensor):
+        return edge_index.nnz()
+    if is_torch_sparse_tensor(edge_index):
+        if edge_index.layout == torch.sparse_coo:
+            edge_index = edge_index.coalesce()
+        return edge_index._nnz()
+    return edge_index.size(1)

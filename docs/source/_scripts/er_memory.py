@@ -14,7 +14,7 @@ import time
 import torch
 from torch_geometric.utils import erdos_renyi_graph
 
-from torch_geometric_gate.datasets._synthetic import er_graph
+from torch_geometric_gate.datasets import er_graph
 
 parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
 parser.add_argument('method', choices=['sparse', 'dense', 'pyg'])

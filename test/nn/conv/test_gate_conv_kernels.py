@@ -11,6 +11,7 @@ import pytest
 import torch
 from conv_testing import EDGE_INDEX, NUM_NODES, randomize_attention
 from torch import Tensor
+from torch_geometric.nn import GATv2Conv
 
 from torch_geometric_gate import GATEConv, attention_kernel
 from torch_geometric_gate.nn.conv import gate_conv
@@ -26,7 +27,7 @@ def test_upstream_layer_imports_torch_and_pyg_only():
             modules.update(alias.name.split('.')[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             modules.add(node.module.split('.')[0])
-    assert modules == {'math', 'numbers', 'typing', 'torch', 'torch_geometric'}
+    assert modules == {'typing', 'torch', 'torch_geometric'}
     assert 'torch_geometric_gate' not in UPSTREAM.read_text()
 
 
@@ -39,7 +40,8 @@ def test_the_kernel_layer_is_the_upstream_layer():
     assert repr(GATEConv(5, 4, heads=2)) == 'GATEConv(5, 4, heads=2)'
     assert 'propagate_type' not in vars(GATEConv)
     assert 'edge_updater_type' not in vars(GATEConv)
-    # It overrides the attention step alone (PyG adds its generated
+    # It overrides the attention step alone, besides the entry points that
+    # check the inputs (below; PyG adds its generated
     # propagate/edge_updater to each class):
     generated = {
         'propagate', 'collect', 'edge_updater', 'edge_collect',
@@ -51,7 +53,40 @@ def test_the_kernel_layer_is_the_upstream_layer():
         for name in vars(GATEConv)
         if name in vars(gate_conv.GATEConv) and not name.startswith('__')
     }
-    assert overridden - generated == {'attention'}
+    # The attention step, and the entry points that run the package's checks
+    # first (in Python) and then the base's:
+    assert overridden - generated == {
+        'attention',
+        'forward',
+        'forward_with_attention',
+    }
+    assert GATEConv.forward.__doc__ == gate_conv.GATEConv.forward.__doc__
+
+
+def test_the_package_checks_come_with_the_exported_class():
+    # The upstream file checks at PyG's level (GATv2Conv's, plus what GATE
+    # needs); the messages that name the problem are the package's:
+    upstream = gate_conv.GATEConv(5, 4, heads=0)  # As GATv2Conv: no check.
+    assert upstream.heads == 0
+    with pytest.raises(ValueError, match="'heads' must be a positive int"):
+        GATEConv(5, 4, heads=0)
+    x = torch.randn(NUM_NODES, 5)
+    with pytest.raises(ValueError, match="'edge_index' of integers"):
+        GATEConv(5, 4)(x, EDGE_INDEX.float())
+    # The upstream layer refuses it as GATv2Conv does (PyG's message):
+    for cls in (gate_conv.GATEConv, GATv2Conv):
+        for add_self_loops in (True, False):
+            conv = cls(5, 4, add_self_loops=add_self_loops)
+            with pytest.raises(ValueError, match='to be of integer type'):
+                conv(x, EDGE_INDEX.float())
+    # What the layer needs to be correct, both classes refuse:
+    for cls in (gate_conv.GATEConv, GATEConv):
+        with pytest.raises(ValueError, match='as many source as target'):
+            cls((5, 3), 4, share_weights=True)
+        with pytest.raises(ValueError, match="'decomposed_layers > 1'"):
+            cls(5, 4, decomposed_layers=2)
+        with pytest.raises(ValueError, match="with 'edge_dim'"):
+            cls(5, 4)(x, EDGE_INDEX, torch.randn(EDGE_INDEX.size(1), 2))
 
 
 def _pair(**kwargs):

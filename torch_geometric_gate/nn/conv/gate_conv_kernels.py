@@ -6,15 +6,30 @@ r""":class:`GATEConv` with its attention step on the memory-lean kernels of
 The layer (:mod:`torch_geometric_gate.nn.conv.gate_conv`, the file PyG
 merges) defines one overridable step, :meth:`GATEConv.attention`; the class
 here (:class:`KernelGATEConv`, exported as
-:class:`torch_geometric_gate.GATEConv`) overrides it alone, with one call
-to the kernels, and has the same parameters (checkpoints load into either
-class) and the same outputs. It has a class name of its own: PyG's
+:class:`torch_geometric_gate.GATEConv`) overrides it, with one call to
+the kernels (and wraps the entry points with the package's checks, below),
+and has the same parameters (checkpoints load into either class) and the
+same outputs. It has a class name of its own: PyG's
 :class:`~torch_geometric.inspector.Inspector` reads the base's type
 comments by class name. Under TorchScript its step is the base's message
 passing (:meth:`propagate_attention`).
+
+The upstream file checks what PyG's
+:class:`~torch_geometric.nn.conv.GATv2Conv` checks, plus what the layer
+needs to be correct. The class here adds the package's checks, with
+messages that name the problem and the expected form (see
+:mod:`torch_geometric_gate.utils._validation`): of the arguments in
+:meth:`__init__`, before the layer is built, and of the inputs first in
+:meth:`forward` and :meth:`forward_with_attention`, which then run the
+base's. TorchScript has no :obj:`super()`: there the Python branch
+(:obj:`if not torch.jit.is_scripting()`, which TorchScript does not
+compile) is skipped, and the scripted methods call the base's
+:meth:`_forward` as the base's own do, with the upstream file's checks only.
+(:meth:`__prepare_scriptable__`, swapping in a base-class layer, would
+replace the layer in the caller's eager model too.)
 """
 
-from typing import List, Tuple
+from typing import List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -29,6 +44,10 @@ from torch_geometric_gate.ops import (
     AttentionParams,
 )
 from torch_geometric_gate.ops.dispatch import attend
+from torch_geometric_gate.utils._validation import (
+    check_conv_arguments,
+    check_conv_inputs,
+)
 
 # MessagePassing's hook dictionaries (the module's own forward hooks wrap the
 # whole call, and run the same with every kernel):
@@ -47,6 +66,88 @@ _HOOKS = tuple(
 
 class KernelGATEConv(gate_conv.GATEConv):
     __doc__ = gate_conv.GATEConv.__doc__
+
+    def __init__(
+        self,
+        in_channels: Union[int, Tuple[int, int]],
+        out_channels: int,
+        heads: int = 1,
+        concat: bool = True,
+        negative_slope: float = 0.0,
+        dropout: float = 0.0,
+        add_self_loops: bool = True,
+        edge_dim: Optional[int] = None,
+        fill_value: Union[float, Tensor, str] = 'mean',
+        bias: bool = True,
+        share_weights: bool = False,
+        residual: bool = False,
+        **kwargs,
+    ):
+        check_conv_arguments(
+            in_channels,
+            out_channels,
+            heads,
+            negative_slope,
+            dropout,
+            edge_dim,
+            fill_value,
+        )
+        super().__init__(
+            in_channels,
+            out_channels,
+            heads=heads,
+            concat=concat,
+            negative_slope=negative_slope,
+            dropout=dropout,
+            add_self_loops=add_self_loops,
+            edge_dim=edge_dim,
+            fill_value=fill_value,
+            bias=bias,
+            share_weights=share_weights,
+            residual=residual,
+            **kwargs,
+        )
+
+    def forward(
+        self,
+        x: Union[Tensor, PairTensor],
+        edge_index: Adj,
+        edge_attr: OptTensor = None,
+        return_attention_weights: Optional[bool] = None,
+    ):
+        if not torch.jit.is_scripting():
+            check_conv_inputs(self, x, edge_index, edge_attr)
+            return super().forward(
+                x, edge_index, edge_attr, return_attention_weights
+            )
+        # TorchScript (no super()): the base's scripted forward.
+        if return_attention_weights is not None and return_attention_weights:
+            raise ValueError(
+                "'return_attention_weights=True' is not supported under "
+                'TorchScript (use forward_with_attention)'
+            )
+        return self._forward(x, edge_index, edge_attr, False)[0]
+
+    forward.__doc__ = gate_conv.GATEConv.forward.__doc__
+
+    @torch.jit.export
+    def forward_with_attention(
+        self,
+        x: Union[Tensor, PairTensor],
+        edge_index: Adj,
+        edge_attr: OptTensor = None,
+    ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
+        if not torch.jit.is_scripting():
+            check_conv_inputs(self, x, edge_index, edge_attr)
+            return super().forward_with_attention(x, edge_index, edge_attr)
+        # TorchScript (no super()): the base's method.
+        out, ei, alpha, _ = self._forward(x, edge_index, edge_attr, True)
+        assert alpha is not None
+        return out, (ei, alpha)
+
+    forward_with_attention.__doc__ = (
+        gate_conv.GATEConv.forward_with_attention.__doc__
+    )
 
     def __repr__(self) -> str:
         # Imported and documented as GATEConv; printed so too:
