@@ -420,10 +420,20 @@ def test_triton_edge_index_csr_built_once_across_calls_and_layers(
     # Plain tensors: one sort per step (the forward's, of the targets and
     # the sources at once; the backward reuses it):
     counts['sort'] = 0
-    monkeypatch.setattr(torch, 'sort', counting('sort', torch.sort))
+    sort = torch.sort
+    monkeypatch.setattr(torch, 'sort', counting('sort', sort))
     alpha, out = triton_run(graph, layers[0], num_loops=num)
     (out.sum() + alpha.sum()).backward()
     assert counts['sort'] == 1 and counts['argsort'] == 0
+    # Without a backward to follow, the forward sorts the targets alone
+    # (no reverse CSR):
+    sizes = []
+    monkeypatch.setattr(
+        torch, 'sort', lambda t, **kw: sizes.append(t.numel()) or sort(t, **kw)
+    )
+    with torch.no_grad():
+        triton_run(graph, layers[0], num_loops=num)
+    assert sizes == [graph[0].numel()]
 
 
 @pytest.mark.parametrize('sort', [None, 'col'])

@@ -249,7 +249,8 @@ def _forward(
     output and the log-sum-exp."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
-    csr = CSR(perm, src_s, rowptr)
+    # The targets in CSR order where the caller has them:
+    csr = CSR(perm, src_s, rowptr, getattr(settings, 'dst', None))
     heads, channels = value.shape[1], value.shape[2]
     h_pad, c_pad = _pow2(heads), _pow2(channels)
     num_edges = perm.numel()
@@ -313,7 +314,8 @@ def _backward(
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
         att_self, perm, src_s, rowptr, kind, lse,
     ) = saved  # fmt: skip
-    csr = CSR(perm, src_s, rowptr)
+    # The targets in CSR order where the caller has them:
+    csr = CSR(perm, src_s, rowptr, getattr(settings, 'dst', None))
     num_edges, num_dst = perm.numel(), settings.num_dst
     num_src = value.shape[0]
     reverse = getattr(settings, 'reverse', None)

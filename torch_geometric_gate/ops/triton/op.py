@@ -105,6 +105,7 @@ from torch_geometric.index import ptr2index
 from torch_geometric_gate.ops.switch import KernelSettings
 from torch_geometric_gate.ops.triton._csr import (
     csr_and_reverse,
+    csr_dst,
     edge_index_of,
     edge_kinds,
     forward_csr,
@@ -280,12 +281,20 @@ def triton_attention(
     if compiling:  # The CSR from plain tensors, in the traced graph.
         graph = graph._replace(edge_index=None)
     reverse = None
-    if compiling:
+    backward = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad
+        for t in (
+            q_src, q_dst, value, edge_attr, params.weight_edge,
+            params.att_neighbor, params.att_self,
+        )
+    )  # fmt: skip
+    if compiling or not backward:
         csr = forward_csr(graph)
     else:
-        # The backward's reverse CSR from the forward's sort, when a
-        # backward may follow:
+        # The backward's reverse CSR from the forward's sort:
         csr, reverse = csr_and_reverse(graph)
+        # The targets in CSR order, once for the forward and the backward:
+        csr = csr._replace(dst=csr_dst(csr))
     kind = edge_kinds(graph, csr)
     p_drop = float(params.dropout) if params.training else 0.0
     if p_drop > 0 and graph.src.numel() * heads >= 2**31:
@@ -304,7 +313,7 @@ def triton_attention(
         _draw_seed() if p_drop > 0 else 0, params.need_weights,
         graph.num_loops, edge_index_of(graph), settings,
     )  # fmt: skip
-    launch.reverse = reverse
+    launch.reverse, launch.dst = reverse, csr.dst
     # The chunks of the double backward (`_double_backward`):
     launch.chunk = settings.chunk_size(value.device)
     alpha, out = TritonAttention.apply(
