@@ -417,10 +417,23 @@ def test_triton_edge_index_csr_built_once_across_calls_and_layers(
     # The CSC's pointer, then the CSR's (a sort by row and its pointer):
     assert counts == {'index2ptr': 2, 'index_sort': 1, 'argsort': 0}
     assert ei._indptr is not None and ei._T_indptr is not None
-    # Plain tensors: a sort per call (forward) and per backward:
+    # Plain tensors: one sort per step (the forward's, of the targets and
+    # the sources at once; the backward reuses it):
+    counts['sort'] = 0
+    sort = torch.sort
+    monkeypatch.setattr(torch, 'sort', counting('sort', sort))
     alpha, out = triton_run(graph, layers[0], num_loops=num)
     (out.sum() + alpha.sum()).backward()
-    assert counts['argsort'] == 2
+    assert counts['sort'] == 1 and counts['argsort'] == 0
+    # Without a backward to follow, the forward sorts the targets alone
+    # (no reverse CSR):
+    sizes = []
+    monkeypatch.setattr(
+        torch, 'sort', lambda t, **kw: sizes.append(t.numel()) or sort(t, **kw)
+    )
+    with torch.no_grad():
+        triton_run(graph, layers[0], num_loops=num)
+    assert sizes == [graph[0].numel()]
 
 
 @pytest.mark.parametrize('sort', [None, 'col'])
@@ -917,10 +930,10 @@ class _CountOps(torch.utils._python_dispatch.TorchDispatchMode):
 def test_triton_step_has_no_host_sync_and_sorts_at_most_once(form):
     # Issue 48.1, the host floor: a training step issues no operation that
     # syncs with the device (.item(), nonzero, repeat_interleave without
-    # output_size); a plain edge_index is sorted once per grouping (by
-    # target in the forward, whose permutation the backward reuses; by
-    # source for the backward's reverse CSR); a column-sorted EdgeIndex
-    # never, past the first step (PyG caches its CSR).
+    # output_size); a plain edge_index is sorted once per step (the
+    # forward sorts the targets and the sources in one sort; the backward
+    # reuses both groupings); a column-sorted EdgeIndex never, past the
+    # first step (PyG caches its CSR).
     from torch_geometric import EdgeIndex
 
     from torch_geometric_gate import GATEConv, attention_kernel
@@ -940,4 +953,4 @@ def test_triton_step_has_no_host_sync_and_sorts_at_most_once(form):
         assert ops.counts.get(name, 0) == 0, name
     assert ops.unsized_repeats == 0
     sorts = ops.counts.get('sort', 0) + ops.counts.get('argsort', 0)
-    assert sorts == (2 if form == 'plain' else 0)
+    assert sorts == (1 if form == 'plain' else 0)

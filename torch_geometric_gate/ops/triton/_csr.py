@@ -5,16 +5,16 @@ of every target node (forward) and the outgoing edges of every source node
 From a sorted :class:`torch_geometric.EdgeIndex`
 (:obj:`AttentionGraph.edge_index`) it takes PyG's cached CSC and CSR
 (computed once per :obj:`EdgeIndex`) and merges the appended self-loops in
-without a sort; from plain tensors it sorts (a stable :func:`torch.argsort`
-and :func:`~torch_geometric.index.index2ptr`). Neither syncs with the
-device.
+without a sort; from plain tensors one stable :func:`torch.sort` of the
+targets and the sources at once gives both, its values the row pointers
+(:func:`csr_and_reverse`). Neither syncs with the device.
 """
 
 from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor
-from torch_geometric.index import index2ptr, ptr2index
+from torch_geometric.index import ptr2index
 
 from torch_geometric_gate.ops.types import AttentionGraph
 
@@ -22,11 +22,13 @@ from torch_geometric_gate.ops.types import AttentionGraph
 class CSR(NamedTuple):
     r"""The incoming edges sorted by target: the edge (index into
     :obj:`AttentionGraph.src`) at every CSR position, its source (int32),
-    and the row pointer (int32)."""
+    the row pointer (int32), and the target of every CSR position (or
+    :obj:`None`; the backward derives it from the row pointer)."""
 
     perm: Tensor
     src: Tensor
     rowptr: Tensor
+    dst: Optional[Tensor] = None
 
 
 def _check_int32(num_edges: int, *nums: int) -> None:
@@ -45,22 +47,26 @@ def _pad_ptr(ptr: Tensor, num: int) -> Optional[Tensor]:
     return ptr
 
 
-def _merge_loops(ptr, node, values, loop_values, num_loops):
+def _merge_loops(ptr, node, values, loop_values, num_loops, pos=None):
     r"""Appends the self-loop of node :obj:`i < num_loops` (value
     :obj:`loop_values[i]`) at the end of node :obj:`i`'s segment of a
     compressed array (:obj:`ptr`, the node of every position, the value at
-    every position), without a sort: returns the new pointer and values."""
+    every position), without a sort: returns the new pointer and values.
+    :obj:`pos`: :obj:`arange(values.numel())` where the caller has it."""
     num = ptr.numel() - 1
     loops = num_loops
-    ahead = torch.arange(num + 1, device=ptr.device).clamp_(max=loops)
+    ahead = torch.arange(num + 1, device=ptr.device)
+    if loops < num:  # Else every node has a loop: min(i, loops) is i.
+        ahead = ahead.clamp_(max=loops)
+        node = node.clamp(max=loops)
     new_ptr = ptr + ahead
-    total = values.numel() + loops
-    out = values.new_empty(total)
-    pos = torch.arange(values.numel(), device=ptr.device)
-    out[pos + node.clamp(max=loops)] = values
+    out = values.new_empty(values.numel() + loops)
+    if pos is None:
+        pos = torch.arange(values.numel(), device=ptr.device)
+    out[pos + node] = values
     if loops > 0:
-        at = ptr[1 : loops + 1] + torch.arange(loops, device=ptr.device)
-        out[at] = loop_values
+        # The loop of node i closes its new segment:
+        out[new_ptr[1 : loops + 1] - 1] = loop_values
     return new_ptr, out
 
 
@@ -81,31 +87,114 @@ def edge_index_of(graph: AttentionGraph):
 
 
 def forward_csr(graph: AttentionGraph) -> CSR:
+    r"""The CSR of :obj:`graph`: from its sorted :obj:`EdgeIndex` where it
+    has one, else one stable sort of the targets."""
+    csr = _edge_index_csr(graph)
+    if csr is not None:
+        return csr
+    # One stable sort of the targets per call; its values give the row
+    # pointer (and the targets in CSR order) without a gather:
+    dst, perm = torch.sort(graph.dst, stable=True)
+    rowptr = torch._convert_indices_from_coo_to_csr(
+        dst, graph.num_dst, out_int32=True
+    )
+    src = graph.src.index_select(0, perm).int()
+    return CSR(perm.int(), src, rowptr, dst)
+
+
+def csr_and_reverse(graph: AttentionGraph):
+    r""":func:`forward_csr` and, for the backward, the reverse CSR of
+    :func:`reverse_csr` (:obj:`None` where the backward takes it from the
+    :obj:`EdgeIndex`): from plain tensors one sort gives both."""
+    csr = _edge_index_csr(graph)
+    if csr is not None:
+        return csr, None
+    return _both_csr(graph)
+
+
+def _edge_index_csr(graph: AttentionGraph) -> Optional[CSR]:
     num_edges = graph.src.numel()
     _check_int32(num_edges, graph.num_src, graph.num_dst)
-    device = graph.src.device
     ei = edge_index_of(graph)
-    if ei is not None:
-        # PyG caches the CSC on the EdgeIndex (colptr; for an EdgeIndex
-        # sorted by row also the permutation): computed once per graph.
-        (colptr, _), perm0 = ei.get_csc()
-        colptr = _pad_ptr(colptr, graph.num_dst)
-        if colptr is not None:
-            num_input = num_edges - graph.num_loops
-            if perm0 is None:
-                perm0 = torch.arange(num_input, device=device)
-            node = ptr2index(colptr, output_size=num_input)
-            loops = torch.arange(num_input, num_edges, device=device)
-            rowptr, perm = _merge_loops(
-                colptr, node, perm0.long(), loops, graph.num_loops
-            )
-            src = graph.src.index_select(0, perm).int()
-            return CSR(perm.int(), src, rowptr.int())
-    # A stable argsort and index2ptr per call:
-    perm = torch.argsort(graph.dst, stable=True)
-    rowptr = index2ptr(graph.dst.index_select(0, perm).int(), graph.num_dst)
+    if ei is None:
+        return None
+    # PyG caches the CSC on the EdgeIndex (colptr; for an EdgeIndex sorted
+    # by row also the permutation): computed once per graph.
+    (colptr, _), perm0 = ei.get_csc()
+    colptr = _pad_ptr(colptr, graph.num_dst)
+    if colptr is None:
+        return None
+    device = graph.src.device
+    num_input = num_edges - graph.num_loops
+    pos = torch.arange(num_input, device=device)
+    if perm0 is None:
+        # Sorted by target: the targets are the graph's own, the
+        # permutation the identity.
+        node, perm0 = graph.dst[:num_input], pos
+    else:
+        node = ptr2index(colptr, output_size=num_input)
+    loops = torch.arange(num_input, num_edges, device=device)
+    rowptr, perm = _merge_loops(
+        colptr, node, perm0.long(), loops, graph.num_loops, pos
+    )
     src = graph.src.index_select(0, perm).int()
-    return CSR(perm.int(), src, rowptr)
+    return CSR(perm.int(), src, rowptr.int())
+
+
+def _both_csr(graph: AttentionGraph):
+    r"""The CSR and the reverse CSR (:func:`reverse_csr`'s) of plain
+    tensors from one stable sort of :obj:`2 E` keys, the targets then the
+    sources shifted past them: the first :obj:`E` sorted keys are the CSR's,
+    the last :obj:`E` the reverse CSR's (sources in the caller's edge
+    order)."""
+    num_edges, num_dst = graph.src.numel(), graph.num_dst
+    keys = torch.cat([graph.dst, graph.src + num_dst])
+    keys, order = torch.sort(keys, stable=True)
+    ptr = torch._convert_indices_from_coo_to_csr(
+        keys, num_dst + graph.num_src, out_int32=True
+    )
+    dst, perm = keys[:num_edges], order[:num_edges]
+    rowptr = ptr[: num_dst + 1]
+    rev_rowptr = ptr[num_dst:] - num_edges
+    perm32 = perm.int()
+    # The CSR position of every edge, at its place in the reverse order:
+    pos_of = torch.empty_like(perm32)
+    pos_of[perm] = torch.arange(
+        num_edges, dtype=torch.int32, device=perm.device
+    )
+    rev_pos = pos_of.index_select(0, order[num_edges:] - num_edges)
+    src = graph.src.index_select(0, perm).int()
+    return CSR(perm32, src, rowptr, dst), (rev_rowptr, rev_pos)
+
+
+def csr_dst(csr: CSR) -> Tensor:
+    r"""The target of every CSR position (from :obj:`csr.dst`, else the
+    row pointer)."""
+    if csr.dst is not None:
+        return csr.dst
+    coo = torch._convert_indices_from_csr_to_coo(
+        csr.rowptr, csr.src, out_int32=True
+    )
+    return coo[0]
+
+
+def edge_kinds(graph: AttentionGraph, csr: CSR) -> Tensor:
+    r"""The kind of every edge in CSR order (int8: bit 0 scores it with
+    :math:`\mathbf{a}_t`, bit 1 masks it), from the flags of
+    :obj:`graph` (:meth:`AttentionGraph.flags`)."""
+    if graph.loop is None and graph.masked is None:
+        # Derived in CSR order (no [E] flags in the caller's order):
+        kind = (csr.src == csr_dst(csr)).to(torch.int8)
+        if graph.mask_input_loops:
+            # The input's self-loops (before the appended ones) are masked:
+            num_input = graph.src.numel() - graph.num_loops
+            kind = torch.addcmul(kind, kind, csr.perm < num_input, value=2)
+        return kind
+    loop, masked = graph.flags()
+    kind = loop.to(torch.int8)
+    if masked is not None:
+        kind = kind + 2 * masked.to(torch.int8)
+    return kind.index_select(0, csr.perm).contiguous()
 
 
 def reverse_csr(graph_ei, csr: CSR, num_src: int, num_loops: int):
@@ -125,11 +214,14 @@ def reverse_csr(graph_ei, csr: CSR, num_src: int, num_loops: int):
             values = pos_of[:num_input]
             if perm_t is not None:
                 values = values.index_select(0, perm_t)
-            node = ptr2index(rowptr0, output_size=num_input)
+            # The source of every edge, in the EdgeIndex's row order:
+            node = csr.src.index_select(0, values)
             rev_rowptr, rev_pos = _merge_loops(
                 rowptr0, node, values, pos_of[num_input:], num_loops
             )
             return rev_rowptr.int(), rev_pos
-    rev_pos = torch.argsort(csr.src, stable=True)
-    rev_rowptr = index2ptr(csr.src.index_select(0, rev_pos), num_src)
+    src, rev_pos = torch.sort(csr.src, stable=True)
+    rev_rowptr = torch._convert_indices_from_coo_to_csr(
+        src, num_src, out_int32=True
+    )
     return rev_rowptr, rev_pos.int()

@@ -11,10 +11,9 @@ from typing import Optional
 
 import torch
 from torch import Tensor
-from torch_geometric.index import ptr2index
 
 from torch_geometric_gate.ops.switch import KernelSettings
-from torch_geometric_gate.ops.triton._csr import CSR, reverse_csr
+from torch_geometric_gate.ops.triton._csr import CSR, csr_dst, reverse_csr
 
 #: Edges per block in the kernels' loops; :obj:`None` picks it from the
 #: heads, channels, average degree and the tile of the switch's settings
@@ -103,11 +102,27 @@ class _Settings:
         self.kind = kind
 
 
+_PROMOTED = {}
+
+
+def _promote(a: torch.dtype, b: torch.dtype) -> torch.dtype:
+    # torch.promote_types is an ATen operator (a host op per call): once per
+    # pair of dtypes.
+    key = (a, b)
+    if key not in _PROMOTED:
+        _PROMOTED[key] = torch.promote_types(a, b)
+    return _PROMOTED[key]
+
+
 def _dtypes(q_src, value, att_neighbor, att_self):
     r"""The dtypes of the attention weights and of the output."""
-    att_dtype = torch.promote_types(att_neighbor.dtype, att_self.dtype)
-    score_dtype = torch.promote_types(q_src.dtype, att_dtype)
-    return score_dtype, torch.promote_types(value.dtype, score_dtype)
+    if torch.compiler.is_compiling():
+        promote = torch.promote_types
+    else:
+        promote = _promote
+    att_dtype = promote(att_neighbor.dtype, att_self.dtype)
+    score_dtype = promote(q_src.dtype, att_dtype)
+    return score_dtype, promote(value.dtype, score_dtype)
 
 
 def _draw_seed() -> int:
@@ -136,19 +151,45 @@ def _segments(rowptr: Tensor, num_dst: int, num_edges: int, seg: int):
     :obj:`j` finds its node in :obj:`seg_node[j]` (:obj:`num_dst` past the
     last segment). The grid, :obj:`num_dst + E // seg`, bounds the number
     of segments from the shapes alone (no sync); so does :obj:`2 * (E //
-    seg)` the partial results of split nodes, at :obj:`partptr[v]`."""
+    seg)` the partial results of split nodes, at :obj:`partptr[v]`. Below
+    :obj:`seg` edges no node is split: one segment per node, the work
+    list an :obj:`arange` (no partial slots; :obj:`partptr`, read only
+    for split nodes, is that :obj:`arange` too)."""
+    if num_edges < seg:
+        nodes = torch.arange(
+            num_dst + 1, dtype=torch.int32, device=rowptr.device
+        )
+        return nodes, nodes, nodes, num_dst, 0
     deg = rowptr[1:] - rowptr[:-1]
     count = torch.div(deg + (seg - 1), seg, rounding_mode='floor')
     count = count.clamp_(min=1).int()
-    segptr = torch.zeros(num_dst + 1, dtype=torch.int32, device=rowptr.device)
-    torch.cumsum(count, 0, out=segptr[1:])
+    ends = torch.cumsum(count, 0, dtype=torch.int32)
+    segptr = torch.nn.functional.pad(ends, (1, 0))
     grid = num_dst + num_edges // seg
     programs = torch.arange(grid, dtype=torch.int32, device=rowptr.device)
-    seg_node = torch.searchsorted(segptr, programs, right=True, out_int32=True)
-    seg_node -= 1
-    split = torch.where(count > 1, count, 0)
-    partptr = (torch.cumsum(split, 0) - split).int()
+    # The node of program j: the segment ends at or before j.
+    seg_node = torch.searchsorted(ends, programs, right=True, out_int32=True)
+    split = count * (count > 1)
+    partptr = torch.cumsum(split, 0, dtype=torch.int32) - split
     return segptr, seg_node, partptr, grid, 2 * (num_edges // seg)
+
+
+def _segments_of(settings, rowptr: Tensor, num: int, num_edges: int, seg: int):
+    r""":func:`_segments`, computed once per row pointer and segment
+    length of a call (the forward's, reused by the backward's first
+    pass)."""
+    # Below `seg` edges the list depends on the number of nodes alone:
+    key = ('nodes', num) if num_edges < seg else ('ptr', rowptr, seg)
+    cached = getattr(settings, 'segments', None)
+    if cached is not None and cached[0][0] == key[0]:
+        old = cached[0]
+        if (key[0] == 'nodes' and old[1] == key[1]) or (
+            key[0] == 'ptr' and old[1] is key[1] and old[2] == key[2]
+        ):
+            return cached[1]
+    got = _segments(rowptr, num, num_edges, seg)
+    settings.segments = (key, got)
+    return got
 
 
 def _launch_forward(
@@ -175,12 +216,14 @@ def _launch_forward(
     lse = torch.empty(num_dst, heads, device=device, dtype=torch.float32)
     if num_dst == 0:
         return out, lse
-    segptr, seg_node, partptr, grid, slots = _segments(
-        csr.rowptr, num_dst, num_edges, seg
+    segptr, seg_node, partptr, grid, slots = _segments_of(
+        settings, csr.rowptr, num_dst, num_edges, seg
     )
     f32 = dict(device=device, dtype=torch.float32)
-    part_acc = torch.empty(max(slots, 1), heads, channels, **f32)
-    part_ml = torch.empty(max(slots, 1), 2, heads, **f32)
+    part_acc = part_ml = lse  # Not read unless a node is split.
+    if slots > 0:
+        part_acc = torch.empty(slots, heads, channels, **f32)
+        part_ml = torch.empty(slots, 2, heads, **f32)
     with _on_device(device):
         k.gate_fwd_kernel[(grid,)](
             q_src, q_dst, value, ep if ep is not None else q_src, a_s, a_t,
@@ -206,7 +249,8 @@ def _forward(
     output and the log-sum-exp."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
-    csr = CSR(perm, src_s, rowptr)
+    # The targets in CSR order where the caller has them:
+    csr = CSR(perm, src_s, rowptr, getattr(settings, 'dst', None))
     heads, channels = value.shape[1], value.shape[2]
     h_pad, c_pad = _pow2(heads), _pow2(channels)
     num_edges = perm.numel()
@@ -227,7 +271,7 @@ def _forward(
             num_edges, heads, device=device, dtype=settings.score_dtype
         )
         if num_edges > 0:
-            dst_s = ptr2index(rowptr, output_size=num_edges)
+            dst_s = csr_dst(csr)
             block_a = BLOCK_EDGES or max(
                 16, min(64, ALPHA_TILE // (h_pad * c_pad))
             )
@@ -248,8 +292,9 @@ def _warps(warps):
 
 
 def _backward(
-    saved, settings, grad_alpha, grad_out, need, record=None, warps=None
-):
+    saved, settings, grad_alpha, grad_out, need, record=None, warps=None,
+    views=False,
+):  # fmt: skip
     r"""The backward kernels: the gradients of :obj:`q_src, q_dst, value,
     edge_attr, weight_edge, att_neighbor, att_self` (:obj:`None` where
     :obj:`need` does not ask), from the tensors :func:`_forward`'s caller
@@ -258,7 +303,8 @@ def _backward(
     and head (16 bytes) that the second pass reads instead of recomputing
     the scores (:func:`gate_bwd_dst_rec_kernel`,
     :func:`gate_bwd_src_rec_kernel`). :obj:`warps`: the two passes' warps
-    (default: :obj:`settings.warps`, else Triton's, 4)."""
+    (default: :obj:`settings.warps`, else Triton's, 4). :obj:`views`: the
+    attention vectors' gradients may be views of one tensor."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
     record = settings.record if record is None else record
@@ -268,13 +314,17 @@ def _backward(
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
         att_self, perm, src_s, rowptr, kind, lse,
     ) = saved  # fmt: skip
-    csr = CSR(perm, src_s, rowptr)
+    # The targets in CSR order where the caller has them:
+    csr = CSR(perm, src_s, rowptr, getattr(settings, 'dst', None))
     num_edges, num_dst = perm.numel(), settings.num_dst
     num_src = value.shape[0]
-    rev_rowptr, rev_pos = reverse_csr(
-        settings.edge_index, csr, num_src, settings.num_loops
-    )
-    dst_s = ptr2index(rowptr, output_size=num_edges)
+    reverse = getattr(settings, 'reverse', None)
+    if reverse is None:
+        reverse = reverse_csr(
+            settings.edge_index, csr, num_src, settings.num_loops
+        )
+    rev_rowptr, rev_pos = reverse
+    dst_s = csr_dst(csr)
     heads, channels = value.shape[1], value.shape[2]
     h_pad, c_pad = _pow2(heads), _pow2(channels)
     tile = settings.backward_tile
@@ -299,15 +349,19 @@ def _backward(
     d_q_dst = torch.zeros(num_dst, heads, channels, **f32)
     delta = torch.zeros(num_dst, heads, **f32)
     seg = max(1, SEGMENT_EDGES // block_d) * block_d
-    segptr, seg_node, partptr, num_segments, slots = _segments(
-        rowptr, num_dst, num_edges, seg
+    # The forward's work list when the segments are the same:
+    segptr, seg_node, partptr, num_segments, slots = _segments_of(
+        settings, rowptr, num_dst, num_edges, seg
     )
     programs = _num_programs(device, num_segments)
     g_att = torch.zeros(programs, 2, heads, channels, **f32)
-    part = torch.empty(max(slots, 1), 6, heads, channels, **f32)
-    part_delta = torch.empty(max(slots, 1), heads, **f32)
-    programs_c = _num_programs(device, num_dst) if slots > 0 else 0
-    g_att_c = torch.zeros(programs_c, 2, heads, channels, **f32)
+    part = part_delta = delta  # Not read unless a node is split.
+    g_att_c = None
+    if slots > 0:
+        part = torch.empty(slots, 6, heads, channels, **f32)
+        part_delta = torch.empty(slots, heads, **f32)
+        programs_c = _num_programs(device, num_dst)
+        g_att_c = torch.zeros(programs_c, 2, heads, channels, **f32)
     ep_arg = ep if flags[0] else q_src_c
     ga_arg = grad_alpha if flags[2] else lse
     d_q_src = torch.zeros(num_src, heads, channels, **f32)
@@ -344,10 +398,12 @@ def _backward(
                 )  # fmt: skip
         if num_src > 0:
             seg = max(1, SEGMENT_EDGES // block_s) * block_s
-            segptr, seg_node, partptr, grid, slots = _segments(
-                rev_rowptr, num_src, num_edges, seg
+            segptr, seg_node, partptr, grid, slots = _segments_of(
+                settings, rev_rowptr, num_src, num_edges, seg
             )
-            part = torch.empty(max(slots, 1), 2, heads, channels, **f32)
+            part = d_value  # Not read unless a node is split.
+            if slots > 0:
+                part = torch.empty(slots, 2, heads, channels, **f32)
             if record:
                 k.gate_bwd_src_rec_kernel[(grid,)](
                     a_s, a_t, dst_s, kind, rev_rowptr, segptr, seg_node,
@@ -372,7 +428,9 @@ def _backward(
                     segptr, partptr, part, d_q_src, d_value,
                     heads, channels, h_pad, c_pad,
                 )  # fmt: skip
-    g_att = g_att.sum(0) + g_att_c.sum(0)
+    g_att = g_att.sum(0)
+    if g_att_c is not None:
+        g_att = g_att + g_att_c.sum(0)
     d_attr = d_weight = None
     if d_ep is not None:
         if need[3]:
@@ -390,10 +448,24 @@ def _backward(
         d_value.to(value.dtype) if need[2] else None,
         d_attr,
         d_weight,
-        # Copies, not views of one tensor (a custom operator's returns):
+        *_att_grads(g_att, att_neighbor, att_self, need, views),
+    )  # fmt: skip
+
+
+def _att_grads(g_att, att_neighbor, att_self, need, views):
+    r"""The gradients of the attention vectors from their sum :obj:`[2, H,
+    C]`: views of it where :obj:`views` (the autograd function's), else
+    copies (a custom operator returns no views of one tensor)."""
+    if views:
+        g_as, g_at = g_att.split(1)
+        return (
+            g_as.to(att_neighbor.dtype) if need[5] else None,
+            g_at.to(att_self.dtype) if need[6] else None,
+        )
+    return (
         g_att[:1].to(att_neighbor.dtype, copy=True) if need[5] else None,
         g_att[1:].to(att_self.dtype, copy=True) if need[6] else None,
-    )  # fmt: skip
+    )
 
 
 #: Nodes per program of :func:`gate_loop_alpha_kernel`, at most (fewer
@@ -477,12 +549,14 @@ def _launch_forward_1h(
     lse = torch.empty(num_dst, 1, device=device, dtype=torch.float32)
     if num_dst == 0:
         return out, lse
-    segptr, seg_node, partptr, grid, slots = _segments(
-        csr.rowptr, num_dst, num_edges, seg
+    segptr, seg_node, partptr, grid, slots = _segments_of(
+        settings, csr.rowptr, num_dst, num_edges, seg
     )
     f32 = dict(device=device, dtype=torch.float32)
-    part_acc = torch.empty(max(slots, 1), 1, channels, **f32)
-    part_ml = torch.empty(max(slots, 1), 2, 1, **f32)
+    part_acc = part_ml = lse  # Not read unless a node is split.
+    if slots > 0:
+        part_acc = torch.empty(slots, 1, channels, **f32)
+        part_ml = torch.empty(slots, 2, 1, **f32)
     with _on_device(device):
         k.gate_fwd_1h_kernel[(_cdiv(grid, nodes),)](
             q_src, q_dst, value, ep if ep is not None else q_src, a_s, a_t,

@@ -61,10 +61,12 @@ CSR of incoming edges), with GATE's score:
   its own cached CSC (and, for the backward, CSR), computed once per
   :obj:`EdgeIndex` by PyG and shared by every layer and call, plus the
   appended self-loops merged in without a sort (a few :obj:`[E]`
-  gathers and scatters); from plain tensors, a stable :func:`torch.argsort`
-  of the targets and :func:`~torch_geometric.index.index2ptr` per call
-  (and one of the sources at backward). Neither syncs with the device
-  (but an :obj:`EdgeIndex` without a sparse size infers it once).
+  gathers and scatters); from plain tensors, one stable :func:`torch.sort`
+  per call of the targets and the sources at once, which gives the
+  forward's CSR and the backward's reverse CSR (the backward sorts nothing;
+  the work lists of split nodes are computed once too, and are a single
+  :obj:`arange` below :data:`SEGMENT_EDGES` edges). Neither syncs with
+  the device (but an :obj:`EdgeIndex` without a sparse size infers it once).
 * **Double backward** (:obj:`create_graph=True`): the backward recomputes
   the attention with the chunked kernels
   (:mod:`torch_geometric_gate.ops.chunked`) under autograd, in CSR order,
@@ -101,7 +103,13 @@ from torch import Tensor
 from torch_geometric.index import ptr2index
 
 from torch_geometric_gate.ops.switch import KernelSettings
-from torch_geometric_gate.ops.triton._csr import edge_index_of, forward_csr
+from torch_geometric_gate.ops.triton._csr import (
+    csr_and_reverse,
+    csr_dst,
+    edge_index_of,
+    edge_kinds,
+    forward_csr,
+)
 from torch_geometric_gate.ops.triton._launch import (
     _backward,
     _draw_seed,
@@ -145,7 +153,12 @@ class TritonAttention(torch.autograd.Function):
         if torch.is_grad_enabled():
             return (*_double_backward(saved, settings, grad_alpha, grad_out),)
         grads = _backward(
-            saved, settings, grad_alpha, grad_out, ctx.needs_input_grad
+            saved,
+            settings,
+            grad_alpha,
+            grad_out,
+            ctx.needs_input_grad,
+            views=True,
         )
         return (*grads, None, None, None, None)
 
@@ -251,9 +264,9 @@ def triton_attention(
             sorted :class:`torch_geometric.EdgeIndex` in
             :obj:`graph.edge_index` (whose edges are the first of
             :obj:`graph.src`/:obj:`graph.dst`, source to target), the CSR
-            comes from its cached CSC without a sort; else a stable argsort
-            of :obj:`graph.dst` and a :func:`~torch_geometric.index.index2ptr`
-            build it per call (and one of the sources at backward).
+            comes from its cached CSC without a sort; else one stable sort
+            of :obj:`graph.dst` and :obj:`graph.src` at once builds it and
+            the backward's reverse CSR per call.
         params (AttentionParams): The attention parameters.
         inputs (AttentionInputs): The projections; edge features of
             :obj:`params.weight_edge`'s dtype.
@@ -267,12 +280,22 @@ def triton_attention(
     compiling = torch.compiler.is_compiling()
     if compiling:  # The CSR from plain tensors, in the traced graph.
         graph = graph._replace(edge_index=None)
-    csr = forward_csr(graph)
-    loop, masked = graph.flags()
-    kind = loop.to(torch.int8)
-    if masked is not None:
-        kind = kind + 2 * masked.to(torch.int8)
-    kind = kind.index_select(0, csr.perm).contiguous()
+    reverse = None
+    backward = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad
+        for t in (
+            q_src, q_dst, value, edge_attr, params.weight_edge,
+            params.att_neighbor, params.att_self,
+        )
+    )  # fmt: skip
+    if compiling or not backward:
+        csr = forward_csr(graph)
+    else:
+        # The backward's reverse CSR from the forward's sort:
+        csr, reverse = csr_and_reverse(graph)
+        # The targets in CSR order, once for the forward and the backward:
+        csr = csr._replace(dst=csr_dst(csr))
+    kind = edge_kinds(graph, csr)
     p_drop = float(params.dropout) if params.training else 0.0
     if p_drop > 0 and graph.src.numel() * heads >= 2**31:
         raise RuntimeError('Dropout needs E * heads < 2**31')
@@ -290,6 +313,7 @@ def triton_attention(
         _draw_seed() if p_drop > 0 else 0, params.need_weights,
         graph.num_loops, edge_index_of(graph), settings,
     )  # fmt: skip
+    launch.reverse, launch.dst = reverse, csr.dst
     # The chunks of the double backward (`_double_backward`):
     launch.chunk = settings.chunk_size(value.device)
     alpha, out = TritonAttention.apply(
