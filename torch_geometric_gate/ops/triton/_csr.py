@@ -153,7 +153,9 @@ def _both_csr(graph: AttentionGraph):
     ptr = torch._convert_indices_from_coo_to_csr(
         keys, num_dst + graph.num_src, out_int32=True
     )
-    dst, perm = keys[:num_edges], order[:num_edges]
+    # int32 targets of their own: a slice would keep the 2 E int64 keys
+    # alive until the backward.
+    dst, perm = keys[:num_edges].int(), order[:num_edges]
     rowptr = ptr[: num_dst + 1]
     rev_rowptr = ptr[num_dst:] - num_edges
     perm32 = perm.int()
