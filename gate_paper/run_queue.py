@@ -37,9 +37,11 @@ store, then rebuilds the tables of the docs (:func:`rebuild_tables`).
 ``--dry``: the same plumbing on the CPU with tiny runs (width 8, two
 heads, ``--dry-epochs`` epochs) on generated graphs in PyG's raw layout of
 Tolokers and Minesweeper (unless ``--data-root`` is given); for the tests.
+Without ``--dry`` the data root defaults to ``$GATE_DATA_ROOT``, else
+``data/``, and datasets it lacks are downloaded by PyG's classes.
 
     python -m gate_paper.run_queue run --out $OUT --procs 8 \
-        --budget 480 --data-root ../gpu-data
+        --budget 480 --data-root gpu-data
     python -m gate_paper.run_queue unpack $OUT/runs.tar
 """
 
@@ -61,94 +63,17 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 
 from gate_paper import runner, store
+from gate_paper.queue_plan import (
+    STORE,
+    TABLES,
+    done_in,
+    measured,
+    plan,
+    show_plan,
+)
+from gate_paper.queue_results import rebuild_tables, unpack
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STORE = os.path.join(ROOT, 'gate_paper', 'runs')
-TABLES = os.path.join(ROOT, 'docs', 'source', '_data', 'real_graphs')
-# (tier, study, real_graphs options, the models in the order of a split)
-TIERS = [
-    (1, 'real_graphs_tolokers', ['--datasets', 'Tolokers'], ['GATE', 'GAT']),
-    (
-        2,
-        'real_graphs_tolokers',
-        ['--datasets', 'Tolokers'],
-        ['MLP+GAT', 'MLP', 'FAGCN'],
-    ),
-    (
-        3,
-        'real_graphs_strong',
-        ['--datasets', 'Minesweeper', 'Tolokers', '--recipes', 'strong'],
-        ['GAT-sep', 'GATE-sep'],
-    ),
-    (
-        4,
-        'real_graphs_strong',
-        ['--datasets', 'Minesweeper', 'Tolokers', '--recipes', 'strong'],
-        ['GAT', 'GATv2', 'GATE'],
-    ),
-]
-# The options of every study for the tables: the models of both tiers.
-STUDIES = {
-    'real_graphs_tolokers': (
-        ['--datasets', 'Tolokers', '--models']
-        + ['MLP', 'GAT', 'MLP+GAT', 'FAGCN', 'GATE'],
-        'tolokers',
-    ),
-    'real_graphs_strong': (
-        ['--datasets', 'Minesweeper', 'Tolokers', '--recipes', 'strong']
-        + ['--models', 'GAT', 'GAT-sep', 'GATv2', 'GATE', 'GATE-sep'],
-        'strong',
-    ),
-}
-DRY = ['--max-epochs', '{epochs}', '--hidden', '8']
 FILES = ('runs.tar', 'summary.json', 'log.txt')
-
-
-def _configs(argv):
-    from gate_paper import real_graphs
-
-    with tempfile.TemporaryDirectory() as tmp:
-        args = real_graphs.parse_args(
-            argv + ['--tables-only', '--out-dir', tmp]
-        )
-    return real_graphs.configs(args)
-
-
-def plan(dry_epochs=None):
-    r"""Every run of the queue in its order: ``[(tier, study, config)]``.
-    With ``dry_epochs``, the tiny runs of ``--dry``."""
-    order = []
-    for tier, study, argv, models in TIERS:
-        extra = ['--models', *models]
-        if dry_epochs is not None:
-            extra += [a.format(epochs=dry_epochs) for a in DRY]
-            if 'strong' in argv:
-                extra += ['--heads', '2']
-        configs = _configs(argv + extra)
-        rank = {m: i for i, m in enumerate(models)}
-        configs.sort(
-            key=lambda c: (
-                c['dataset'] != argv[1],  # the first dataset first
-                c['num_layers'],
-                c['split'],
-                rank[c['model']],
-            )
-        )
-        order += [(tier, study, c) for c in configs]
-    return order
-
-
-def done_in(folder_of, order):
-    r"""The run ids of ``order`` finished in the folders ``folder_of(study)``
-    (a file that the store refuses counts as not finished)."""
-    from gate_paper.real_graphs import RESULTS
-
-    done = set()
-    for study in {s for _, s, _ in order}:
-        for folder in folder_of(study):
-            records, _ = store.scan(folder, RESULTS)
-            done |= {store.run_id(r['config']) for r in records.values()}
-    return done
 
 
 def write_tiny_data(root):
@@ -222,30 +147,6 @@ class Outputs:
         _replace(os.path.join(self.out, 'runs.tar'), buffer.getvalue())
         text = json.dumps(self.summary(), indent=1, allow_nan=False)
         _replace(os.path.join(self.out, 'summary.json'), text.encode())
-
-
-def measured(records, procs=None):
-    r"""Per model and depth (``'<dataset> <recipe> <model> L=<L>'``): the
-    runs, the mean seconds per epoch, epochs run and wall seconds of the
-    finished runs ``records``."""
-    groups = collections.defaultdict(list)
-    for r in records:
-        if r['status'] != 'finished':
-            continue
-        c = r['config']
-        key = f'{c["dataset"]} {c["recipe"]} {c["model"]} L={c["num_layers"]}'
-        groups[key].append(r)
-    out = {}
-    for key, rs in groups.items():
-        res = [r['result'] for r in rs]
-        out[key] = {
-            'runs': len(rs),
-            's_per_epoch': statistics.mean(x['s_per_epoch'] for x in res),
-            'epochs_run': statistics.mean(x['epochs_run'] for x in res),
-            'wall_s': statistics.mean(x['wall_s'] for x in res),
-            'procs': procs,
-        }
-    return out
 
 
 # One call ------------------------------------------------------------------
@@ -367,9 +268,12 @@ def _prepare(args, order, work):
 
     datasets = sorted({c['dataset'] for _, _, c in order})
     source = args.data_root
-    if source is None:  # --dry without data: generated graphs
+    if source is None and args.dry:  # --dry without data: generated graphs
         source = os.path.join(work, 'data')
         write_tiny_data(source)
+    else:  # PyG's download where the root lacks a dataset
+        source = source or gp_data.default_root()
+        gp_data.fetch(datasets, source)
     root = os.path.join(work, 'processed')
     for dataset in datasets:  # a copy the workers process, not the source
         for name in gp_data.raw_files(dataset):
@@ -513,132 +417,6 @@ def _requeue(call, outputs, item, work):
     call.events.append(text)
 
 
-# After the call ------------------------------------------------------------
-
-
-def unpack(path, store_root=STORE, dry_epochs=None):
-    r"""Writes the run files of ``path`` (a ``runs.tar`` of :func:`run`)
-    into the store, each validated (a whole run record of a run of the
-    queue's :func:`plan`, with ``dry_epochs`` that of ``--dry``, named by
-    its configuration); returns ``{study: count}``. Nothing is written
-    unless every file is valid."""
-    from gate_paper.real_graphs import RESULTS
-
-    planned = {store.run_id(c): s for _, s, c in plan(dry_epochs)}
-    valid = []
-    counts = collections.Counter()
-    with tarfile.open(path) as tar, tempfile.TemporaryDirectory() as tmp:
-        for member in tar.getmembers():
-            study, _, name = member.name.partition('/')
-            if (
-                not member.isfile()
-                or study not in STUDIES
-                or '/' in name
-                or not name.endswith('.json')
-            ):
-                raise ValueError(
-                    f'{path}: {member.name!r} is not <study>/<run>.json of '
-                    f'the studies {sorted(STUDIES)}'
-                )
-            copy = os.path.join(tmp, name)
-            with open(copy, 'wb') as f:
-                f.write(tar.extractfile(member).read())
-            record = store.read(copy, RESULTS)
-            key = store.run_id(record['config'])
-            if key + '.json' != name:
-                raise ValueError(
-                    f'{path}: {member.name} is not named by its run'
-                )
-            if planned.get(key) != study:
-                raise ValueError(
-                    f"{path}: {member.name} is not a run of the queue's "
-                    f'{study}' + ('' if dry_epochs else ' (a --dry run?)')
-                )
-            valid.append((study, record))
-    for study, record in valid:
-        folder = os.path.join(store_root, study)
-        os.makedirs(folder, exist_ok=True)
-        store.save(
-            folder,
-            record['config'],
-            record['result'],
-            record['status'],
-            record.get('message'),
-            record.get('provenance'),
-        )
-        counts[study] += 1
-    return dict(counts)
-
-
-def rebuild_tables(store_root=STORE, tables_root=TABLES):
-    r"""The docs' tables of the queue's studies from the store: each
-    study's :mod:`gate_paper.real_graphs` tables (once it has runs) and the
-    strong recipe's GAT-sep against GATE-sep per depth
-    (:func:`gate_paper.real_graphs_tables.strong_sep`, "no runs yet" until
-    runs arrive)."""
-    from gate_paper import real_graphs
-    from gate_paper.real_graphs_tables import strong_sep
-    from gate_paper.tables import write_tables
-
-    for study, (argv, sub) in STUDIES.items():
-        folder = os.path.join(store_root, study)
-        records = store.load(folder, _configs(argv), real_graphs.RESULTS)
-        if records:
-            real_graphs.main(
-                argv
-                + ['--tables-only', '--out-dir', folder]
-                + ['--tables-dir', os.path.join(tables_root, sub)]
-            )
-        if study == 'real_graphs_strong':
-            write_tables(
-                os.path.join(tables_root, sub),
-                'strong',
-                'The strong recipe: GAT-sep against GATE-sep per depth',
-                f'{len(records)} runs of the strong recipe.\n',
-                [('sep', None, strong_sep(records))],
-            )
-
-
-def _cell(c):
-    return (c['dataset'], c['recipe'], c['model'], c['num_layers'])
-
-
-def show_plan(store_root=STORE, procs=8):
-    r"""Per tier: the runs finished in the store, the next ones, and the
-    time the rest takes by the wall times the store's GPU runs measured
-    (per dataset, recipe, model and depth; with ``procs`` processes
-    sharing the GPU as they did)."""
-    from gate_paper.real_graphs import RESULTS
-
-    order = plan()
-    done = done_in(lambda s: [os.path.join(store_root, s)], order)
-    walls = collections.defaultdict(list)
-    for study in {s for _, s, _ in order}:
-        records, _ = store.scan(os.path.join(store_root, study), RESULTS)
-        for r in records.values():
-            p = r.get('provenance', {})
-            if p.get('recorded') and str(p.get('device', '')).startswith(
-                'cuda'
-            ):
-                walls[_cell(r['config'])].append(p['wall_s'])
-    for tier in sorted({t for t, _, _ in order}):
-        runs = [c for t, _, c in order if t == tier]
-        left = [c for c in runs if store.run_id(c) not in done]
-        known = [
-            statistics.mean(walls[_cell(c)]) for c in left if walls[_cell(c)]
-        ]
-        line = f'tier {tier}: {len(runs) - len(left)} of {len(runs)} finished'
-        if known:
-            line += (
-                f'; {len(known)} of the {len(left)} left have measured cells:'
-                f' about {sum(known) / procs / 60:.0f} min with {procs} '
-                'processes'
-            )
-        print(line)
-        for c in left[:3]:
-            print(f'    next: {store.run_id(c)}')
-
-
 # Command line --------------------------------------------------------------
 
 
@@ -671,7 +449,12 @@ def parse_args(argv=None):
         default=1,
         help='CPU threads of each process (default 1)',
     )
-    go.add_argument('--data-root', help='a folder laid out as ../shared/data')
+    go.add_argument(
+        '--data-root',
+        help="the data root, laid out as PyG's dataset classes lay out "
+        'their raw files (default: $GATE_DATA_ROOT, else data/; missing '
+        'datasets are downloaded; with --dry: generated tiny graphs)',
+    )
     go.add_argument('--store', default=STORE)
     go.add_argument('--work', help='the work folder (default: a new one)')
     go.add_argument('--device', default='auto')
@@ -699,8 +482,6 @@ def parse_args(argv=None):
     if args.command == 'run':
         if not args.out:
             parser.error('run: --out (or $OUT) is required')
-        if args.data_root is None and not args.dry:
-            parser.error('run: --data-root is required (except with --dry)')
         if args.dry and args.device == 'auto':
             args.device = 'cpu'
     return args

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from gate_paper import real_graphs, run_queue
+from gate_paper import queue_results, real_graphs
 from gate_paper.store import read, run_id
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -135,7 +135,7 @@ def test_every_committed_run_file_says_its_provenance():
 def test_the_run_queues_tables_rebuild_from_the_committed_runs(tmp_path):
     # The strong recipe's GAT-sep against GATE-sep ("no runs yet" until
     # the GPU runs arrive) and, once it has runs, Tolokers.
-    run_queue.rebuild_tables(RUNS, str(tmp_path))
+    queue_results.rebuild_tables(RUNS, str(tmp_path))
     for sub in ('strong', 'tolokers'):
         folder = osp.join(DATA, 'real_graphs', sub)
         if not osp.isdir(folder):

@@ -9,14 +9,14 @@ import time
 
 import pytest
 
-from gate_paper import real_graphs, run_queue, store
+from gate_paper import queue_plan, queue_results, real_graphs, run_queue, store
 from gate_paper.real_graphs_tables import strong_sep
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
 def test_the_queue_runs_the_priorities_of_issue_49_in_order():
-    order = run_queue.plan()
+    order = queue_plan.plan()
     tiers = [t for t, _, _ in order]
     assert tiers == sorted(tiers)
     assert [tiers.count(t) for t in (1, 2, 3, 4)] == [40, 60, 200, 300]
@@ -41,7 +41,7 @@ def test_the_queue_runs_the_priorities_of_issue_49_in_order():
     ] * 100
     # The configurations of `real_graphs` for the study's options, so that
     # its --tables-only reads the queue's runs.
-    for study, (argv, _) in run_queue.STUDIES.items():
+    for study, (argv, _) in queue_plan.STUDIES.items():
         args = real_graphs.parse_args(
             argv + ['--tables-only', '--out-dir', osp.join(ROOT, 'runs', 'x')]
         )
@@ -152,9 +152,9 @@ def test_dry_call_with_a_killed_worker_and_the_time_running_out(tmp_path):
 
     # The next call goes on from the runs committed to the store.
     with pytest.raises(ValueError, match='a --dry run'):
-        run_queue.unpack(str(out / 'runs.tar'), str(tmp_path / 'store'))
+        queue_results.unpack(str(out / 'runs.tar'), str(tmp_path / 'store'))
     assert not (tmp_path / 'store').exists()  # nothing written
-    counts = run_queue.unpack(
+    counts = queue_results.unpack(
         str(out / 'runs.tar'), str(tmp_path / 'store'), dry_epochs=300
     )
     assert sum(counts.values()) == len(records)
@@ -185,16 +185,16 @@ def test_unpack_refuses_what_is_not_a_run_of_the_queue(tmp_path):
     with tarfile.open(path, 'w') as tar:
         tar.add(evil, '../outside.json')
     with pytest.raises(ValueError, match='is not <study>/<run>.json'):
-        run_queue.unpack(str(path), str(tmp_path / 'store'))
+        queue_results.unpack(str(path), str(tmp_path / 'store'))
     assert not (tmp_path / 'outside.json').exists()
-    config = run_queue.plan()[0][2]
+    config = queue_plan.plan()[0][2]
     folder = tmp_path / 'made'
     folder.mkdir()
     good = store.save(str(folder), config, {'metric': 'roc_auc'})
     with tarfile.open(path, 'w') as tar:
         tar.add(good, 'real_graphs_tolokers/' + osp.basename(good))
     with pytest.raises(ValueError, match='without the results best_epoch'):
-        run_queue.unpack(str(path), str(tmp_path / 'store'))
+        queue_results.unpack(str(path), str(tmp_path / 'store'))
 
 
 def test_the_strong_table_says_no_runs_yet_and_the_published_numbers():
@@ -276,7 +276,7 @@ def test_the_shell_entry_runs_a_call(tmp_path):
 
 
 def test_the_plan_estimates_from_the_measured_gpu_runs(tmp_path, capsys):
-    (_, study, first), (_, _, second) = run_queue.plan()[:2]
+    (_, study, first), (_, _, second) = queue_plan.plan()[:2]
     folder = tmp_path / study
     folder.mkdir()
     for config, wall in ((first, 120.0), (second, 60.0)):
@@ -288,7 +288,7 @@ def test_the_plan_estimates_from_the_measured_gpu_runs(tmp_path, capsys):
         )
     # GATE split 0 done: its cell's 120 s for the 9 GATE splits left at
     # depth 5, GAT's 60 s for GAT's 9: 1620 s with 1 process
-    run_queue.show_plan(str(tmp_path), procs=1)
+    queue_plan.show_plan(str(tmp_path), procs=1)
     out = capsys.readouterr().out
     assert 'tier 1: 2 of 40 finished; 18 of the 38 left' in out
     assert 'about 27 min with 1 processes' in out

@@ -1,0 +1,95 @@
+r"""The runs of a GPU run queue's call into the run store
+(:func:`unpack`, every file validated before any is written) and the docs'
+tables of the queue's studies rebuilt from the store
+(:func:`rebuild_tables`)."""
+
+import collections
+import os
+import tarfile
+import tempfile
+
+from gate_paper import store
+from gate_paper.queue_plan import STORE, STUDIES, TABLES, configs, plan
+
+
+def unpack(path, store_root=STORE, dry_epochs=None):
+    r"""Writes the run files of ``path`` (a ``runs.tar`` of :func:`run`)
+    into the store, each validated (a whole run record of a run of the
+    queue's :func:`plan`, with ``dry_epochs`` that of ``--dry``, named by
+    its configuration); returns ``{study: count}``. Nothing is written
+    unless every file is valid."""
+    from gate_paper.real_graphs import RESULTS
+
+    planned = {store.run_id(c): s for _, s, c in plan(dry_epochs)}
+    valid = []
+    counts = collections.Counter()
+    with tarfile.open(path) as tar, tempfile.TemporaryDirectory() as tmp:
+        for member in tar.getmembers():
+            study, _, name = member.name.partition('/')
+            if (
+                not member.isfile()
+                or study not in STUDIES
+                or '/' in name
+                or not name.endswith('.json')
+            ):
+                raise ValueError(
+                    f'{path}: {member.name!r} is not <study>/<run>.json of '
+                    f'the studies {sorted(STUDIES)}'
+                )
+            copy = os.path.join(tmp, name)
+            with open(copy, 'wb') as f:
+                f.write(tar.extractfile(member).read())
+            record = store.read(copy, RESULTS)
+            key = store.run_id(record['config'])
+            if key + '.json' != name:
+                raise ValueError(
+                    f'{path}: {member.name} is not named by its run'
+                )
+            if planned.get(key) != study:
+                raise ValueError(
+                    f"{path}: {member.name} is not a run of the queue's "
+                    f'{study}' + ('' if dry_epochs else ' (a --dry run?)')
+                )
+            valid.append((study, record))
+    for study, record in valid:
+        folder = os.path.join(store_root, study)
+        os.makedirs(folder, exist_ok=True)
+        store.save(
+            folder,
+            record['config'],
+            record['result'],
+            record['status'],
+            record.get('message'),
+            record.get('provenance'),
+        )
+        counts[study] += 1
+    return dict(counts)
+
+
+def rebuild_tables(store_root=STORE, tables_root=TABLES):
+    r"""The docs' tables of the queue's studies from the store: each
+    study's :mod:`gate_paper.real_graphs` tables (once it has runs) and the
+    strong recipe's GAT-sep against GATE-sep per depth
+    (:func:`gate_paper.real_graphs_tables.strong_sep`, "no runs yet" until
+    runs arrive)."""
+    from gate_paper import real_graphs
+    from gate_paper.real_graphs_tables import strong_sep
+    from gate_paper.tables import write_tables
+
+    for study, (argv, sub) in STUDIES.items():
+        folder = os.path.join(store_root, study)
+        records = store.load(folder, configs(argv), real_graphs.RESULTS)
+        if records:
+            real_graphs.main(
+                argv
+                + ['--tables-only', '--out-dir', folder]
+                + ['--tables-dir', os.path.join(tables_root, sub)]
+            )
+        if study == 'real_graphs_strong':
+            write_tables(
+                os.path.join(tables_root, sub),
+                'strong',
+                'The strong recipe: GAT-sep against GATE-sep per depth',
+                f'{len(records)} runs of the strong recipe.\n',
+                [('sep', None, strong_sep(records))],
+            )
