@@ -131,7 +131,7 @@ print("- triton", triton.__version__)
 echo "env: $(grep -c . "$OUT/env.txt") lines" | tee "$OUT/summary.txt"
 
 DATA=()
-for d in gpu-data shared/data ../shared/data; do
+for d in gpu-data "${GATE_DATA_ROOT:-data}"; do
     if [ -d "$d/Planetoid" ]; then DATA=(--data-root "$d"); break; fi
 done
 TURBO_SRC="${TURBO_SRC:-}"

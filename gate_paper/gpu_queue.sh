@@ -15,21 +15,17 @@
 # writes the runs into gate_paper/runs/ and rebuilds the docs' tables;
 # commit them, and the next call goes on from there.
 #
-# DATA: a folder laid out as ../shared/data (default: the first of
-# gpu-data/, data/, shared/data/, ../shared/data/ holding heterophilous/).
-# The device tool sends the repository only: copy
-# ../shared/data/heterophilous to gpu-data/heterophilous, list gpu-data/ in
-# .git/info/exclude and carry it. Further arguments go to `run_queue run`
-# (e.g. --dry on a CPU).
+# DATA: the data root, laid out as PyG's dataset classes lay out their raw
+# files (heterophilous/<name>/raw/<name>.npz); default: gpu-data/ when it
+# holds heterophilous/, else run_queue's default ($GATE_DATA_ROOT, else
+# data/; datasets it lacks are downloaded). The lent GPU machine has no
+# network and receives the repository only: put the data root's
+# heterophilous/ folder into gpu-data/, list gpu-data/ in .git/info/exclude
+# and carry it. Further arguments go to `run_queue run` (e.g. --dry on a
+# CPU).
 set -eu
-if [ -z "${DATA:-}" ]; then
-    for d in gpu-data data shared/data ../shared/data; do
-        if [ -d "$d/heterophilous" ]; then DATA="$d"; break; fi
-    done
-fi
-if [ -z "${DATA:-}" ]; then
-    echo "no data: set DATA to a folder laid out as ../shared/data" >&2
-    exit 2
+if [ -z "${DATA:-}" ] && [ -d gpu-data/heterophilous ]; then
+    DATA=gpu-data
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # Fail in seconds, not after the workers start, if a package is missing.
@@ -39,5 +35,5 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 }
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 exec "${PYTHON:-python3}" -m gate_paper.run_queue run --out "${OUT:?set OUT}" \
-    --data-root "$DATA" --procs "${PROCS:-8}" --budget "${BUDGET:-420}" \
+    ${DATA:+--data-root "$DATA"} --procs "${PROCS:-8}" --budget "${BUDGET:-420}" \
     ${COMMIT:+--commit "$COMMIT"} "$@"
