@@ -36,14 +36,7 @@ def check_er_args(
             f"'num_nodes' ({num_nodes}) must be at least "
             f"'num_classes' ({num_classes})"
         )
-    if (
-        isinstance(edge_prob, bool)
-        or not isinstance(edge_prob, numbers.Real)
-        or not 0.0 <= edge_prob <= 1.0
-    ):
-        raise ValueError(
-            f"'edge_prob' must be a probability in [0, 1] (got {edge_prob!r})"
-        )
+    _check_probability(edge_prob)
     if (
         isinstance(split, (str, bytes))
         or not isinstance(split, Sequence)
@@ -144,14 +137,7 @@ def er_graph(
     """
     check_int(num_nodes, 'num_nodes', 1)
     check_int(seed, 'seed', 0)
-    if (
-        isinstance(edge_prob, bool)
-        or not isinstance(edge_prob, numbers.Real)
-        or not 0.0 <= edge_prob <= 1.0
-    ):
-        raise ValueError(
-            f"'edge_prob' must be a probability in [0, 1] (got {edge_prob!r})"
-        )
+    _check_probability(edge_prob)
     num_pairs = num_nodes * (num_nodes - 1) // 2
     gen = torch.Generator().manual_seed(seed)
     if method == 'dense':
@@ -368,3 +354,14 @@ class SyntheticDataset(InMemoryDataset):
         )
         if log:
             print('Done!', file=sys.stderr)
+
+
+def _check_probability(edge_prob):
+    if (
+        isinstance(edge_prob, bool)
+        or not isinstance(edge_prob, numbers.Real)
+        or not 0.0 <= edge_prob <= 1.0
+    ):
+        raise ValueError(
+            f"'edge_prob' must be a probability in [0, 1] (got {edge_prob!r})"
+        )
