@@ -69,3 +69,17 @@ def mark_dynamic(t: Tensor, dim: int) -> None:
     r"""Compiles dimension :obj:`dim` of :obj:`t` as dynamic where it can
     be (:func:`torch._dynamo.maybe_mark_dynamic`)."""
     torch._dynamo.maybe_mark_dynamic(t, dim)
+
+
+def index_to_ptr32(index: Tensor, size: int) -> Tensor:
+    r"""The int32 pointer (:obj:`size + 1` entries) of a sorted
+    :obj:`index` over :obj:`size` rows, in one operator
+    (:func:`torch_geometric.index.index2ptr` returns :obj:`index`'s dtype:
+    an int64 index costs one more operator for the cast)."""
+    return torch._convert_indices_from_coo_to_csr(index, size, out_int32=True)
+
+
+def ptr_to_index32(ptr: Tensor, col: Tensor) -> Tensor:
+    r"""The int32 row of every entry of the CSR :obj:`(ptr, col)`, in one
+    operator (:func:`torch_geometric.index.ptr2index` takes three)."""
+    return torch._convert_indices_from_csr_to_coo(ptr, col, out_int32=True)[0]

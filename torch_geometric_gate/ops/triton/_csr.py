@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 from torch_geometric.index import ptr2index
 
+from torch_geometric_gate.ops._compat import index_to_ptr32, ptr_to_index32
 from torch_geometric_gate.ops.types import AttentionGraph
 
 
@@ -95,9 +96,7 @@ def forward_csr(graph: AttentionGraph) -> CSR:
     # One stable sort of the targets per call; its values give the row
     # pointer (and the targets in CSR order) without a gather:
     dst, perm = torch.sort(graph.dst, stable=True)
-    rowptr = torch._convert_indices_from_coo_to_csr(
-        dst, graph.num_dst, out_int32=True
-    )
+    rowptr = index_to_ptr32(dst, graph.num_dst)
     src = graph.src.index_select(0, perm).int()
     return CSR(perm.int(), src, rowptr, dst)
 
@@ -150,9 +149,7 @@ def _both_csr(graph: AttentionGraph):
     num_edges, num_dst = graph.src.numel(), graph.num_dst
     keys = torch.cat([graph.dst, graph.src + num_dst])
     keys, order = torch.sort(keys, stable=True)
-    ptr = torch._convert_indices_from_coo_to_csr(
-        keys, num_dst + graph.num_src, out_int32=True
-    )
+    ptr = index_to_ptr32(keys, num_dst + graph.num_src)
     # int32 targets of their own: a slice would keep the 2 E int64 keys
     # alive until the backward.
     dst, perm = keys[:num_edges].int(), order[:num_edges]
@@ -174,10 +171,7 @@ def csr_dst(csr: CSR) -> Tensor:
     row pointer)."""
     if csr.dst is not None:
         return csr.dst
-    coo = torch._convert_indices_from_csr_to_coo(
-        csr.rowptr, csr.src, out_int32=True
-    )
-    return coo[0]
+    return ptr_to_index32(csr.rowptr, csr.src)
 
 
 def edge_kinds(graph: AttentionGraph, csr: CSR) -> Tensor:
@@ -223,7 +217,5 @@ def reverse_csr(graph_ei, csr: CSR, num_src: int, num_loops: int):
             )
             return rev_rowptr.int(), rev_pos
     src, rev_pos = torch.sort(csr.src, stable=True)
-    rev_rowptr = torch._convert_indices_from_coo_to_csr(
-        src, num_src, out_int32=True
-    )
+    rev_rowptr = index_to_ptr32(src, num_src)
     return rev_rowptr, rev_pos.int()

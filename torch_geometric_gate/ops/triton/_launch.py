@@ -7,6 +7,7 @@ operators of :mod:`~torch_geometric_gate.ops.triton`.
 """
 
 import contextlib
+import functools
 from typing import Optional
 
 import torch
@@ -102,16 +103,9 @@ class _Settings:
         self.kind = kind
 
 
-_PROMOTED = {}
-
-
-def _promote(a: torch.dtype, b: torch.dtype) -> torch.dtype:
-    # torch.promote_types is an ATen operator (a host op per call): once per
-    # pair of dtypes.
-    key = (a, b)
-    if key not in _PROMOTED:
-        _PROMOTED[key] = torch.promote_types(a, b)
-    return _PROMOTED[key]
+# torch.promote_types is an ATen operator (a host operator per call):
+# once per pair of dtypes.
+_promote = functools.lru_cache(maxsize=None)(torch.promote_types)
 
 
 def _dtypes(q_src, value, att_neighbor, att_self):
