@@ -83,3 +83,10 @@ def ptr_to_index32(ptr: Tensor, col: Tensor) -> Tensor:
     r"""The int32 row of every entry of the CSR :obj:`(ptr, col)`, in one
     operator (:func:`torch_geometric.index.ptr2index` takes three)."""
     return torch._convert_indices_from_csr_to_coo(ptr, col, out_int32=True)[0]
+
+
+def assert_async(condition: Tensor, message: str) -> None:
+    r"""Raises :obj:`RuntimeError(message)` where the one-element bool
+    :obj:`condition` is false, without the host waiting for the device
+    (on CUDA, the error arrives at the next synchronization)."""
+    torch._assert_async(condition, message)

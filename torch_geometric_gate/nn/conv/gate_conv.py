@@ -262,8 +262,8 @@ class GATEConv(MessagePassing):
         need_weights = False
         if return_attention_weights is not None:
             need_weights = return_attention_weights
-        out, ei, alpha, masked = self._forward(x, edge_index, edge_attr,
-                                               need_weights)
+        out, ei, alpha, num_loops = self._forward(x, edge_index, edge_attr,
+                                                  need_weights)
         if torch.jit.is_scripting():
             if need_weights:
                 raise ValueError("'return_attention_weights=True' is not "
@@ -276,8 +276,9 @@ class GATEConv(MessagePassing):
         if isinstance(edge_index,
                       Tensor) and not is_torch_sparse_tensor(edge_index):
             return out, (ei, alpha)
-        if masked is not None:  # The sparse forms drop the input loops.
-            ei, alpha = ei[:, ~masked], alpha[~masked]
+        if num_loops > 0:  # The sparse forms drop the input loops.
+            keep = ~self._loop_flags(ei, num_loops)[1]
+            ei, alpha = ei[:, keep], alpha[keep]
         if isinstance(edge_index, SparseTensor):
             return out, SparseTensor(
                 row=ei[1], col=ei[0], value=alpha,
@@ -308,24 +309,27 @@ class GATEConv(MessagePassing):
         x: PairTensor,
         value: Tensor,
         edge_attr: OptTensor,
-        loop: Tensor,
-        masked: OptTensor,
+        loop: OptTensor,
         size: Tuple[int, int],
         need_weights: bool,
         input_edge_index: Adj,
     ) -> Tuple[Tensor, OptTensor]:
         r"""The attention step: returns the aggregated values
         :obj:`[N_dst, H, C]` and the attention weights :obj:`[E, H]` of
-        the edges :obj:`edge_index` (self-loops appended), given the
-        projections :obj:`x = (U x_src, V x_dst)` and :obj:`value = W x_src`,
-        by :meth:`propagate_attention`. A subclass may override it with
+        the edges :obj:`edge_index`, given the projections :obj:`x = (U
+        x_src, V x_dst)` and :obj:`value = W x_src`, by
+        :meth:`propagate_attention`. :obj:`loop` flags the self-loops that
+        :math:`\mathbf{a}_t` scores; :obj:`None` under
+        :obj:`add_self_loops`: the last :obj:`min(size)` edges are then the
+        appended self-loops, and the input's own are masked. A subclass may
+        override it with
         fused kernels; these may return no weights unless
         :obj:`need_weights`, and may read the caller's
         :obj:`input_edge_index` (say, the cached CSR of an
         :class:`~torch_geometric.EdgeIndex`).
         """
         return self.propagate_attention(edge_index, x, value, edge_attr, loop,
-                                        masked, size)
+                                        size)
 
     def propagate_attention(
         self,
@@ -333,13 +337,15 @@ class GATEConv(MessagePassing):
         x: PairTensor,
         value: Tensor,
         edge_attr: OptTensor,
-        loop: Tensor,
-        masked: OptTensor,
+        loop: OptTensor,
         size: Tuple[int, int],
     ) -> Tuple[Tensor, Tensor]:
         r"""The attention step by PyG's message passing,
         :meth:`edge_updater` and :meth:`propagate`.
         """
+        masked: OptTensor = None
+        if loop is None:  # The flags of the appended self-loops:
+            loop, masked = self._loop_flags(edge_index, min(size))
         # edge_updater_type: (x: PairTensor, edge_attr: OptTensor, loop: Tensor, masked: OptTensor)  # noqa
         alpha = self.edge_updater(edge_index, x=x, edge_attr=edge_attr,
                                   loop=loop, masked=masked, size=size)
@@ -354,7 +360,7 @@ class GATEConv(MessagePassing):
         edge_index: Adj,
         edge_attr: OptTensor,
         need_weights: bool,
-    ) -> Tuple[Tensor, Tensor, OptTensor, OptTensor]:
+    ) -> Tuple[Tensor, Tensor, OptTensor, int]:
         H, C = self.heads, self.out_channels
         if isinstance(x, Tensor):
             x_src, x_dst, bipartite = x, x, False
@@ -372,16 +378,17 @@ class GATEConv(MessagePassing):
 
         value, q_src, q_dst = self._project(x_src, x_dst, bipartite)
 
-        masked: OptTensor = None
+        num_loops = 0
+        loop: OptTensor = None
         if self.add_self_loops:
             # Masks the input's self-loops and appends fresh ones, with shapes
-            # that do not depend on the data:
-            num_loops, input_loop = min(num_src, num_dst), ei[0] == ei[1]
+            # that do not depend on the data (their flags follow from these):
+            num_loops = min(num_src, num_dst)
             if edge_attr is not None:
                 fill_value = self.fill_value
                 if isinstance(fill_value, str):  # Input loops to a spare row:
                     dst = ei[int(self.flow == 'source_to_target')]
-                    dst = dst.masked_fill(input_loop, num_dst)
+                    dst = dst.masked_fill(ei[0] == ei[1], num_dst)
                     loop_attr = scatter(edge_attr, dst, 0, num_dst + 1,
                                         fill_value)[:num_loops]
                 else:
@@ -390,21 +397,29 @@ class GATEConv(MessagePassing):
                 edge_attr = torch.cat([edge_attr, loop_attr], dim=0)
             loops = torch.arange(num_loops, device=ei.device)
             ei = torch.cat([ei, loops.repeat(2, 1)], dim=1)
-            loop = torch.cat([input_loop, input_loop.new_ones(num_loops)])
-            masked = torch.cat([input_loop, input_loop.new_zeros(num_loops)])
         else:  # Then no edge of a bipartite graph is a self-loop:
             loop = (torch.zeros_like(ei[0], dtype=torch.bool)
                     if bipartite else ei[0] == ei[1])
 
         out, alpha = self.attention(ei, (q_src, q_dst), value, edge_attr, loop,
-                                    masked, (num_src, num_dst), need_weights,
+                                    (num_src, num_dst), need_weights,
                                     edge_index)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         if self.res is not None:
             out = out + self.res(x_dst)
         if self.bias is not None:
             out = out + self.bias
-        return out, ei, alpha, masked
+        return out, ei, alpha, num_loops
+
+    def _loop_flags(self, edge_index: Tensor,
+                    num_loops: int) -> Tuple[Tensor, Tensor]:
+        # The edges a_t scores and those masked, where the last `num_loops`
+        # edges are the appended self-loops: the input's own are masked.
+        num_input = edge_index.size(1) - num_loops
+        input_loop = edge_index[0, :num_input] == edge_index[1, :num_input]
+        loop = torch.cat([input_loop, input_loop.new_ones(num_loops)])
+        masked = torch.cat([input_loop, input_loop.new_zeros(num_loops)])
+        return loop, masked
 
     def _project(self, x_src: Tensor, x_dst: Tensor,
                  bipartite: bool) -> Tuple[Tensor, Tensor, Tensor]:

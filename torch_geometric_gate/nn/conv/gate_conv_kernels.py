@@ -162,8 +162,7 @@ class KernelGATEConv(gate_conv.GATEConv):
         x: PairTensor,
         value: Tensor,
         edge_attr: OptTensor,
-        loop: Tensor,
-        masked: OptTensor,
+        loop: OptTensor,
         size: Tuple[int, int],
         need_weights: bool,
         input_edge_index: Adj,
@@ -176,11 +175,10 @@ class KernelGATEConv(gate_conv.GATEConv):
             graph = AttentionGraph(
                 src=edge_index[0],
                 dst=edge_index[1],
-                # Under add_self_loops the flags follow from the edges (the
-                # kernels derive them where they read the edges; compiled,
-                # the base's flag tensors are then never computed):
-                loop=None if self.add_self_loops else loop,
-                masked=None if self.add_self_loops else masked,
+                # Under add_self_loops (loop None) the flags follow from the
+                # edges: the kernels derive them where they read the edges.
+                loop=loop,
+                masked=None,
                 num_src=size[0],
                 num_dst=size[1],
                 num_loops=min(size) if self.add_self_loops else 0,
@@ -205,7 +203,7 @@ class KernelGATEConv(gate_conv.GATEConv):
             if result is not None:
                 return result
         return self.propagate_attention(
-            edge_index, x, value, edge_attr, loop, masked, size
+            edge_index, x, value, edge_attr, loop, size
         )
 
     def _reference_only(self) -> List[str]:
