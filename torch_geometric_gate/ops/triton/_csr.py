@@ -125,16 +125,19 @@ def _edge_index_csr(graph: AttentionGraph) -> Optional[CSR]:
         return None
     device = graph.src.device
     num_input = num_edges - graph.num_loops
-    pos = torch.arange(num_input, device=device)
+    # int32 positions: the permutation comes out in the kernels' dtype.
+    pos = torch.arange(num_input, dtype=torch.int32, device=device)
     if perm0 is None:
         # Sorted by target: the targets are the graph's own, the
         # permutation the identity.
         node, perm0 = graph.dst[:num_input], pos
     else:
         node = ptr2index(colptr, output_size=num_input)
-    loops = torch.arange(num_input, num_edges, device=device)
+    loops = torch.arange(
+        num_input, num_edges, dtype=perm0.dtype, device=device
+    )
     rowptr, perm = _merge_loops(
-        colptr, node, perm0.long(), loops, graph.num_loops, pos
+        colptr, node, perm0, loops, graph.num_loops, pos
     )
     src = graph.src.index_select(0, perm).int()
     return CSR(perm.int(), src, rowptr.int())
@@ -204,7 +207,7 @@ def reverse_csr(graph_ei, csr: CSR, num_src: int, num_loops: int):
         if rowptr0 is not None:
             num_input = num_edges - num_loops
             pos_of = torch.empty(num_edges, dtype=torch.int32, device=device)
-            pos_of[csr.perm.long()] = torch.arange(
+            pos_of[csr.perm] = torch.arange(
                 num_edges, dtype=torch.int32, device=device
             )
             values = pos_of[:num_input]
