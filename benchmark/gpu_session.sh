@@ -146,7 +146,7 @@ if [ "$DRY" = 1 ]; then
     DTYPES=(float32)
     TESTS=(test/ops/test_triton_kernels_tiles.py -k 'loop_weights_match')
     HOST=(--graphs random-200 --heads 1 --kernels triton)
-    VARIANTS=(--graphs random-300 --heads 1 --hidden 8 --reps 1 --warmup 0)
+    VARIANTS=(--graphs random-100 --heads 1 --hidden 8 --reps 1 --warmup 0)
     PROFILE=(--graphs random-200 products-size --scale 2e-6 --heads 1
         --hidden 4 --channels 8 --dtypes float32)
     SIZE=(--scale 5e-6 --hidden 4 --channels 8 --heads 2 --reps 1
