@@ -281,7 +281,7 @@ def test_concurrent_construction(tmp_path):
         import os, sys, time
         from torch_geometric_gate.datasets import SelfSufficientER
         root, role = sys.argv[1], sys.argv[2]
-        kwargs = dict(num_nodes=5000, edge_prob=0.04)
+        kwargs = dict(num_nodes=3000, edge_prob=0.04)
         if role == 'writer':
             while len([f for f in os.listdir(root) if 'ready' in f]) < 2:
                 time.sleep(0.01)
@@ -297,7 +297,7 @@ def test_concurrent_construction(tmp_path):
             print(n)
     """
     root = str(tmp_path)
-    SelfSufficientER(root, num_nodes=5000, edge_prob=0.04)
+    SelfSufficientER(root, num_nodes=3000, edge_prob=0.04)
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
     procs = [
         subprocess.Popen(
