@@ -263,9 +263,11 @@ def test_the_shell_entry_runs_a_call(tmp_path):
         COMMIT='0' * 40,
         OMP_NUM_THREADS='1',
     )
+    # 20 s: on a loaded machine (CI, -n 2) the workers' start alone took
+    # more than 12 s; 2-epoch runs then finish in about a second each.
     proc = subprocess.run(
         ['bash', osp.join('gate_paper', 'gpu_queue.sh'), '--dry']
-        + ['--store', str(tmp_path / 'store'), '--budget', '12']
+        + ['--store', str(tmp_path / 'store'), '--budget', '20']
         + ['--procs', '1', '--dry-epochs', '2'],
         cwd=ROOT,
         env=env,
