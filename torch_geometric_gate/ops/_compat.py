@@ -1,4 +1,5 @@
-r"""Every private PyTorch API that the kernels use, in one place.
+r"""Every private PyTorch API that the package uses (the kernels and the
+input checks), in one place.
 
 Tested with torch 2.13 (CPU, this repository's test suite) and torch 2.11
 (CUDA, the GPU sessions of ``benchmark/gpu_session.sh``). When PyTorch

@@ -322,8 +322,7 @@ class GATEConv(MessagePassing):
         :math:`\mathbf{a}_t` scores; :obj:`None` under
         :obj:`add_self_loops`: the last :obj:`min(size)` edges are then the
         appended self-loops, and the input's own are masked. A subclass may
-        override it with
-        fused kernels; these may return no weights unless
+        override it with fused kernels; these may return no weights unless
         :obj:`need_weights`, and may read the caller's
         :obj:`input_edge_index` (say, the cached CSR of an
         :class:`~torch_geometric.EdgeIndex`).

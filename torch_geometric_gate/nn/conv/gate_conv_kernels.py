@@ -172,22 +172,24 @@ class KernelGATEConv(gate_conv.GATEConv):
         else by PyG's message passing."""
         if not torch.jit.is_scripting():
             lin_edge = self.lin_edge
+            # The step's contract: loop None when the last min(size) edges
+            # are the appended self-loops; the kernels then derive the flags
+            # where they read the edges.
+            appended = loop is None
             graph = AttentionGraph(
                 src=edge_index[0],
                 dst=edge_index[1],
-                # Under add_self_loops (loop None) the flags follow from the
-                # edges: the kernels derive them where they read the edges.
                 loop=loop,
                 masked=None,
                 num_src=size[0],
                 num_dst=size[1],
-                num_loops=min(size) if self.add_self_loops else 0,
+                num_loops=min(size) if appended else 0,
                 edge_index=(
                     input_edge_index
                     if isinstance(input_edge_index, EdgeIndex)
                     else None
                 ),
-                mask_input_loops=self.add_self_loops,
+                mask_input_loops=appended,
             )
             params = AttentionParams(
                 att_neighbor=self.att_neighbor,
