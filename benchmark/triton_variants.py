@@ -11,7 +11,9 @@ per program and warps); the forward with all :obj:`E x H` attention
 weights (:obj:`need_weights=True`) against the forward without; the
 backward (the gradients of a forward run under the same options) against
 the backward whose second pass reads the first pass's record
-(:obj:`triton_backward_record=True`, with Triton's 4 warps and with 8).
+(:obj:`triton_backward_record=True`, with Triton's 4 warps and with 8)
+and, with one head, the backward of the one-head layout (both passes; the
+last configuration with the record too).
 The median time of the repetitions (CUDA events on CUDA) and each
 variant's time over its baseline's; the outputs are compared too
 (:obj:`max_rel_diff`). On CPU (tests) the kernels run under the Triton
@@ -167,6 +169,21 @@ def variants(case, heads):
         ('backward', 'record warps=8',
          backward(case, dict(record, triton_warps=8))),
     ]  # fmt: skip
+    if heads == 1:
+        for nodes, warps in ONE_HEAD:
+            options = dict(
+                triton_one_head_layout=True, triton_one_head_nodes=nodes,
+                triton_warps=warps,
+            )  # fmt: skip
+            out.append((
+                'backward', f'1h nodes={nodes} warps={warps}',
+                backward(case, options),
+            ))  # fmt: skip
+        options = dict(options, **record)
+        out.append((
+            'backward', f'1h record nodes={nodes} warps={warps}',
+            backward(case, options),
+        ))  # fmt: skip
     return out
 
 

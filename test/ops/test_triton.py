@@ -853,60 +853,6 @@ def test_triton_sharp_softmax_gradients_in_low_precision(dtype):
     assert got['value'].abs().max() > 0.1
 
 
-@pytest.mark.skipif(
-    not INTERPRET, reason='on a GPU the kernels compile when they run'
-)
-def test_triton_kernels_compile_for_gpu_targets(tmp_path):
-    # The interpreter accepts code that a GPU compiler may reject: every
-    # kernel, as these configurations launch it (dtypes, heads, edge
-    # features, dropout, double backward), compiles to a cubin for sm_90
-    # (H100, H200: the GPUs the GPU session gets) with Triton's compiler
-    # and the ptxas it ships (benchmark/triton_compile.py); no GPU needed.
-    # (`--arch 80 90` checks A100 too, at twice the time.)
-    import json
-    import subprocess
-
-    from benchmark_testing import load_benchmark
-
-    from torch_geometric_gate.ops.triton import _kernels as _triton_kernels
-
-    tc = load_benchmark('triton_compile')
-    if not tc.has_ptxas():
-        pytest.skip('this Triton ships no ptxas (the wheels for x86 Linux do)')
-    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-    script = os.path.join(root, 'benchmark', 'triton_compile.py')
-
-    runs = {name: getattr(_triton_kernels, name).run for name in tc.KERNELS}
-    launches = tc.record_launches(
-        [
-            (1, 4, 'float32', None, 0.0),
-            (3, 5, 'float32', 2, 0.3),
-            (3, 5, 'bfloat16', 2, 0.0),
-            (2, 8, 'float16', None, 0.3),
-        ],
-        double_backward=True,
-    )
-    assert {r['kernel'] for r in launches} == set(tc.KERNELS)
-    assert {r['constants']['HAS_EDGE'] for r in launches
-            if r['kernel'] == 'gate_fwd_kernel'} == {True, False}  # fmt: skip
-    # The recording is undone:
-    assert all(
-        getattr(_triton_kernels, n).run == run for n, run in runs.items()
-    )
-
-    path = tmp_path / 'launches.json'
-    path.write_text(json.dumps(launches))
-    env = {k: v for k, v in os.environ.items() if k != 'TRITON_INTERPRET'}
-    env['PYTHONPATH'] = root + os.pathsep + env.get('PYTHONPATH', '')
-    env['TRITON_CACHE_DIR'] = str(tmp_path / 'cache')  # compile afresh
-    done = subprocess.run(
-        [sys.executable, script, '--launches', str(path), '--arch', '90'],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert f'compiled {len(launches)} launches for 1 targets' in done.stdout
-
-
 class _CountOps(torch.utils._python_dispatch.TorchDispatchMode):
     r"""Counts the ATen operations run, and the :func:`repeat_interleave`
     calls without an :obj:`output_size` (which sync with the device)."""

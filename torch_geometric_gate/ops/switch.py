@@ -79,14 +79,16 @@ class KernelSettings(NamedTuple):
     #: 4096 ``ptxas`` gives the backward up to 255 registers and spills
     #: for sm_90, at 2048 none.
     triton_backward_tile: int = 2048
-    #: Whether the Triton forward of one head runs its one-head layout (2-D
-    #: :obj:`[BLOCK_E, C]` tiles, :attr:`triton_one_head_nodes` segments
-    #: per program, 2 warps unless :attr:`triton_warps`) instead of the
-    #: :obj:`[BLOCK_E, H, C]` tiles of 4 warps; the same outputs. Off until
-    #: a GPU measures it (``benchmark/triton_variants.py``).
+    #: Whether the Triton kernels of one head (the forward and both passes
+    #: of the backward) run their one-head layout (2-D :obj:`[BLOCK_E, C]`
+    #: tiles, :attr:`triton_one_head_nodes` segments per program, 2 warps
+    #: unless :attr:`triton_warps`) instead of the :obj:`[BLOCK_E, H, C]`
+    #: tiles of 4 warps; the same outputs and gradients. Off until a GPU
+    #: measures it (``benchmark/triton_variants.py``).
     triton_one_head_layout: bool = False
-    #: Segments of target nodes per program of the one-head layout, a
-    #: power of two (low-degree nodes share a program).
+    #: Segments of nodes (targets; sources in the backward's second pass)
+    #: per program of the one-head layout, a power of two (low-degree
+    #: nodes share a program).
     triton_one_head_nodes: int = 4
     #: Whether the Triton backward's first (target-side) pass writes a
     #: record per edge and head (16 bytes) that the second (source-side)

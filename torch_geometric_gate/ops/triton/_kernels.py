@@ -17,8 +17,10 @@ The dropout mask of the edge at CSR position :obj:`p` and head :obj:`h` is
 
 from ._backward import (
     gate_bwd_combine_kernel,
+    gate_bwd_dst_1h_kernel,
     gate_bwd_dst_kernel,
     gate_bwd_dst_rec_kernel,
+    gate_bwd_src_1h_kernel,
     gate_bwd_src_combine_kernel,
     gate_bwd_src_kernel,
     gate_bwd_src_rec_kernel,
@@ -35,8 +37,10 @@ from ._forward import (
 __all__ = [
     'gate_alpha_kernel',
     'gate_bwd_combine_kernel',
+    'gate_bwd_dst_1h_kernel',
     'gate_bwd_dst_kernel',
     'gate_bwd_dst_rec_kernel',
+    'gate_bwd_src_1h_kernel',
     'gate_bwd_src_combine_kernel',
     'gate_bwd_src_kernel',
     'gate_bwd_src_rec_kernel',

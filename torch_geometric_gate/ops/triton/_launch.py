@@ -296,9 +296,14 @@ def _backward(
     most 64 channels per head), the first pass writes a record per edge
     and head (16 bytes) that the second pass reads instead of recomputing
     the scores (:func:`gate_bwd_dst_rec_kernel`,
-    :func:`gate_bwd_src_rec_kernel`). :obj:`warps`: the two passes' warps
-    (default: :obj:`settings.warps`, else Triton's, 4). :obj:`views`: the
-    attention vectors' gradients may be views of one tensor."""
+    :func:`gate_bwd_src_rec_kernel`). With :obj:`settings.one_head_layout`
+    and one head, both passes run the one-head layout
+    (:func:`gate_bwd_dst_1h_kernel`, :func:`gate_bwd_src_1h_kernel`:
+    :obj:`settings.one_head_nodes` segments per program, the record too).
+    :obj:`warps`: the two passes' warps (default: :obj:`settings.warps`,
+    else Triton's, 4; the one-head layout's :data:`ONE_HEAD_WARPS`).
+    :obj:`views`: the attention vectors' gradients may be views of one
+    tensor."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
     record = settings.record if record is None else record
@@ -347,7 +352,14 @@ def _backward(
     segptr, seg_node, partptr, num_segments, slots = _segments_of(
         settings, rowptr, num_dst, num_edges, seg
     )
-    programs = _num_programs(device, num_segments)
+    # The one-head layout (2-D tiles, `nodes` segments per program):
+    one_head = settings.one_head_layout and heads == 1
+    if one_head:
+        nodes = settings.one_head_nodes
+        warps = warps or ONE_HEAD_WARPS
+        programs = _cdiv(num_segments, nodes)
+    else:
+        programs = _num_programs(device, num_segments)
     g_att = torch.zeros(programs, 2, heads, channels, **f32)
     part = part_delta = delta  # Not read unless a node is split.
     g_att_c = None
@@ -364,6 +376,7 @@ def _backward(
         torch.zeros(num_edges, heads * channels, **f32) if flags[0] else None
     )
     record = record and c_pad <= 64
+    rec = (lse, lse, lse)  # Not read without the record.
     if record:
         rec = (
             torch.empty(num_edges, heads, **f32),
@@ -371,7 +384,17 @@ def _backward(
             torch.empty(num_edges, heads, device=device, dtype=torch.int64),
         )  # fmt: skip
     with _on_device(device):
-        if num_dst > 0:
+        if num_dst > 0 and one_head:
+            k.gate_bwd_dst_1h_kernel[(programs,)](
+                q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
+                src_s, kind, rowptr, segptr, seg_node, partptr,
+                lse, grad_out, ga_arg,
+                d_q_dst, delta, g_att, part, part_delta, *rec,
+                num_dst, num_segments, *common, settings.slope,
+                channels, c_pad, block_d, seg, nodes, *flags, record,
+                num_warps=warps,
+            )  # fmt: skip
+        elif num_dst > 0:
             # The record, when asked, goes after the partial slots:
             kernel, extra = k.gate_bwd_dst_kernel, ()
             if record:
@@ -385,11 +408,11 @@ def _backward(
                 heads, channels, h_pad, c_pad, block_d, seg, *flags,
                 **_warps(warps),
             )  # fmt: skip
-            if slots > 0:
-                k.gate_bwd_combine_kernel[(programs_c,)](
-                    segptr, partptr, part, part_delta, d_q_dst, delta,
-                    g_att_c, num_dst, heads, channels, h_pad, c_pad,
-                )  # fmt: skip
+        if num_dst > 0 and slots > 0:
+            k.gate_bwd_combine_kernel[(programs_c,)](
+                segptr, partptr, part, part_delta, d_q_dst, delta,
+                g_att_c, num_dst, heads, channels, h_pad, c_pad,
+            )  # fmt: skip
         if num_src > 0:
             seg = max(1, SEGMENT_EDGES // block_s) * block_s
             segptr, seg_node, partptr, grid, slots = _segments_of(
@@ -398,7 +421,17 @@ def _backward(
             part = d_value  # Not read unless a node is split.
             if slots > 0:
                 part = torch.empty(slots, 2, heads, channels, **f32)
-            if record:
+            if one_head:
+                k.gate_bwd_src_1h_kernel[(_cdiv(grid, nodes),)](
+                    q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
+                    dst_s, kind, rev_rowptr, segptr, seg_node, partptr,
+                    rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
+                    d_ep if flags[0] else d_q_src, part, *rec,
+                    num_src, grid, *common, settings.slope,
+                    channels, c_pad, block_s, seg, nodes, *flags, record,
+                    num_warps=warps,
+                )  # fmt: skip
+            elif record:
                 k.gate_bwd_src_rec_kernel[(grid,)](
                     a_s, a_t, dst_s, kind, rev_rowptr, segptr, seg_node,
                     partptr, rev_pos, grad_out, delta, *rec, d_q_src,
