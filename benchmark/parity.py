@@ -98,7 +98,9 @@ def step(conv, x, edge_index, edge_attr, kernel, grad_seed=0, seed=0):
     x = x.detach().requires_grad_()
     edge_attr = edge_attr.detach().requires_grad_()
     torch.manual_seed(seed)
-    with attention_kernel(kernel):
+    # The chunked kernels as ATen chunks on every device (on CPU tensors
+    # the compiled loops would first compile C++ for seconds):
+    with attention_kernel(kernel, eager_loops=False):
         out = conv(x, edge_index, edge_attr)
     gen = torch.Generator().manual_seed(grad_seed)
     out.backward(torch.randn(out.shape, generator=gen).to(out))
