@@ -173,10 +173,17 @@ def test_options_of_the_switch_record_the_variant_kernels():
         [(1, 4, 'float32', None, 0.0)], options=options
     )
     names = {r['kernel'] for r in launches}
-    assert {'gate_fwd_1h_kernel', 'gate_bwd_dst_rec_kernel',
-            'gate_bwd_src_rec_kernel'} <= names  # fmt: skip
+    assert {'gate_fwd_1h_kernel', 'gate_bwd_dst_1h_kernel',
+            'gate_bwd_src_1h_kernel'} <= names  # fmt: skip
     assert not {'gate_fwd_kernel', 'gate_bwd_dst_kernel',
-                'gate_bwd_src_kernel'} & names  # fmt: skip
+                'gate_bwd_src_kernel', 'gate_bwd_dst_rec_kernel',
+                'gate_bwd_src_rec_kernel'} & names  # fmt: skip
+    # The one-head backward's passes with the record (a constexpr flag):
+    flags = {(r['kernel'], k) for r in launches
+             for k, v in r['constants'].items()
+             if k.endswith('_RECORD') and v is True}  # fmt: skip
+    assert flags == {('gate_bwd_dst_1h_kernel', 'WRITE_RECORD'),
+                     ('gate_bwd_src_1h_kernel', 'READ_RECORD')}  # fmt: skip
 
 
 def test_a_bad_option_is_a_usage_error():
