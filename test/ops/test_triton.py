@@ -455,6 +455,105 @@ def test_triton_two_edge_indices_of_one_shape(sort):
 
 
 @pytest.mark.parametrize(
+    'num_src,num_dst,num_edges,strided',
+    [(7, 5, 40, False), (5, 9, 33, True), (4, 4, 0, False), (1, 3, 2, False)],
+)
+def test_triton_csr_and_reverse_from_one_sort(
+    num_src, num_dst, num_edges, strided
+):
+    # The two CSR kernels finish the sort's CSR and reverse CSR: the same
+    # as stable argsorts of the targets and of the sources (bipartite
+    # sizes, no edges, strided sources).
+    from torch_geometric_gate.ops.triton._csr import csr_and_reverse
+
+    gen = torch.Generator().manual_seed(num_edges)
+    src = torch.randint(num_src, (num_edges,), generator=gen)
+    dst = torch.randint(num_dst, (num_edges,), generator=gen)
+    ei = torch.stack([src, dst]).to(DEVICE)
+    if strided:  # rows of an [E, 2] tensor's transpose: stride 2
+        ei = ei.t().contiguous().t()
+        assert ei[0].stride(0) == 2
+    graph = AttentionGraph(
+        ei[0], ei[1], None, None, num_src=num_src, num_dst=num_dst, num_loops=0
+    )
+    csr, (rev_rowptr, rev_pos) = csr_and_reverse(graph)
+    perm = torch.sort(dst, stable=True).indices
+    for got in (csr.perm, csr.src, csr.rowptr, csr.dst, rev_rowptr, rev_pos):
+        assert got.dtype == torch.int32 and got.is_contiguous()
+    assert torch.equal(csr.perm.cpu().long(), perm)
+    assert torch.equal(csr.src.cpu().long(), src[perm])
+    assert torch.equal(csr.dst.cpu().long(), dst[perm])
+    count = torch.bincount(dst, minlength=num_dst).cumsum(0)
+    assert torch.equal(
+        csr.rowptr.cpu().long(), torch.cat([count.new_zeros(1), count])
+    )
+    count = torch.bincount(src, minlength=num_src).cumsum(0)
+    assert torch.equal(
+        rev_rowptr.cpu().long(), torch.cat([count.new_zeros(1), count])
+    )
+    # The CSR position of every edge, in the order of the sources:
+    pos_of = torch.empty_like(perm)
+    pos_of[perm] = torch.arange(num_edges)
+    rev = torch.sort(src, stable=True).indices
+    assert torch.equal(rev_pos.cpu().long(), pos_of[rev])
+
+
+@pytest.mark.parametrize('sort', ['col', 'row'])
+@pytest.mark.parametrize('num_src,num_dst', [(6, 6), (4, 7), (7, 4)])
+def test_triton_edge_index_csr_merges_the_loops_in(sort, num_src, num_dst):
+    # From a sorted EdgeIndex's cached CSC and CSR, the appended self-loops
+    # merged in by gate_merge_loops_kernel: the CSR and the reverse CSR of
+    # a stable sort of all edges, loops included (each loop last among its
+    # node's edges), in int32.
+    from torch_geometric import EdgeIndex
+
+    from torch_geometric_gate.ops.triton._csr import (
+        csr_and_reverse,
+        reverse_csr,
+    )
+
+    gen = torch.Generator().manual_seed(num_src * 10 + num_dst)
+    ei = torch.stack([
+        torch.randint(num_src, (30,), generator=gen),
+        torch.randint(num_dst, (30,), generator=gen),
+    ])  # fmt: skip
+    ei = EdgeIndex(ei, sparse_size=(num_src, num_dst)).sort_by(sort)[0]
+    ei = ei.to(DEVICE)
+    num_loops = min(num_src, num_dst)
+    loops = torch.arange(num_loops, device=DEVICE)
+    src = torch.cat([ei.as_tensor()[0], loops])
+    dst = torch.cat([ei.as_tensor()[1], loops])
+    graph = AttentionGraph(
+        src, dst, None, None, num_src=num_src, num_dst=num_dst,
+        num_loops=num_loops, edge_index=ei, mask_input_loops=True,
+    )  # fmt: skip
+    csr, reverse = csr_and_reverse(graph)
+    assert reverse is None  # the backward takes it from the EdgeIndex
+    rev_rowptr, rev_pos = reverse_csr(ei, csr, num_src, num_loops)
+    for got in (csr.perm, csr.src, csr.rowptr, rev_rowptr, rev_pos):
+        assert got.dtype == torch.int32
+    src, dst = src.cpu(), dst.cpu()
+    perm, pos_of = csr.perm.cpu().long(), torch.empty(src.numel()).long()
+    pos_of[perm] = torch.arange(perm.numel())
+    assert torch.equal(csr.src.cpu().long(), src[perm])
+    num_input = src.numel() - num_loops
+
+    def check_rows(ptr, values, node, edge_of):
+        # Every node's edges (in the EdgeIndex's order), its loop last:
+        ptr = ptr.cpu().long()
+        assert ptr[0] == 0 and ptr[-1] == values.numel()
+        for v in range(ptr.numel() - 1):
+            row = values[ptr[v] : ptr[v + 1]]
+            assert torch.equal(row.sort().values,
+                               edge_of[node == v].sort().values)  # fmt: skip
+            if v < num_loops:
+                assert row[-1] == edge_of[num_input + v]
+
+    check_rows(csr.rowptr, perm, dst, torch.arange(src.numel()))
+    check_rows(rev_rowptr, rev_pos.cpu().long(), src, pos_of)
+
+
+@pytest.mark.parametrize(
     'how',
     [
         pytest.param(
@@ -497,14 +596,13 @@ def test_triton_sees_writes_that_keep_the_version(how):
 def test_triton_concurrent_threads():
     # Issue 35, item 25: no shared state between calls. The interpreter's
     # program ids are process-global, so the launches take turns here (on
-    # a GPU they need not); the CSR builds and autograd run concurrently.
+    # a GPU they need not); the ATen parts of the CSR builds and autograd
+    # run concurrently.
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
     lock = threading.Lock()
-    names = ('gate_fwd_kernel', 'gate_combine_kernel', 'gate_alpha_kernel',
-             'gate_bwd_dst_kernel', 'gate_bwd_combine_kernel',
-             'gate_bwd_src_kernel', 'gate_bwd_src_combine_kernel')  # fmt: skip
+    names = kernels.__all__  # the CSR's kernels too
     saved = {n: getattr(kernels, n).run for n in names}
 
     def serial(run_kernel):

@@ -499,6 +499,16 @@ def _run_backward_record(heads, channels, dtype, edge_dim, dropout):
     backward_both(graph, inputs, params, seed=3)
 
 
+def _run_edge_index_step(heads, channels, dtype, edge_dim, dropout):
+    # A column-sorted EdgeIndex: the CSR and the reverse CSR merge the
+    # appended loops in (gate_merge_loops_kernel).
+    graph, inputs = make_case(
+        heads, channels, edge_dim, dtype=dtype, sorted_index=True
+    )
+    params = params_of(inputs, dropout=dropout, training=dropout > 0)
+    backward_both(graph, inputs, params, seed=3)
+
+
 def _run_backward_1h(heads, channels, dtype, edge_dim, dropout):
     graph, inputs = make_case(1, channels, edge_dim, dtype=dtype)
     params = params_of(inputs, dropout=dropout, training=dropout > 0)
@@ -513,6 +523,7 @@ NEW_KERNELS = {
     'gate_bwd_src_rec_kernel': _run_backward_record,
     'gate_bwd_dst_1h_kernel': _run_backward_1h,
     'gate_bwd_src_1h_kernel': _run_backward_1h,
+    'gate_merge_loops_kernel': _run_edge_index_step,
 }
 
 COMPILE_CONFIGS = [

@@ -17,7 +17,12 @@ from torch import Tensor
 from torch_geometric.index import ptr2index
 
 from torch_geometric_gate.ops._compat import index_to_ptr32, ptr_to_index32
+from torch_geometric_gate.ops.triton._grid import cdiv, on_device
 from torch_geometric_gate.ops.types import AttentionGraph
+
+#: Positions per program of the kernels that finish the CSR of plain
+#: tensors (:func:`csr_and_reverse`).
+CSR_BLOCK = 1024
 
 
 class CSR(NamedTuple):
@@ -48,26 +53,29 @@ def _pad_ptr(ptr: Tensor, num: int) -> Optional[Tensor]:
     return ptr
 
 
-def _merge_loops(ptr, node, values, loop_values, num_loops, pos=None):
+def _merge_loops(ptr, node, values, loop_values, num_loops):
     r"""Appends the self-loop of node :obj:`i < num_loops` (value
     :obj:`loop_values[i]`) at the end of node :obj:`i`'s segment of a
     compressed array (:obj:`ptr`, the node of every position, the value at
-    every position), without a sort: returns the new pointer and values.
-    :obj:`pos`: :obj:`arange(values.numel())` where the caller has it."""
-    num = ptr.numel() - 1
-    loops = num_loops
-    ahead = torch.arange(num + 1, device=ptr.device)
-    if loops < num:  # Else every node has a loop: min(i, loops) is i.
-        ahead = ahead.clamp_(max=loops)
-        node = node.clamp(max=loops)
-    new_ptr = ptr + ahead
-    out = values.new_empty(values.numel() + loops)
-    if pos is None:
-        pos = torch.arange(values.numel(), device=ptr.device)
-    out[pos + node] = values
-    if loops > 0:
-        # The loop of node i closes its new segment:
-        out[new_ptr[1 : loops + 1] - 1] = loop_values
+    every position), without a sort, in one launch
+    (:func:`gate_merge_loops_kernel`): returns the new pointer and values
+    (int32). :obj:`values=None`: the positions; :obj:`loop_values=None`:
+    :obj:`values.numel() + i`."""
+    from torch_geometric_gate.ops.triton import _kernels as k
+
+    num, num_values = ptr.numel() - 1, node.numel()
+    new_ptr = torch.empty(num + 1, dtype=torch.int32, device=ptr.device)
+    out = torch.empty(
+        num_values + num_loops, dtype=torch.int32, device=ptr.device
+    )
+    block = CSR_BLOCK
+    with on_device(ptr.device):
+        k.gate_merge_loops_kernel[(cdiv(max(num_values, num + 1), block),)](
+            ptr, node, node if values is None else values,
+            node if loop_values is None else loop_values, new_ptr, out,
+            num, num_values, num_loops, block,
+            values is None, loop_values is None,
+        )  # fmt: skip
     return new_ptr, out
 
 
@@ -123,24 +131,16 @@ def _edge_index_csr(graph: AttentionGraph) -> Optional[CSR]:
     colptr = _pad_ptr(colptr, graph.num_dst)
     if colptr is None:
         return None
-    device = graph.src.device
     num_input = num_edges - graph.num_loops
-    # int32 positions: the permutation comes out in the kernels' dtype.
-    pos = torch.arange(num_input, dtype=torch.int32, device=device)
     if perm0 is None:
         # Sorted by target: the targets are the graph's own, the
-        # permutation the identity.
-        node, perm0 = graph.dst[:num_input], pos
+        # permutation the identity (the appended loops: the last edges).
+        node = graph.dst[:num_input]
     else:
         node = ptr2index(colptr, output_size=num_input)
-    loops = torch.arange(
-        num_input, num_edges, dtype=perm0.dtype, device=device
-    )
-    rowptr, perm = _merge_loops(
-        colptr, node, perm0, loops, graph.num_loops, pos
-    )
+    rowptr, perm = _merge_loops(colptr, node, perm0, None, graph.num_loops)
     src = graph.src.index_select(0, perm).int()
-    return CSR(perm.int(), src, rowptr.int())
+    return CSR(perm, src, rowptr)
 
 
 def _both_csr(graph: AttentionGraph):
@@ -148,25 +148,32 @@ def _both_csr(graph: AttentionGraph):
     tensors from one stable sort of :obj:`2 E` keys, the targets then the
     sources shifted past them: the first :obj:`E` sorted keys are the CSR's,
     the last :obj:`E` the reverse CSR's (sources in the caller's edge
-    order)."""
+    order). Two launches (:func:`gate_csr_kernel`,
+    :func:`gate_rev_pos_kernel`) finish both from the sort: the targets,
+    edges and sources at every CSR position in int32, the reverse row
+    pointer and the CSR position at every reverse position."""
+    from torch_geometric_gate.ops.triton import _kernels as k
+
     num_edges, num_dst = graph.src.numel(), graph.num_dst
+    num_src = graph.num_src
     keys = torch.cat([graph.dst, graph.src + num_dst])
     keys, order = torch.sort(keys, stable=True)
-    ptr = index_to_ptr32(keys, num_dst + graph.num_src)
-    # int32 targets of their own: a slice would keep the 2 E int64 keys
-    # alive until the backward.
-    dst, perm = keys[:num_edges].int(), order[:num_edges]
-    rowptr = ptr[: num_dst + 1]
-    rev_rowptr = ptr[num_dst:] - num_edges
-    perm32 = perm.int()
-    # The CSR position of every edge, at its place in the reverse order:
-    pos_of = torch.empty_like(perm32)
-    pos_of[perm] = torch.arange(
-        num_edges, dtype=torch.int32, device=perm.device
-    )
-    rev_pos = pos_of.index_select(0, order[num_edges:] - num_edges)
-    src = graph.src.index_select(0, perm).int()
-    return CSR(perm32, src, rowptr, dst), (rev_rowptr, rev_pos)
+    ptr = index_to_ptr32(keys, num_dst + num_src)
+    i32 = dict(dtype=torch.int32, device=keys.device)
+    dst, perm, src = (torch.empty(num_edges, **i32) for _ in range(3))
+    rev_rowptr = torch.empty(num_src + 1, **i32)
+    rev_pos = torch.empty(num_edges, **i32)
+    block = CSR_BLOCK
+    with on_device(keys.device):
+        k.gate_csr_kernel[(cdiv(max(num_edges, num_src + 1), block),)](
+            keys, order, graph.src, ptr, dst, perm, src, rev_rowptr,
+            num_edges, num_dst, num_src, graph.src.stride(0), block,
+        )  # fmt: skip
+        if num_edges > 0:
+            k.gate_rev_pos_kernel[(cdiv(num_edges, block),)](
+                keys, order, rev_pos, num_edges, block
+            )
+    return CSR(perm, src, ptr[: num_dst + 1], dst), (rev_rowptr, rev_pos)
 
 
 def csr_dst(csr: CSR) -> Tensor:
@@ -215,10 +222,9 @@ def reverse_csr(graph_ei, csr: CSR, num_src: int, num_loops: int):
                 values = values.index_select(0, perm_t)
             # The source of every edge, in the EdgeIndex's row order:
             node = csr.src.index_select(0, values)
-            rev_rowptr, rev_pos = _merge_loops(
+            return _merge_loops(
                 rowptr0, node, values, pos_of[num_input:], num_loops
             )
-            return rev_rowptr.int(), rev_pos
     src, rev_pos = torch.sort(csr.src, stable=True)
     rev_rowptr = index_to_ptr32(src, num_src)
     return rev_rowptr, rev_pos.int()

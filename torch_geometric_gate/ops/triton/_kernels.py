@@ -25,6 +25,11 @@ from ._backward import (
     gate_bwd_src_kernel,
     gate_bwd_src_rec_kernel,
 )
+from ._csr_kernels import (
+    gate_csr_kernel,
+    gate_merge_loops_kernel,
+    gate_rev_pos_kernel,
+)
 from ._forward import (
     gate_alpha_kernel,
     gate_combine_kernel,
@@ -45,8 +50,11 @@ __all__ = [
     'gate_bwd_src_kernel',
     'gate_bwd_src_rec_kernel',
     'gate_combine_kernel',
+    'gate_csr_kernel',
     'gate_fwd_1h_kernel',
     'gate_fwd_kernel',
     'gate_keep_kernel',
     'gate_loop_alpha_kernel',
+    'gate_merge_loops_kernel',
+    'gate_rev_pos_kernel',
 ]

@@ -6,7 +6,6 @@ kernels (``_kernels.py``) on the tensors
 operators of :mod:`~torch_geometric_gate.ops.triton`.
 """
 
-import contextlib
 import functools
 from typing import Optional
 
@@ -15,6 +14,9 @@ from torch import Tensor
 
 from torch_geometric_gate.ops.switch import KernelSettings
 from torch_geometric_gate.ops.triton._csr import CSR, csr_dst, reverse_csr
+from torch_geometric_gate.ops.triton._grid import cdiv as _cdiv
+from torch_geometric_gate.ops.triton._grid import on_device as _on_device
+from torch_geometric_gate.ops.triton._grid import pow2 as _pow2
 
 #: Edges per block in the kernels' loops; :obj:`None` picks it from the
 #: heads, channels, average degree and the tile of the switch's settings
@@ -33,14 +35,6 @@ MIN_BLOCK_EDGES = 4
 SEGMENT_EDGES = 1024
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _block_edges(h_pad: int, c_pad: int, tile: int, degree: float) -> int:
     if BLOCK_EDGES is not None:
         return BLOCK_EDGES
@@ -53,13 +47,6 @@ def _num_programs(device: torch.device, n: int) -> int:
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         return max(1, min(n, 8 * sms))
     return max(1, min(n, 4))
-
-
-def _on_device(device: torch.device):
-    r"""Launches go to the tensors' CUDA device, not the current one."""
-    if device.type == 'cuda':
-        return torch.cuda.device(device)
-    return contextlib.nullcontext()
 
 
 def _edge_projection(edge_attr, weight_edge, perm):

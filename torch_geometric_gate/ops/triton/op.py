@@ -60,10 +60,12 @@ CSR of incoming edges), with GATE's score:
   :class:`torch_geometric.EdgeIndex` (:obj:`AttentionGraph.edge_index`),
   its own cached CSC (and, for the backward, CSR), computed once per
   :obj:`EdgeIndex` by PyG and shared by every layer and call, plus the
-  appended self-loops merged in without a sort (a few :obj:`[E]`
-  gathers and scatters); from plain tensors, one stable :func:`torch.sort`
-  per call of the targets and the sources at once, which gives the
-  forward's CSR and the backward's reverse CSR (the backward sorts nothing;
+  appended self-loops merged in without a sort (one launch,
+  :func:`gate_merge_loops_kernel`); from plain tensors, one stable
+  :func:`torch.sort` per call of the targets and the sources at once, which
+  gives the forward's CSR and the backward's reverse CSR (finished by
+  :func:`gate_csr_kernel` and :func:`gate_rev_pos_kernel`; the backward
+  sorts nothing;
   the work lists of split nodes are computed once too, and are a single
   :obj:`arange` below :data:`SEGMENT_EDGES` edges). Neither syncs with
   the device (but an :obj:`EdgeIndex` without a sparse size infers it once).
