@@ -96,7 +96,8 @@ def recording(launches, names=None, **extra):
     r"""Under it, every launch of the kernels ``names`` (default: all of
     :func:`torch_geometric_gate.ops.triton.kernels`; run under the Triton
     interpreter) is added to the dict ``launches``, once per distinct
-    signature and constants, with the ``extra`` fields."""
+    signature, constants and warps (``num_warps``, where the launch gives
+    them), with the ``extra`` fields."""
     from torch_geometric_gate.ops.triton import kernels as gate_kernels
 
     kernels = gate_kernels()
@@ -106,6 +107,8 @@ def recording(launches, names=None, **extra):
 
         def run(*args, _name=name, _kernel=kernel, _run=run_kernel, **kw):
             record = launch_record(_name, _kernel, args, **extra)
+            if kw.get('num_warps') is not None:  # else Triton's default
+                record['num_warps'] = kw['num_warps']
             launches[json.dumps(record, sort_keys=True)] = record
             return _run(*args, **kw)
 
@@ -150,9 +153,13 @@ def compile_launches(launches, arch, ptxas_report=False, kernels=None):
         log = StringIO()
         try:
             with _fresh_compile(ptxas_report), redirect_stdout(log):
+                options = None
+                if launch.get('num_warps') is not None:
+                    options = {'num_warps': launch['num_warps']}
                 compiled = triton.compile(
-                    source, target=GPUTarget('cuda', arch, 32)
-                )
+                    source, target=GPUTarget('cuda', arch, 32),
+                    options=options,
+                )  # fmt: skip
         except Exception as e:
             raise RuntimeError(
                 f'{launch["kernel"]} with {launch["constants"]} does not '

@@ -36,7 +36,8 @@ def test_register_report_lists_every_launched_kernel(tmp_path):
     script = SCRIPT
     subprocess.run(
         [sys.executable, script, '--heads', '2', '--channels', '8',
-         '--dtypes', 'float32', '--arch', '90', '--out', str(out)],
+         '--dtypes', 'float32', '--arch', '90', '--warps', '2',
+         '--out', str(out)],
         check=True, env=env, capture_output=True, timeout=900,
     )  # fmt: skip
     rows = [
@@ -54,7 +55,10 @@ def test_register_report_lists_every_launched_kernel(tmp_path):
                   'gate_bwd_combine_kernel', 'gate_bwd_src_kernel',
                   'gate_bwd_src_combine_kernel')
     )  # fmt: skip
+    # The passes take the switch's warps (--warps 2); the others Triton's 4:
+    passes = ('gate_fwd_kernel', 'gate_bwd_dst_kernel', 'gate_bwd_src_kernel')
     for r in rows:
+        assert r[6] == ('2' if r[4] in passes else '4'), r
         assert 0 < int(r[7]) <= 255  # registers per thread
         assert int(r[8]) >= 0 and int(r[9]) >= 0  # spill bytes
 
@@ -186,6 +190,12 @@ def test_options_of_the_switch_record_the_variant_kernels():
              if k.endswith('_RECORD') and v is True}  # fmt: skip
     assert flags == {('gate_bwd_dst_1h_kernel', 'WRITE_RECORD'),
                      ('gate_bwd_src_1h_kernel', 'READ_RECORD')}  # fmt: skip
+    # The warps the launches give (the one-head layout's 2), compiled so:
+    warps = {r['kernel']: r.get('num_warps') for r in launches}
+    for name in ('gate_fwd_1h_kernel', 'gate_bwd_dst_1h_kernel',
+                 'gate_bwd_src_1h_kernel'):  # fmt: skip
+        assert warps[name] == 2, warps
+    assert warps['gate_csr_kernel'] is None  # Triton's default
 
 
 def test_a_bad_option_is_a_usage_error():
