@@ -420,9 +420,14 @@ def backward_1h(graph, inputs, params, nodes, record, seed=0, with_alpha=True):
     return old, new, grad_alpha, grad_out
 
 
-@pytest.mark.parametrize('nodes,record', [(1, False), (3, False), (2, True)])
 @pytest.mark.parametrize(
-    'edge_dim,channels,with_alpha', [(None, 4, False), (2, 6, True)]
+    'nodes,record,edge_dim,channels,with_alpha',
+    [
+        (1, False, None, 4, False),
+        (3, False, 2, 6, True),
+        (2, True, 2, 6, True),
+        (3, True, None, 4, False),
+    ],
 )
 def test_one_head_backward_matches_the_3d_kernels_and_dense(
     nodes, record, edge_dim, channels, with_alpha, monkeypatch
@@ -466,9 +471,6 @@ def test_one_head_backward_splits_hubs_and_keeps_the_dropout_mask(
     params = params_of(inputs, dropout=0.3, training=True)
     old, new, _, _ = backward_1h(graph, inputs, params, 2, record, seed=9)
     assert_same_grads(old, new)
-    # Without dropout the same kernels give other gradients:
-    plain, _, _, _ = backward_1h(graph, inputs, params_of(inputs), 2, record)
-    assert not torch.allclose(plain[0], new[0])
 
 
 # Every kernel compiles for sm_90 (no GPU needed) ############################
