@@ -123,7 +123,7 @@ phase() {  # phase NAME DEFAULT_LIMIT COMMAND...: runs it in $WORK/NAME.
     nvcc --version 2>&1 | tail -n 2
     ls -d /usr/local/cuda* 2>&1
     PYTHONPATH="$PWD/benchmark:$PYTHONPATH" python3 -c '
-import common, report, triton
+import report, triton
 print("\n".join(report.machine_info() + report.build_info()))
 print("- triton", triton.__version__)
 '

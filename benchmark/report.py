@@ -16,6 +16,7 @@ the files give)::
 import argparse
 import csv
 import datetime
+import importlib.metadata
 import math
 import os
 import platform
@@ -66,8 +67,13 @@ def machine_info() -> List[str]:
     r"""Markdown list lines: commit, date, CPU, GPU, versions,
     torch-scatter."""
     import torch
-    import torch_geometric
 
+    try:  # Its version without importing it (seconds: torch._dynamo):
+        pyg = importlib.metadata.version('torch_geometric')
+    except importlib.metadata.PackageNotFoundError:
+        import torch_geometric
+
+        pyg = torch_geometric.__version__
     try:
         import torch_scatter
 
@@ -96,7 +102,7 @@ def machine_info() -> List[str]:
         f'{torch.get_num_threads()}',
         f'- GPU: {gpu}',
         f'- Python {platform.python_version()}, torch {torch.__version__}, '
-        f'torch_geometric {torch_geometric.__version__}',
+        f'torch_geometric {pyg}',
         f'- torch-scatter: {scatter}, triton: {_triton_version()}',
     ]
 
