@@ -149,15 +149,7 @@ def variants(case, heads):
         ('forward', '3-D warps=2', forward(case, dict(triton_warps=2))),
     ]
     if heads == 1:
-        for nodes, warps in ONE_HEAD:
-            options = dict(
-                triton_one_head_layout=True, triton_one_head_nodes=nodes,
-                triton_warps=warps,
-            )  # fmt: skip
-            out.append((
-                'forward', f'1h nodes={nodes} warps={warps}',
-                forward(case, options),
-            ))  # fmt: skip
+        out += _one_head('forward', forward, case)
     out += [
         ('weights', 'none', forward(case, {})),
         ('weights', 'E x H', forward(case, {}, need_weights=True)),
@@ -170,20 +162,24 @@ def variants(case, heads):
          backward(case, dict(record, triton_warps=8))),
     ]  # fmt: skip
     if heads == 1:
-        for nodes, warps in ONE_HEAD:
-            options = dict(
-                triton_one_head_layout=True, triton_one_head_nodes=nodes,
-                triton_warps=warps,
-            )  # fmt: skip
-            out.append((
-                'backward', f'1h nodes={nodes} warps={warps}',
-                backward(case, options),
-            ))  # fmt: skip
-        options = dict(options, **record)
-        out.append((
-            'backward', f'1h record nodes={nodes} warps={warps}',
-            backward(case, options),
-        ))  # fmt: skip
+        out += _one_head('backward', backward, case)
+        out += _one_head('backward', backward, case, ONE_HEAD[-1:], record)
+    return out
+
+
+def _one_head(what, run, case, configs=ONE_HEAD, more=None):
+    r"""(what, variant, function) triples of the one-head layout for each
+    :obj:`(nodes, warps)` of :obj:`configs`, with the options :obj:`more`
+    (the record) too."""
+    out = []
+    for nodes, warps in configs:
+        options = dict(
+            triton_one_head_layout=True, triton_one_head_nodes=nodes,
+            triton_warps=warps, **(more or {}),
+        )  # fmt: skip
+        name = '1h record' if more else '1h'
+        variant = f'{name} nodes={nodes} warps={warps}'
+        out.append((what, variant, run(case, options)))
     return out
 
 

@@ -320,9 +320,12 @@ NAMES = ('q_src', 'q_dst', 'value', 'edge_attr', 'weight_edge',
          'att_neighbor', 'att_self')  # fmt: skip
 
 
-def backward_both(graph, inputs, params, seed=0, with_alpha=True):
-    r"""The gradients of both backward forms, and the gradients that they
-    take (in the caller's edge order)."""
+def backward_both(graph, inputs, params, seed=0, with_alpha=True,
+                  record=True, one_head_nodes=None):  # fmt: skip
+    r"""The gradients of the default backward and of the backward with
+    the record (or without, :obj:`record=False`; in the one-head layout
+    with :obj:`one_head_nodes` segments per program), and the gradients
+    that they take (in the caller's edge order)."""
     csr, kind, settings, alpha, out, lse = forward(graph, inputs, params, seed)
     i = {k: (v.detach() if v is not None else None) for k, v in inputs.items()}
     saved = (*(i[name] for name in NAMES), csr.perm, csr.src, csr.rowptr,
@@ -334,8 +337,11 @@ def backward_both(graph, inputs, params, seed=0, with_alpha=True):
         grad_alpha = None
     need = tuple(i[name] is not None for name in NAMES)
     old = launch._backward(saved, settings, grad_alpha, grad_out, need)
+    if one_head_nodes is not None:
+        settings.one_head_layout = True
+        settings.one_head_nodes = one_head_nodes
     new = launch._backward(
-        saved, settings, grad_alpha, grad_out, need, record=True
+        saved, settings, grad_alpha, grad_out, need, record=record
     )
     return old, new, grad_alpha, grad_out
 
@@ -399,25 +405,10 @@ def test_backward_record_with_dropout_hubs_and_wide_heads(monkeypatch):
 
 
 def backward_1h(graph, inputs, params, nodes, record, seed=0, with_alpha=True):
-    r"""The gradients of the default backward and of the one-head layout's
-    (:obj:`nodes` segments per program, with or without the record), and
-    the gradients that they take."""
-    csr, kind, settings, alpha, out, lse = forward(graph, inputs, params, seed)
-    i = {k: (v.detach() if v is not None else None) for k, v in inputs.items()}
-    saved = (*(i[name] for name in NAMES), csr.perm, csr.src, csr.rowptr,
-             kind, lse)  # fmt: skip
-    gen = torch.Generator().manual_seed(1)
-    grad_alpha = torch.randn(alpha.shape, generator=gen).to(DEVICE)
-    grad_out = torch.randn(out.shape, generator=gen).to(DEVICE)
-    if not with_alpha:
-        grad_alpha = None
-    need = tuple(i[name] is not None for name in NAMES)
-    old = launch._backward(saved, settings, grad_alpha, grad_out, need)
-    settings.one_head_layout, settings.one_head_nodes = True, nodes
-    new = launch._backward(
-        saved, settings, grad_alpha, grad_out, need, record=record
-    )
-    return old, new, grad_alpha, grad_out
+    r""":func:`backward_both` against the one-head layout's backward
+    (:obj:`nodes` segments per program, with or without the record)."""
+    return backward_both(graph, inputs, params, seed, with_alpha,
+                         record=record, one_head_nodes=nodes)  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ merge, recomputing or reading a per-edge record (:mod:`._kernels`)."""
 import triton
 import triton.language as tl
 
-from ._tiles import _edge_scores, _keep, _tile
+from ._tiles import _edge_scores, _edge_scores_1h, _keep, _segment, _tile
 
 
 @triton.jit
@@ -460,17 +460,11 @@ def gate_bwd_dst_1h_kernel(
     # Bit c of an edge's record: z_c > 0 (phi'(z_c) = 1, else the slope).
     bit = tl.full((C_PAD,), 1, tl.int64) << c.to(tl.int64)
     for i in range(NODES):
-        j = tl.program_id(0) * NODES + i
-        node = num_dst
-        if j < num_segments:
-            node = tl.load(seg_node_ptr + j)
+        node, v, count, k, start, end = _segment(
+            tl.program_id(0) * NODES + i, num_dst, num_segments,
+            seg_node_ptr, segptr_ptr, rowptr_ptr, SEG,
+        )  # fmt: skip
         if node < num_dst:
-            v = node.to(tl.int64)
-            first = tl.load(segptr_ptr + v)
-            count = tl.load(segptr_ptr + v + 1) - first
-            k = j - first
-            start = tl.load(rowptr_ptr + v) + k * SEG
-            end = tl.minimum(start + SEG, tl.load(rowptr_ptr + v + 1))
             qd = tl.load(qd_ptr + v * C + c, mask=c_mask, other=0.0)
             qd = qd.to(tl.float32)
             go = tl.load(gout_ptr + v * C + c, mask=c_mask, other=0.0)
@@ -490,23 +484,15 @@ def gate_bwd_dst_1h_kernel(
                 u = tl.load(src_ptr + p, mask=edge_mask, other=0).to(tl.int64)
                 kind = tl.load(kind_ptr + p, mask=edge_mask, other=2)
                 kind = kind.to(tl.int32)
-                m2 = edge_mask[:, None] & c_mask[None, :]
-                rows = u[:, None] * C + c[None, :]
-                z = tl.load(qs_ptr + rows, mask=m2, other=0.0).to(tl.float32)
-                z = z + qd[None, :]
-                if HAS_EDGE:
-                    z += tl.load(
-                        ep_ptr + p.to(tl.int64)[:, None] * C + c[None, :],
-                        mask=m2, other=0.0,
-                    ).to(tl.float32)  # fmt: skip
-                act = tl.where(z > 0, z, z * slope)
+                z, act, att, score, valid = _edge_scores_1h(
+                    qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :], a_s,
+                    a_t, c, c_mask, slope, C, HAS_EDGE,
+                )  # fmt: skip
                 is_self = (kind & 1) == 1
-                att = tl.where(is_self[:, None], a_t[None, :], a_s[None, :])
-                score = tl.sum(act * att, axis=1)  # [BLOCK_E]
-                valid = edge_mask & (kind < 2)
                 alpha = tl.where(valid, tl.exp(score - lse), 0.0)
-                val = tl.load(val_ptr + rows, mask=m2, other=0.0)
-                val = val.to(tl.float32)
+                m2 = edge_mask[:, None] & c_mask[None, :]
+                val = tl.load(val_ptr + u[:, None] * C + c[None, :], mask=m2,
+                              other=0.0).to(tl.float32)  # fmt: skip
                 d_alpha = tl.sum(go[None, :] * val, axis=1)
                 if HAS_GALPHA:
                     d_alpha += tl.load(
@@ -579,20 +565,12 @@ def gate_bwd_src_1h_kernel(
     a_s = tl.load(as_ptr + c, mask=c_mask, other=0.0).to(tl.float32)
     a_t = tl.load(at_ptr + c, mask=c_mask, other=0.0).to(tl.float32)
     for n in range(NODES):
-        j = tl.program_id(0) * NODES + n
-        node = num_src
-        if j < num_segments:
-            node = tl.load(seg_node_ptr + j)
+        node, u, count, k, start, end = _segment(
+            tl.program_id(0) * NODES + n, num_src, num_segments,
+            seg_node_ptr, segptr_ptr, rev_rowptr_ptr, SEG,
+        )  # fmt: skip
         if node < num_src:
-            u = node.to(tl.int64)
-            first = tl.load(segptr_ptr + u)
-            count = tl.load(segptr_ptr + u + 1) - first
-            k = j - first
-            start = tl.load(rev_rowptr_ptr + u) + k * SEG
-            end = tl.minimum(start + SEG, tl.load(rev_rowptr_ptr + u + 1))
             if not READ_RECORD:
-                qs = tl.load(qs_ptr + u * C + c, mask=c_mask, other=0.0)
-                qs = qs.to(tl.float32)
                 val = tl.load(val_ptr + u * C + c, mask=c_mask, other=0.0)
                 val = val.to(tl.float32)
             dqs = tl.zeros((C_PAD,), tl.float32)
@@ -606,14 +584,16 @@ def gate_bwd_src_1h_kernel(
                 v = v.to(tl.int64)
                 kind = tl.load(kind_ptr + p, mask=edge_mask, other=2)
                 kind = kind.to(tl.int32)
-                is_self = (kind & 1) == 1
-                att = tl.where(is_self[:, None], a_t[None, :], a_s[None, :])
                 m2 = edge_mask[:, None] & c_mask[None, :]
                 node2 = v[:, None] * C + c[None, :]
                 go = tl.load(gout_ptr + node2, mask=m2, other=0.0)
                 go = go.to(tl.float32)
                 delta = tl.load(delta_ptr + v, mask=edge_mask, other=0.0)
                 if READ_RECORD:
+                    is_self = (kind & 1) == 1
+                    att = tl.where(
+                        is_self[:, None], a_t[None, :], a_s[None, :]
+                    )
                     alpha = tl.load(rec_alpha_ptr + p, mask=edge_mask,
                                     other=0.0)  # fmt: skip
                     d_alpha = tl.load(rec_dalpha_ptr + p, mask=edge_mask,
@@ -621,16 +601,13 @@ def gate_bwd_src_1h_kernel(
                     bits = tl.load(rec_bits_ptr + p, mask=edge_mask, other=0)
                     positive = ((bits[:, None] >> c64[None, :]) & 1) == 1
                 else:
-                    z = tl.load(qd_ptr + node2, mask=m2, other=0.0)
-                    z = z.to(tl.float32) + qs[None, :]
-                    if HAS_EDGE:
-                        z += tl.load(
-                            ep_ptr + p[:, None] * C + c[None, :],
-                            mask=m2, other=0.0,
-                        ).to(tl.float32)  # fmt: skip
-                    act = tl.where(z > 0, z, z * slope)
-                    score = tl.sum(act * att, axis=1)
-                    valid = edge_mask & (kind < 2)
+                    qd = tl.load(qd_ptr + node2, mask=m2, other=0.0)
+                    rows = tl.zeros((BLOCK_E,), tl.int64) + u
+                    z, act, att, score, valid = _edge_scores_1h(
+                        qs_ptr, ep_ptr, rows, p, edge_mask, kind,
+                        qd.to(tl.float32), a_s, a_t, c, c_mask, slope, C,
+                        HAS_EDGE,
+                    )  # fmt: skip
                     lse = tl.load(lse_ptr + v, mask=edge_mask, other=0.0)
                     alpha = tl.where(valid, tl.exp(score - lse), 0.0)
                     d_alpha = tl.sum(go * val[None, :], axis=1)

@@ -5,7 +5,7 @@ dropout mask (:mod:`._kernels`)."""
 import triton
 import triton.language as tl
 
-from ._tiles import _edge_scores, _keep, _tile
+from ._tiles import _edge_scores, _edge_scores_1h, _keep, _segment, _tile
 
 
 @triton.jit(do_not_specialize=['num_dst', 'seed'])
@@ -250,17 +250,11 @@ def gate_fwd_1h_kernel(
     a_s = tl.load(as_ptr + c, mask=c_mask, other=0.0).to(tl.float32)
     a_t = tl.load(at_ptr + c, mask=c_mask, other=0.0).to(tl.float32)
     for i in range(NODES):
-        j = tl.program_id(0) * NODES + i
-        node = num_dst
-        if j < num_segments:
-            node = tl.load(seg_node_ptr + j)
+        node, v, count, k, start, end = _segment(
+            tl.program_id(0) * NODES + i, num_dst, num_segments,
+            seg_node_ptr, segptr_ptr, rowptr_ptr, SEG,
+        )  # fmt: skip
         if node < num_dst:
-            v = node.to(tl.int64)
-            first = tl.load(segptr_ptr + v)
-            count = tl.load(segptr_ptr + v + 1) - first
-            k = j - first
-            start = tl.load(rowptr_ptr + v) + k * SEG
-            end = tl.minimum(start + SEG, tl.load(rowptr_ptr + v + 1))
             qd = tl.load(qd_ptr + v * C + c, mask=c_mask, other=0.0)
             qd = qd.to(tl.float32)
             # Scalars as reductions (0-d tensors, in every Triton 3):
@@ -273,20 +267,10 @@ def gate_fwd_1h_kernel(
                 u = tl.load(src_ptr + p, mask=edge_mask, other=0).to(tl.int64)
                 kind = tl.load(kind_ptr + p, mask=edge_mask, other=2)
                 kind = kind.to(tl.int32)
-                m2 = edge_mask[:, None] & c_mask[None, :]
-                rows = u[:, None] * C + c[None, :]
-                z = tl.load(qs_ptr + rows, mask=m2, other=0.0).to(tl.float32)
-                z = z + qd[None, :]
-                if HAS_EDGE:
-                    z += tl.load(
-                        ep_ptr + p.to(tl.int64)[:, None] * C + c[None, :],
-                        mask=m2, other=0.0,
-                    ).to(tl.float32)  # fmt: skip
-                act = tl.where(z > 0, z, z * slope)
-                is_self = ((kind & 1) == 1)[:, None]
-                att = tl.where(is_self, a_t[None, :], a_s[None, :])
-                score = tl.sum(act * att, axis=1)  # [BLOCK_E]
-                valid = edge_mask & (kind < 2)
+                z, act, att, score, valid = _edge_scores_1h(
+                    qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :], a_s,
+                    a_t, c, c_mask, slope, C, HAS_EDGE,
+                )  # fmt: skip
                 score = tl.where(valid, score, float('-inf'))
                 m_new = tl.maximum(m_i, tl.max(score, axis=0))
                 m_safe = tl.where(m_new == float('-inf'), 0.0, m_new)
@@ -296,8 +280,9 @@ def gate_fwd_1h_kernel(
                 if HAS_DROPOUT:
                     r = tl.rand(seed, p.to(tl.int32))  # p * H + h, H = 1
                     weight = tl.where(r >= p_drop, weight, 0.0)
-                val = tl.load(val_ptr + rows, mask=m2, other=0.0)
-                val = val.to(tl.float32)
+                m2 = edge_mask[:, None] & c_mask[None, :]
+                val = tl.load(val_ptr + u[:, None] * C + c[None, :], mask=m2,
+                              other=0.0).to(tl.float32)  # fmt: skip
                 acc = acc * correction + tl.sum(weight[:, None] * val, 0)
                 m_i = m_new
             if count == 1:

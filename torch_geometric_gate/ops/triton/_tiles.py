@@ -47,3 +47,48 @@ def _edge_scores(
 def _keep(seed, p, h, p_drop, H: tl.constexpr):
     r = tl.rand(seed, (p[:, None] * H + h[None, :]).to(tl.int32))
     return r >= p_drop
+
+
+@triton.jit
+def _segment(
+    j, num_nodes, num_segments, seg_node_ptr, segptr_ptr, rowptr_ptr,
+    SEG: tl.constexpr,
+):  # fmt: skip
+    # The node of segment `j` of a work list (`num_nodes` past the last
+    # segment: the caller skips it), its segments' count, the segment's
+    # rank among them and its edges [start, end) in the compressed rows.
+    node = num_nodes
+    if j < num_segments:
+        node = tl.load(seg_node_ptr + j)
+    v = tl.minimum(node, num_nodes - 1).to(tl.int64)  # a row to read
+    first = tl.load(segptr_ptr + v)
+    count = tl.load(segptr_ptr + v + 1) - first
+    k = j - first
+    start = tl.load(rowptr_ptr + v) + k * SEG
+    end = tl.minimum(start + SEG, tl.load(rowptr_ptr + v + 1))
+    return node, v, count, k, start, end
+
+
+@triton.jit
+def _edge_scores_1h(
+    qs_ptr, ep_ptr, row, p, edge_mask, kind, qd, a_s, a_t, c, c_mask,
+    slope, C: tl.constexpr, HAS_EDGE: tl.constexpr,
+):  # fmt: skip
+    # _edge_scores for one head in [BLOCK_E, C_PAD] tiles: `row` indexes
+    # q_src ([BLOCK_E]), `qd` is [C_PAD] or [BLOCK_E, C_PAD].
+    m2 = edge_mask[:, None] & c_mask[None, :]
+    rows = row.to(tl.int64)[:, None] * C + c[None, :]
+    z = tl.load(qs_ptr + rows, mask=m2, other=0.0).to(tl.float32)
+    z = z + qd
+    if HAS_EDGE:
+        z += tl.load(
+            ep_ptr + p.to(tl.int64)[:, None] * C + c[None, :],
+            mask=m2,
+            other=0.0,
+        ).to(tl.float32)
+    act = tl.where(z > 0, z, z * slope)
+    is_self = (kind & 1) == 1
+    att = tl.where(is_self[:, None], a_t[None, :], a_s[None, :])
+    score = tl.sum(act * att, axis=1)  # [BLOCK_E]
+    valid = edge_mask & (kind < 2)
+    return z, act, att, score, valid
