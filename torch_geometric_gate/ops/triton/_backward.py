@@ -571,6 +571,8 @@ def gate_bwd_src_1h_kernel(
         )  # fmt: skip
         if node < num_src:
             if not READ_RECORD:
+                qs = tl.load(qs_ptr + u * C + c, mask=c_mask, other=0.0)
+                qs = qs.to(tl.float32)
                 val = tl.load(val_ptr + u * C + c, mask=c_mask, other=0.0)
                 val = val.to(tl.float32)
             dqs = tl.zeros((C_PAD,), tl.float32)
@@ -601,12 +603,11 @@ def gate_bwd_src_1h_kernel(
                     bits = tl.load(rec_bits_ptr + p, mask=edge_mask, other=0)
                     positive = ((bits[:, None] >> c64[None, :]) & 1) == 1
                 else:
-                    qd = tl.load(qd_ptr + node2, mask=m2, other=0.0)
-                    rows = tl.zeros((BLOCK_E,), tl.int64) + u
+                    # z = V x_v + U x_u: the targets' rows gathered, the
+                    # source's row loaded once per segment.
                     z, act, att, score, valid = _edge_scores_1h(
-                        qs_ptr, ep_ptr, rows, p, edge_mask, kind,
-                        qd.to(tl.float32), a_s, a_t, c, c_mask, slope, C,
-                        HAS_EDGE,
+                        qd_ptr, ep_ptr, v, p, edge_mask, kind, qs[None, :],
+                        a_s, a_t, c, c_mask, slope, C, HAS_EDGE,
                     )  # fmt: skip
                     lse = tl.load(lse_ptr + v, mask=edge_mask, other=0.0)
                     alpha = tl.where(valid, tl.exp(score - lse), 0.0)

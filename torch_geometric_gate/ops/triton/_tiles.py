@@ -75,7 +75,8 @@ def _edge_scores_1h(
     slope, C: tl.constexpr, HAS_EDGE: tl.constexpr,
 ):  # fmt: skip
     # _edge_scores for one head in [BLOCK_E, C_PAD] tiles: `row` indexes
-    # q_src ([BLOCK_E]), `qd` is [C_PAD] or [BLOCK_E, C_PAD].
+    # the gathered side `qs_ptr` ([BLOCK_E]), `qd` is the other side's
+    # [1, C_PAD] row (z is a sum: either side may be gathered).
     m2 = edge_mask[:, None] & c_mask[None, :]
     rows = row.to(tl.int64)[:, None] * C + c[None, :]
     z = tl.load(qs_ptr + rows, mask=m2, other=0.0).to(tl.float32)
