@@ -5,7 +5,7 @@ dropout mask (:mod:`._kernels`)."""
 import triton
 import triton.language as tl
 
-from ._tiles import _edge_scores, _edge_scores_1h, _keep, _segment, _tile
+from ._tiles import _edge_scores, _keep, _tile
 
 
 @triton.jit(do_not_specialize=['num_dst', 'seed'])
@@ -227,72 +227,3 @@ def gate_loop_alpha_kernel(
         keep = _keep(seed, p, h, p_drop, H)
         alpha = tl.where(keep, alpha * scale, 0.0)
     tl.store(alpha_ptr + v[:, None] * H + h[None, :], alpha, mask=mh)
-
-
-@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed'])
-def gate_fwd_1h_kernel(
-    qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
-    src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
-    out_ptr, lse_ptr, part_acc_ptr, part_ml_ptr, num_dst, num_segments,
-    seed, p_drop, scale, slope,
-    C: tl.constexpr, C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
-    SEG: tl.constexpr, NODES: tl.constexpr,
-    HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-):  # fmt: skip
-    r""":func:`gate_fwd_kernel` for one head in a 2-D layout: blocks of
-    :obj:`[BLOCK_E, C_PAD]` edges x channels (no size-1 head axis, so the
-    launch can give it fewer warps), scalar running max and sum; and
-    :obj:`NODES` consecutive segments per program (low-degree nodes share
-    a program). The same work list, outputs and partial slots (merged by
-    :func:`gate_combine_kernel`)."""
-    c = tl.arange(0, C_PAD)
-    c_mask = c < C
-    a_s = tl.load(as_ptr + c, mask=c_mask, other=0.0).to(tl.float32)
-    a_t = tl.load(at_ptr + c, mask=c_mask, other=0.0).to(tl.float32)
-    for i in range(NODES):
-        node, v, count, k, start, end = _segment(
-            tl.program_id(0) * NODES + i, num_dst, num_segments,
-            seg_node_ptr, segptr_ptr, rowptr_ptr, SEG,
-        )  # fmt: skip
-        if node < num_dst:
-            qd = tl.load(qd_ptr + v * C + c, mask=c_mask, other=0.0)
-            qd = qd.to(tl.float32)
-            # Scalars as reductions (0-d tensors, in every Triton 3):
-            m_i = tl.max(tl.full((BLOCK_E,), float('-inf'), tl.float32), 0)
-            l_i = tl.sum(tl.zeros((BLOCK_E,), tl.float32), 0)
-            acc = tl.zeros((C_PAD,), tl.float32)
-            for block in range(start, end, BLOCK_E):
-                p = block + tl.arange(0, BLOCK_E)
-                edge_mask = p < end
-                u = tl.load(src_ptr + p, mask=edge_mask, other=0).to(tl.int64)
-                kind = tl.load(kind_ptr + p, mask=edge_mask, other=2)
-                kind = kind.to(tl.int32)
-                z, act, att, score, valid = _edge_scores_1h(
-                    qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :], a_s,
-                    a_t, c, c_mask, slope, C, HAS_EDGE,
-                )  # fmt: skip
-                score = tl.where(valid, score, float('-inf'))
-                m_new = tl.maximum(m_i, tl.max(score, axis=0))
-                m_safe = tl.where(m_new == float('-inf'), 0.0, m_new)
-                correction = tl.exp(m_i - m_safe)
-                weight = tl.exp(score - m_safe)  # 0 where masked
-                l_i = l_i * correction + tl.sum(weight, axis=0)
-                if HAS_DROPOUT:
-                    r = tl.rand(seed, p.to(tl.int32))  # p * H + h, H = 1
-                    weight = tl.where(r >= p_drop, weight, 0.0)
-                m2 = edge_mask[:, None] & c_mask[None, :]
-                val = tl.load(val_ptr + u[:, None] * C + c[None, :], mask=m2,
-                              other=0.0).to(tl.float32)  # fmt: skip
-                acc = acc * correction + tl.sum(weight[:, None] * val, 0)
-                m_i = m_new
-            if count == 1:
-                m_safe = tl.where(m_i == float('-inf'), 0.0, m_i)
-                denom = tl.where(l_i > 0, l_i, 1.0)
-                out = acc / denom * scale  # 0 for nodes without edges
-                tl.store(out_ptr + v * C + c, out, mask=c_mask)
-                tl.store(lse_ptr + v, m_safe + tl.log(denom))
-            else:
-                slot = (tl.load(partptr_ptr + v) + k).to(tl.int64)
-                tl.store(part_acc_ptr + slot * C + c, acc, mask=c_mask)
-                tl.store(part_ml_ptr + slot * 2, m_i)
-                tl.store(part_ml_ptr + slot * 2 + 1, l_i)

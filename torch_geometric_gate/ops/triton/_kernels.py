@@ -17,10 +17,8 @@ The dropout mask of the edge at CSR position :obj:`p` and head :obj:`h` is
 
 from ._backward import (
     gate_bwd_combine_kernel,
-    gate_bwd_dst_1h_kernel,
     gate_bwd_dst_kernel,
     gate_bwd_dst_rec_kernel,
-    gate_bwd_src_1h_kernel,
     gate_bwd_src_combine_kernel,
     gate_bwd_src_kernel,
     gate_bwd_src_rec_kernel,
@@ -33,10 +31,14 @@ from ._csr_kernels import (
 from ._forward import (
     gate_alpha_kernel,
     gate_combine_kernel,
-    gate_fwd_1h_kernel,
     gate_fwd_kernel,
     gate_keep_kernel,
     gate_loop_alpha_kernel,
+)
+from ._one_head import (
+    gate_bwd_dst_1h_kernel,
+    gate_bwd_src_1h_kernel,
+    gate_fwd_1h_kernel,
 )
 
 __all__ = [
