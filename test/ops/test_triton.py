@@ -998,3 +998,33 @@ def test_triton_step_has_no_host_sync_and_sorts_at_most_once(form):
     assert ops.unsized_repeats == 0
     sorts = ops.counts.get('sort', 0) + ops.counts.get('argsort', 0)
     assert sorts == (1 if form == 'plain' else 0)
+
+
+def test_triton_reads_rows_of_one_product_in_place_and_copies_others():
+    # The layer's projections are views of one [N, 3, H, C] product, rows
+    # 3 H C apart: read in place. Any other layout is copied once.
+    fused = torch.randn(5, 3, 2, 4, device=DEVICE)
+    views = fused.unbind(1)
+    *got, stride = launch._rows(*views)
+    assert stride == 24 and all(a is b for a, b in zip(got, views))
+    for odd in (
+        torch.randn(5, 2, 4, device=DEVICE),  # rows 8 apart
+        torch.randn(5, 4, 2, device=DEVICE).transpose(1, 2),
+    ):
+        *got, stride = launch._rows(views[0], odd, views[2])
+        assert stride == 8 and all(t.is_contiguous() for t in got)
+        assert torch.equal(got[1], odd)
+
+
+@pytest.mark.parametrize('heads,one_head', [(3, False), (1, True)])
+def test_triton_views_of_one_product_match_dense(heads, one_head):
+    from torch_geometric_gate import attention_kernel
+
+    graph = make_graph()
+    inputs = make_inputs(7, 7, graph[0].numel(), heads, 5, 2, seed=3)
+    gen = torch.Generator().manual_seed(4)
+    fused = torch.randn(7, 3, heads, 5, generator=gen, dtype=torch.float64)
+    fused = fused.to(DEVICE, torch.float32).requires_grad_()
+    inputs['q_src'], inputs['q_dst'], inputs['value'] = fused.unbind(1)
+    with attention_kernel('triton', triton_one_head_layout=one_head):
+        check_against(chunked_attention, graph, inputs, slope=0.2)

@@ -428,19 +428,17 @@ class GATEConv(MessagePassing):
             value = self.lin(x_src).view(-1, H, C)
             q_dst = self.lin(x_dst).view(-1, H, C) if bipartite else value
             return value, value, q_dst
-        # `lin_src` takes the source channels as `lin` does; `lin_dst` may
-        # still be lazy (`in_channels=(16, -1)`):
-        if (not bipartite and self.lin.in_channels > H * C
+        # One product for the three, where all three read x and none is
+        # lazy (in_channels=-1) any more: x read once, views of its
+        # [N, 3, H, C] result (rows 3 * H * C apart; the fused kernels read
+        # them in place), one operator in the backward.
+        if (not bipartite and self.lin.in_channels > 0
+                and self.lin_src.in_channels > 0
                 and self.lin_dst.in_channels > 0):
-            # Input wider than the output: one product reads x once instead
-            # of three times, for the cost of splitting its [N, 3 * H * C]
-            # result.
             weight = torch.cat(
                 [self.lin.weight, self.lin_src.weight, self.lin_dst.weight])
-            parts = F.linear(x_src, weight).split(H * C, dim=1)
-            return (parts[0].contiguous().view(-1, H, C),
-                    parts[1].contiguous().view(-1, H, C),
-                    parts[2].contiguous().view(-1, H, C))
+            parts = F.linear(x_src, weight).view(-1, 3, H, C).unbind(1)
+            return parts[0], parts[1], parts[2]
         value = self.lin(x_src).view(-1, H, C)
         q_src = self.lin_src(x_src).view(-1, H, C)
         return value, q_src, self.lin_dst(x_dst).view(-1, H, C)

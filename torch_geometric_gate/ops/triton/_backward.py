@@ -14,7 +14,7 @@ def _bwd_dst(
     src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
     lse_ptr, gout_ptr, galpha_ptr,
     dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
-    num_dst, num_segments, seed, p_drop, scale, slope,
+    num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -42,7 +42,7 @@ def _bwd_dst(
             k = j - first
             start = tl.load(rowptr_ptr + v) + k * SEG
             end = tl.minimum(start + SEG, tl.load(rowptr_ptr + v + 1))
-            qd = tl.load(qd_ptr + v * HC + hc, mask=hc_mask, other=0.0)
+            qd = tl.load(qd_ptr + v * q_stride + hc, mask=hc_mask, other=0.0)
             qd = qd.to(tl.float32)
             go = tl.load(gout_ptr + v * HC + hc, mask=hc_mask, other=0.0)
             go = go.to(tl.float32)
@@ -62,13 +62,14 @@ def _bwd_dst(
                 kind = kind.to(tl.int32)
                 z, act, att, score, valid = _edge_scores(
                     qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :, :],
-                    a_s, a_t, hc, hc_mask, slope, HC, HAS_EDGE,
+                    a_s, a_t, hc, hc_mask, slope, q_stride, HC, HAS_EDGE,
                 )  # fmt: skip
                 alpha = tl.where(
                     valid[:, None], tl.exp(score - lse[None, :]), 0.0
                 )
                 m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
-                rows = u.to(tl.int64)[:, None, None] * HC + hc[None, :, :]
+                rows = u.to(tl.int64)[:, None, None] * q_stride
+                rows = rows + hc[None, :, :]
                 val = tl.load(val_ptr + rows, mask=m3, other=0.0)
                 val = val.to(tl.float32)
                 d_alpha = tl.sum(go[None, :, :] * val, axis=2)
@@ -127,7 +128,7 @@ def gate_bwd_dst_kernel(
     src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
     lse_ptr, gout_ptr, galpha_ptr,
     dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
-    num_dst, num_segments, seed, p_drop, scale, slope,
+    num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -154,7 +155,7 @@ def gate_bwd_dst_kernel(
         src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
         lse_ptr, gout_ptr, galpha_ptr,
         dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
-        num_dst, num_segments, seed, p_drop, scale, slope,
+        num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
         H, C, H_PAD, C_PAD, BLOCK_E, SEG, HAS_EDGE, HAS_DROPOUT, HAS_GALPHA,
         lse_ptr, lse_ptr, lse_ptr, False,
     )  # fmt: skip
@@ -167,7 +168,7 @@ def gate_bwd_dst_rec_kernel(
     lse_ptr, gout_ptr, galpha_ptr,
     dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
-    num_dst, num_segments, seed, p_drop, scale, slope,
+    num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -184,7 +185,7 @@ def gate_bwd_dst_rec_kernel(
         src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
         lse_ptr, gout_ptr, galpha_ptr,
         dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
-        num_dst, num_segments, seed, p_drop, scale, slope,
+        num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
         H, C, H_PAD, C_PAD, BLOCK_E, SEG, HAS_EDGE, HAS_DROPOUT, HAS_GALPHA,
         rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr, True,
     )  # fmt: skip
@@ -248,7 +249,7 @@ def gate_bwd_src_kernel(
     dst_ptr, kind_ptr, rev_rowptr_ptr, segptr_ptr, seg_node_ptr,
     partptr_ptr, rev_pos_ptr, lse_ptr, gout_ptr,
     galpha_ptr, delta_ptr, dqs_ptr, dval_ptr, dep_ptr, part_ptr,
-    num_src, seed, p_drop, scale, slope,
+    num_src, seed, p_drop, scale, slope, q_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -278,7 +279,7 @@ def gate_bwd_src_kernel(
     h_mask = h < H
     a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
-    val = tl.load(val_ptr + u * HC + hc, mask=hc_mask, other=0.0)
+    val = tl.load(val_ptr + u * q_stride + hc, mask=hc_mask, other=0.0)
     val = val.to(tl.float32)
     start = tl.load(rev_rowptr_ptr + u) + k * SEG
     end = tl.minimum(start + SEG, tl.load(rev_rowptr_ptr + u + 1))
@@ -292,11 +293,12 @@ def gate_bwd_src_kernel(
         kind = tl.load(kind_ptr + p, mask=edge_mask, other=2).to(tl.int32)
         m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
         node3 = v[:, None, None] * HC + hc[None, :, :]
-        qd = tl.load(qd_ptr + node3, mask=m3, other=0.0).to(tl.float32)
+        rows_d = v[:, None, None] * q_stride + hc[None, :, :]
+        qd = tl.load(qd_ptr + rows_d, mask=m3, other=0.0).to(tl.float32)
         rows = tl.zeros((BLOCK_E,), tl.int64) + u
         z, act, att, score, valid = _edge_scores(
             qs_ptr, ep_ptr, rows, p, edge_mask, kind, qd, a_s, a_t, hc,
-            hc_mask, slope, HC, HAS_EDGE,
+            hc_mask, slope, q_stride, HC, HAS_EDGE,
         )  # fmt: skip
         mh = edge_mask[:, None] & h_mask[None, :]
         node2 = v[:, None] * H + h[None, :]

@@ -13,7 +13,7 @@ def gate_fwd_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
     out_ptr, lse_ptr, part_acc_ptr, part_ml_ptr, num_dst,
-    seed, p_drop, scale, slope,
+    seed, p_drop, scale, slope, q_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -39,7 +39,8 @@ def gate_fwd_kernel(
     h_mask = h < H
     start = tl.load(rowptr_ptr + v) + k * SEG
     end = tl.minimum(start + SEG, tl.load(rowptr_ptr + v + 1))
-    qd = tl.load(qd_ptr + v * HC + hc, mask=hc_mask, other=0.0).to(tl.float32)
+    qd = tl.load(qd_ptr + v * q_stride + hc, mask=hc_mask, other=0.0)
+    qd = qd.to(tl.float32)
     a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     m_i = tl.full((H_PAD,), float('-inf'), tl.float32)
@@ -52,7 +53,7 @@ def gate_fwd_kernel(
         kind = tl.load(kind_ptr + p, mask=edge_mask, other=2).to(tl.int32)
         z, act, att, score, valid = _edge_scores(
             qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :, :], a_s, a_t,
-            hc, hc_mask, slope, HC, HAS_EDGE,
+            hc, hc_mask, slope, q_stride, HC, HAS_EDGE,
         )  # fmt: skip
         score = tl.where(valid[:, None], score, float('-inf'))
         m_new = tl.maximum(m_i, tl.max(score, axis=0))
@@ -65,7 +66,9 @@ def gate_fwd_kernel(
             weight = tl.where(keep, weight, 0.0)
         m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
         val = tl.load(
-            val_ptr + u.to(tl.int64)[:, None, None] * HC + hc[None, :, :],
+            val_ptr
+            + u.to(tl.int64)[:, None, None] * q_stride
+            + hc[None, :, :],
             mask=m3,
             other=0.0,
         ).to(tl.float32)
@@ -135,7 +138,7 @@ def gate_combine_kernel(
 def gate_alpha_kernel(
     qs_ptr, qd_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, dst_ptr, kind_ptr, perm_ptr, lse_ptr, alpha_ptr,
-    num_edges, seed, p_drop, scale, slope,
+    num_edges, seed, p_drop, scale, slope, q_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -153,13 +156,15 @@ def gate_alpha_kernel(
     kind = tl.load(kind_ptr + p, mask=edge_mask, other=2).to(tl.int32)
     m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
     qd = tl.load(
-        qd_ptr + v[:, None, None] * HC + hc[None, :, :], mask=m3, other=0.0
+        qd_ptr + v[:, None, None] * q_stride + hc[None, :, :],
+        mask=m3,
+        other=0.0,
     ).to(tl.float32)
     a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     z, act, att, score, valid = _edge_scores(
         qs_ptr, ep_ptr, u, p, edge_mask, kind, qd, a_s, a_t, hc, hc_mask,
-        slope, HC, HAS_EDGE,
+        slope, q_stride, HC, HAS_EDGE,
     )  # fmt: skip
     mh = edge_mask[:, None] & h_mask[None, :]
     lse = tl.load(lse_ptr + v[:, None] * H + h[None, :], mask=mh, other=0.0)
@@ -190,7 +195,7 @@ def gate_keep_kernel(
 def gate_loop_alpha_kernel(
     qs_ptr, qd_ptr, eloop_ptr, as_ptr, at_ptr,
     kind_ptr, rowptr_ptr, lse_ptr, alpha_ptr,
-    num_loops, seed, p_drop, scale, slope,
+    num_loops, seed, p_drop, scale, slope, q_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -211,14 +216,14 @@ def gate_loop_alpha_kernel(
     p = tl.load(rowptr_ptr + v + 1, mask=node_mask, other=1).to(tl.int64) - 1
     kind = tl.load(kind_ptr + p, mask=node_mask, other=2).to(tl.int32)
     m3 = node_mask[:, None, None] & hc_mask[None, :, :]
-    rows = v[:, None, None] * HC + hc[None, :, :]
+    rows = v[:, None, None] * q_stride + hc[None, :, :]
     qd = tl.load(qd_ptr + rows, mask=m3, other=0.0).to(tl.float32)
     a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     # `eloop` is indexed by the node (its row `v`), not by the CSR position:
     z, act, att, score, valid = _edge_scores(
         qs_ptr, eloop_ptr, v, v, node_mask, kind, qd, a_s, a_t, hc, hc_mask,
-        slope, HC, HAS_EDGE,
+        slope, q_stride, HC, HAS_EDGE,
     )  # fmt: skip
     mh = node_mask[:, None] & h_mask[None, :]
     lse = tl.load(lse_ptr + v[:, None] * H + h[None, :], mask=mh, other=0.0)

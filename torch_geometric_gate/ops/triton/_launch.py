@@ -106,6 +106,27 @@ def _dtypes(q_src, value, att_neighbor, att_self):
     return score_dtype, promote(value.dtype, score_dtype)
 
 
+def _rows(q_src: Tensor, q_dst: Tensor, value: Tensor):
+    r"""The projections as the kernels read them, and their row stride:
+    rows of :obj:`H x C` contiguous values, one stride apart in all three
+    (the layer's views of its one product :obj:`[N, 3, H, C]` are read in
+    place), else contiguous copies."""
+    heads, channels = value.shape[1], value.shape[2]
+    stride = value.stride(0)
+
+    def fits(t: Tensor) -> bool:
+        return (
+            (t.size(0) <= 1 or t.stride(0) == stride)
+            and (heads == 1 or t.stride(1) == channels)
+            and (channels == 1 or t.stride(2) == 1)
+        )
+
+    if value.size(0) > 1 and all(fits(t) for t in (q_src, q_dst, value)):
+        return q_src, q_dst, value, stride
+    q_src, q_dst, value = (t.contiguous() for t in (q_src, q_dst, value))
+    return q_src, q_dst, value, heads * channels
+
+
 def _draw_seed() -> int:
     r"""The dropout seed, from PyTorch's CPU generator (no device sync)."""
     return int(torch.randint(2**31 - 1, (1,)).item())
@@ -177,12 +198,13 @@ def _launch_forward(
     csr, settings, q_src, q_dst, value, ep, a_s, a_t, warps=None
 ):
     r"""Runs :func:`gate_fwd_kernel` (and :func:`gate_combine_kernel` when
-    a node may be split) on contiguous inputs: returns :obj:`out` and the
-    log-sum-exp. :obj:`warps`: the forward kernel's warps (default:
+    a node may be split) on the rows of :func:`_rows`: returns :obj:`out`
+    and the log-sum-exp. :obj:`warps`: the forward kernel's warps (default:
     :obj:`settings.warps`, else Triton's, 4)."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
     warps = warps or settings.warps
+    q_src, q_dst, value, q_stride = _rows(q_src, q_dst, value)
     heads, channels = value.shape[1], value.shape[2]
     h_pad, c_pad = _pow2(heads), _pow2(channels)
     num_dst, num_edges = settings.num_dst, csr.src.numel()
@@ -211,6 +233,7 @@ def _launch_forward(
             csr.src, settings.kind, csr.rowptr, segptr, seg_node, partptr,
             out, lse, part_acc, part_ml, num_dst,
             settings.seed, settings.p_drop, settings.scale, settings.slope,
+            q_stride,
             heads, channels, h_pad, c_pad, block, seg,
             ep is not None, settings.p_drop > 0, **_warps(warps),
         )  # fmt: skip
@@ -236,7 +259,7 @@ def _forward(
     h_pad, c_pad = _pow2(heads), _pow2(channels)
     num_edges = perm.numel()
     device = value.device
-    q_src_c, q_dst_c, value_c = (t.contiguous() for t in (q_src, q_dst, value))
+    q_src_c, q_dst_c, value_c, q_stride = _rows(q_src, q_dst, value)
     a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
     _, ep = _edge_projection(edge_attr, weight_edge, perm)
     # The one-head layout, where the settings ask for it:
@@ -262,7 +285,7 @@ def _forward(
                     q_src_c, q_dst_c, ep if flags[0] else q_src_c, a_s,
                     a_t, src_s, dst_s, settings.kind, perm, lse, alpha,
                     num_edges, settings.seed, settings.p_drop,
-                    settings.scale, settings.slope,
+                    settings.scale, settings.slope, q_stride,
                     heads, channels, h_pad, c_pad, block_a, *flags,
                 )  # fmt: skip
     return alpha, out, lse
@@ -317,7 +340,7 @@ def _backward(
     block_d = _block_edges(h_pad, c_pad, tile, num_edges / max(num_dst, 1))
     block_s = _block_edges(h_pad, c_pad, tile, num_edges / max(num_src, 1))
     device = value.device
-    q_src_c, q_dst_c, value_c = (t.contiguous() for t in (q_src, q_dst, value))
+    q_src_c, q_dst_c, value_c, q_stride = _rows(q_src, q_dst, value)
     a_s, a_t = att_neighbor.contiguous(), att_self.contiguous()
     attr, ep = _edge_projection(edge_attr, weight_edge, perm)
     if grad_out is None:
@@ -377,7 +400,7 @@ def _backward(
                 src_s, kind, rowptr, segptr, seg_node, partptr,
                 lse, grad_out, ga_arg,
                 d_q_dst, delta, g_att, part, part_delta, *rec,
-                num_dst, num_segments, *common, settings.slope,
+                num_dst, num_segments, *common, settings.slope, q_stride,
                 channels, c_pad, block_d, seg, nodes, *flags, record,
                 num_warps=warps,
             )  # fmt: skip
@@ -391,7 +414,7 @@ def _backward(
                 src_s, kind, rowptr, segptr, seg_node, partptr,
                 lse, grad_out, ga_arg,
                 d_q_dst, delta, g_att, part, part_delta, *extra,
-                num_dst, num_segments, *common, settings.slope,
+                num_dst, num_segments, *common, settings.slope, q_stride,
                 heads, channels, h_pad, c_pad, block_d, seg, *flags,
                 **_warps(warps),
             )  # fmt: skip
@@ -414,7 +437,7 @@ def _backward(
                     dst_s, kind, rev_rowptr, segptr, seg_node, partptr,
                     rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
                     d_ep if flags[0] else d_q_src, part, *rec,
-                    num_src, grid, *common, settings.slope,
+                    num_src, grid, *common, settings.slope, q_stride,
                     channels, c_pad, block_s, seg, nodes, *flags, record,
                     num_warps=warps,
                 )  # fmt: skip
@@ -433,7 +456,7 @@ def _backward(
                     dst_s, kind, rev_rowptr, segptr, seg_node, partptr,
                     rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
                     d_ep if flags[0] else d_q_src, part,
-                    num_src, *common, settings.slope,
+                    num_src, *common, settings.slope, q_stride,
                     heads, channels, h_pad, c_pad, block_s, seg, *flags,
                     **_warps(warps),
                 )  # fmt: skip
@@ -510,7 +533,7 @@ def _loop_weights(
     )
     if num_loops == 0:
         return alpha
-    q_src_c, q_dst_c = q_src.contiguous(), q_dst.contiguous()
+    q_src_c, q_dst_c, _, q_stride = _rows(q_src, q_dst, q_src)
     eloop = None
     if edge_attr is not None and weight_edge is not None:
         loops = edge_attr[edge_attr.size(0) - num_loops :]
@@ -523,7 +546,7 @@ def _loop_weights(
             q_src_c, q_dst_c, eloop if eloop is not None else q_src_c,
             att_neighbor.contiguous(), att_self.contiguous(), kind, rowptr,
             lse, alpha, num_loops, settings.seed, settings.p_drop,
-            settings.scale, settings.slope,
+            settings.scale, settings.slope, q_stride,
             heads, channels, h_pad, c_pad, block,
             eloop is not None, settings.p_drop > 0,
         )  # fmt: skip
@@ -551,6 +574,7 @@ def _launch_forward_1h(
         )
     nodes = nodes or settings.one_head_nodes
     warps = warps or settings.warps or ONE_HEAD_WARPS
+    q_src, q_dst, value, q_stride = _rows(q_src, q_dst, value)
     c_pad = _pow2(channels)
     num_dst, num_edges = settings.num_dst, csr.src.numel()
     device = value.device
@@ -577,6 +601,7 @@ def _launch_forward_1h(
             csr.src, settings.kind, csr.rowptr, segptr, seg_node, partptr,
             out, lse, part_acc, part_ml, num_dst, grid,
             settings.seed, settings.p_drop, settings.scale, settings.slope,
+            q_stride,
             channels, c_pad, block, seg, nodes,
             ep is not None, settings.p_drop > 0, num_warps=warps,
         )  # fmt: skip

@@ -18,7 +18,7 @@ def gate_fwd_1h_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
     out_ptr, lse_ptr, part_acc_ptr, part_ml_ptr, num_dst, num_segments,
-    seed, p_drop, scale, slope,
+    seed, p_drop, scale, slope, q_stride,
     C: tl.constexpr, C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
     SEG: tl.constexpr, NODES: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -39,7 +39,7 @@ def gate_fwd_1h_kernel(
             seg_node_ptr, segptr_ptr, rowptr_ptr, SEG,
         )  # fmt: skip
         if node < num_dst:
-            qd = tl.load(qd_ptr + v * C + c, mask=c_mask, other=0.0)
+            qd = tl.load(qd_ptr + v * q_stride + c, mask=c_mask, other=0.0)
             qd = qd.to(tl.float32)
             # Scalars as reductions (0-d tensors, in every Triton 3):
             m_i = tl.max(tl.full((BLOCK_E,), float('-inf'), tl.float32), 0)
@@ -53,7 +53,7 @@ def gate_fwd_1h_kernel(
                 kind = kind.to(tl.int32)
                 z, act, att, score, valid = _edge_scores_1h(
                     qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :], a_s,
-                    a_t, c, c_mask, slope, C, HAS_EDGE,
+                    a_t, c, c_mask, slope, q_stride, C, HAS_EDGE,
                 )  # fmt: skip
                 score = tl.where(valid, score, float('-inf'))
                 m_new = tl.maximum(m_i, tl.max(score, axis=0))
@@ -65,8 +65,8 @@ def gate_fwd_1h_kernel(
                     r = tl.rand(seed, p.to(tl.int32))  # p * H + h, H = 1
                     weight = tl.where(r >= p_drop, weight, 0.0)
                 m2 = edge_mask[:, None] & c_mask[None, :]
-                val = tl.load(val_ptr + u[:, None] * C + c[None, :], mask=m2,
-                              other=0.0).to(tl.float32)  # fmt: skip
+                val = tl.load(val_ptr + u[:, None] * q_stride + c[None, :],
+                              mask=m2, other=0.0).to(tl.float32)  # fmt: skip
                 acc = acc * correction + tl.sum(weight[:, None] * val, 0)
                 m_i = m_new
             if count == 1:
@@ -89,7 +89,7 @@ def gate_bwd_dst_1h_kernel(
     lse_ptr, gout_ptr, galpha_ptr,
     dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
-    num_dst, num_segments, seed, p_drop, scale, slope,
+    num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
     C: tl.constexpr, C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
     SEG: tl.constexpr, NODES: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -115,7 +115,7 @@ def gate_bwd_dst_1h_kernel(
             seg_node_ptr, segptr_ptr, rowptr_ptr, SEG,
         )  # fmt: skip
         if node < num_dst:
-            qd = tl.load(qd_ptr + v * C + c, mask=c_mask, other=0.0)
+            qd = tl.load(qd_ptr + v * q_stride + c, mask=c_mask, other=0.0)
             qd = qd.to(tl.float32)
             go = tl.load(gout_ptr + v * C + c, mask=c_mask, other=0.0)
             go = go.to(tl.float32)
@@ -136,13 +136,13 @@ def gate_bwd_dst_1h_kernel(
                 kind = kind.to(tl.int32)
                 z, act, att, score, valid = _edge_scores_1h(
                     qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :], a_s,
-                    a_t, c, c_mask, slope, C, HAS_EDGE,
+                    a_t, c, c_mask, slope, q_stride, C, HAS_EDGE,
                 )  # fmt: skip
                 is_self = (kind & 1) == 1
                 alpha = tl.where(valid, tl.exp(score - lse), 0.0)
                 m2 = edge_mask[:, None] & c_mask[None, :]
-                val = tl.load(val_ptr + u[:, None] * C + c[None, :], mask=m2,
-                              other=0.0).to(tl.float32)  # fmt: skip
+                val = tl.load(val_ptr + u[:, None] * q_stride + c[None, :],
+                              mask=m2, other=0.0).to(tl.float32)  # fmt: skip
                 d_alpha = tl.sum(go[None, :] * val, axis=1)
                 if HAS_GALPHA:
                     d_alpha += tl.load(
@@ -196,7 +196,7 @@ def gate_bwd_src_1h_kernel(
     partptr_ptr, rev_pos_ptr, lse_ptr, gout_ptr,
     galpha_ptr, delta_ptr, dqs_ptr, dval_ptr, dep_ptr, part_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
-    num_src, num_segments, seed, p_drop, scale, slope,
+    num_src, num_segments, seed, p_drop, scale, slope, q_stride,
     C: tl.constexpr, C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
     SEG: tl.constexpr, NODES: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -221,9 +221,11 @@ def gate_bwd_src_1h_kernel(
         )  # fmt: skip
         if node < num_src:
             if not READ_RECORD:
-                qs = tl.load(qs_ptr + u * C + c, mask=c_mask, other=0.0)
+                qs = tl.load(qs_ptr + u * q_stride + c, mask=c_mask, other=0.0)
                 qs = qs.to(tl.float32)
-                val = tl.load(val_ptr + u * C + c, mask=c_mask, other=0.0)
+                val = tl.load(
+                    val_ptr + u * q_stride + c, mask=c_mask, other=0.0
+                )
                 val = val.to(tl.float32)
             dqs = tl.zeros((C_PAD,), tl.float32)
             dval = tl.zeros((C_PAD,), tl.float32)
@@ -257,7 +259,7 @@ def gate_bwd_src_1h_kernel(
                     # source's row loaded once per segment.
                     z, act, att, score, valid = _edge_scores_1h(
                         qd_ptr, ep_ptr, v, p, edge_mask, kind, qs[None, :],
-                        a_s, a_t, c, c_mask, slope, C, HAS_EDGE,
+                        a_s, a_t, c, c_mask, slope, q_stride, C, HAS_EDGE,
                     )  # fmt: skip
                     lse = tl.load(lse_ptr + v, mask=edge_mask, other=0.0)
                     alpha = tl.where(valid, tl.exp(score - lse), 0.0)

@@ -19,15 +19,15 @@ def _tile(
 @triton.jit
 def _edge_scores(
     qs_ptr, ep_ptr, row, p, edge_mask, kind, qd, a_s, a_t, hc, hc_mask,
-    slope, HC: tl.constexpr, HAS_EDGE: tl.constexpr,
+    slope, q_stride, HC: tl.constexpr, HAS_EDGE: tl.constexpr,
 ):  # fmt: skip
     # z = U x_u + V x_v (+ W_e e_uv) for a block of edges; `row` indexes
-    # q_src ([BLOCK_E] or a scalar), `qd` is [H, C] or [BLOCK_E, H, C].
+    # q_src ([BLOCK_E] or a scalar) by rows `q_stride` apart, `qd` is [H, C]
+    # or [BLOCK_E, H, C].
     m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
     offs = row.to(tl.int64)
-    z = tl.load(
-        qs_ptr + offs[:, None, None] * HC + hc[None, :, :], mask=m3, other=0.0
-    ).to(tl.float32)
+    rows = offs[:, None, None] * q_stride + hc[None, :, :]
+    z = tl.load(qs_ptr + rows, mask=m3, other=0.0).to(tl.float32)
     z = z + qd
     if HAS_EDGE:
         z += tl.load(
@@ -72,13 +72,13 @@ def _segment(
 @triton.jit
 def _edge_scores_1h(
     qs_ptr, ep_ptr, row, p, edge_mask, kind, qd, a_s, a_t, c, c_mask,
-    slope, C: tl.constexpr, HAS_EDGE: tl.constexpr,
+    slope, q_stride, C: tl.constexpr, HAS_EDGE: tl.constexpr,
 ):  # fmt: skip
     # _edge_scores for one head in [BLOCK_E, C_PAD] tiles: `row` indexes
     # the gathered side `qs_ptr` ([BLOCK_E]), `qd` is the other side's
     # [1, C_PAD] row (z is a sum: either side may be gathered).
     m2 = edge_mask[:, None] & c_mask[None, :]
-    rows = row.to(tl.int64)[:, None] * C + c[None, :]
+    rows = row.to(tl.int64)[:, None] * q_stride + c[None, :]
     z = tl.load(qs_ptr + rows, mask=m2, other=0.0).to(tl.float32)
     z = z + qd
     if HAS_EDGE:
