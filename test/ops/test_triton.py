@@ -498,6 +498,42 @@ def test_triton_csr_and_reverse_from_one_sort(
     assert torch.equal(rev_pos.cpu().long(), pos_of[rev])
 
 
+@pytest.mark.parametrize('mask_input_loops', [True, False])
+def test_triton_csr_kernel_derives_the_edge_kinds(mask_input_loops):
+    # Where the graph has no flags, the CSR kernel writes the kind of every
+    # CSR position: a self-loop is scored with a_t, and masked if it is the
+    # input's own (the last num_loops edges are the appended ones).
+    from torch_geometric_gate.ops.triton._csr import (
+        csr_and_reverse,
+        edge_kinds,
+    )
+
+    n, num_input = 6, 30
+    gen = torch.Generator().manual_seed(5)
+    src = torch.randint(n, (num_input,), generator=gen)
+    dst = torch.randint(n, (num_input,), generator=gen)
+    src[:4] = dst[:4]  # The input's own self-loops.
+    src = torch.cat([src, torch.arange(n)])
+    dst = torch.cat([dst, torch.arange(n)])
+    graph = AttentionGraph(
+        src.to(DEVICE), dst.to(DEVICE), None, None, num_src=n, num_dst=n,
+        num_loops=n, mask_input_loops=mask_input_loops,
+    )  # fmt: skip
+    csr, _ = csr_and_reverse(graph)
+    e = csr.perm.cpu().long()
+    loop = src[e] == dst[e]
+    masked = loop & (e < num_input) & mask_input_loops
+    want = loop.long() + 2 * masked.long()
+    assert torch.equal(csr.kind.cpu().long(), want)
+    assert edge_kinds(graph, csr) is csr.kind
+    # Flags given: the kinds come from the flags, none derived.
+    flags = torch.zeros_like(graph.src, dtype=torch.bool)
+    flagged = graph._replace(loop=flags, masked=flags, mask_input_loops=False)
+    csr, _ = csr_and_reverse(flagged)
+    assert csr.kind is None
+    assert not edge_kinds(flagged, csr).any()
+
+
 @pytest.mark.parametrize('sort', ['col', 'row'])
 @pytest.mark.parametrize('num_src,num_dst', [(6, 6), (4, 7), (7, 4)])
 def test_triton_edge_index_csr_merges_the_loops_in(sort, num_src, num_dst):

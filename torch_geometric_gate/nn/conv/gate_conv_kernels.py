@@ -176,9 +176,10 @@ class KernelGATEConv(gate_conv.GATEConv):
             # are the appended self-loops; the kernels then derive the flags
             # where they read the edges.
             appended = loop is None
+            src, dst = edge_index.unbind(0)
             graph = AttentionGraph(
-                src=edge_index[0],
-                dst=edge_index[1],
+                src=src,
+                dst=dst,
                 loop=loop,
                 masked=None,
                 num_src=size[0],

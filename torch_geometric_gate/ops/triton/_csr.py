@@ -28,13 +28,16 @@ CSR_BLOCK = 1024
 class CSR(NamedTuple):
     r"""The incoming edges sorted by target: the edge (index into
     :obj:`AttentionGraph.src`) at every CSR position, its source (int32),
-    the row pointer (int32), and the target of every CSR position (or
-    :obj:`None`; the backward derives it from the row pointer)."""
+    the row pointer (int32), the target of every CSR position (or
+    :obj:`None`; the backward derives it from the row pointer), and the
+    kinds of :func:`edge_kinds` where the build derived them (or
+    :obj:`None`)."""
 
     perm: Tensor
     src: Tensor
     rowptr: Tensor
     dst: Optional[Tensor] = None
+    kind: Optional[Tensor] = None
 
 
 def _check_int32(num_edges: int, *nums: int) -> None:
@@ -150,8 +153,8 @@ def _both_csr(graph: AttentionGraph):
     the last :obj:`E` the reverse CSR's (sources in the caller's edge
     order). Two launches (:func:`gate_csr_kernel`,
     :func:`gate_rev_pos_kernel`) finish both from the sort: the targets,
-    edges and sources at every CSR position in int32, the reverse row
-    pointer and the CSR position at every reverse position."""
+    edges and sources at every CSR position, both row pointers and the CSR
+    position at every reverse position, in int32 parts of one buffer."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
     num_edges, num_dst = graph.src.numel(), graph.num_dst
@@ -159,21 +162,31 @@ def _both_csr(graph: AttentionGraph):
     keys = torch.cat([graph.dst, graph.src + num_dst])
     keys, order = torch.sort(keys, stable=True)
     ptr = index_to_ptr32(keys, num_dst + num_src)
-    i32 = dict(dtype=torch.int32, device=keys.device)
-    dst, perm, src = (torch.empty(num_edges, **i32) for _ in range(3))
-    rev_rowptr = torch.empty(num_src + 1, **i32)
-    rev_pos = torch.empty(num_edges, **i32)
+    # The edge kinds from the edges themselves where the graph has no
+    # flags (edge_kinds), with the input's own self-loops masked where the
+    # last num_loops edges are the appended ones:
+    kinds = graph.loop is None and graph.masked is None
+    num_input = num_edges - graph.num_loops if graph.mask_input_loops else 0
+    # The int32 outputs as parts of one buffer (one allocation):
+    sizes = [num_edges] * 4 + [num_dst + 1, num_src + 1]
+    sizes.append(num_edges if kinds else 0)
+    out = torch.empty(sum(sizes), dtype=torch.int32, device=keys.device)
+    dst, perm, src, rev_pos, rowptr, rev_rowptr, kind = out.split(sizes)
     block = CSR_BLOCK
     with on_device(keys.device):
-        k.gate_csr_kernel[(cdiv(max(num_edges, num_src + 1), block),)](
-            keys, order, graph.src, ptr, dst, perm, src, rev_rowptr,
-            num_edges, num_dst, num_src, graph.src.stride(0), block,
+        k.gate_csr_kernel[
+            (cdiv(max(num_edges, num_dst + 1, num_src + 1), block),)
+        ](
+            keys, order, graph.src, ptr, dst, perm, src, rowptr, rev_rowptr,
+            kind, num_edges, num_dst, num_src, num_input,
+            graph.src.stride(0), block, kinds,
         )  # fmt: skip
         if num_edges > 0:
             k.gate_rev_pos_kernel[(cdiv(num_edges, block),)](
                 keys, order, rev_pos, num_edges, block
             )
-    return CSR(perm, src, ptr[: num_dst + 1], dst), (rev_rowptr, rev_pos)
+    csr = CSR(perm, src, rowptr, dst, kind if kinds else None)
+    return csr, (rev_rowptr, rev_pos)
 
 
 def csr_dst(csr: CSR) -> Tensor:
@@ -185,9 +198,12 @@ def csr_dst(csr: CSR) -> Tensor:
 
 
 def edge_kinds(graph: AttentionGraph, csr: CSR) -> Tensor:
-    r"""The kind of every edge in CSR order (int8: bit 0 scores it with
-    :math:`\mathbf{a}_t`, bit 1 masks it), from the flags of
-    :obj:`graph` (:meth:`AttentionGraph.flags`)."""
+    r"""The kind of every edge in CSR order (int8, or int32 where the CSR
+    build derived them: bit 0 scores it with :math:`\mathbf{a}_t`, bit 1
+    masks it), from the flags of :obj:`graph`
+    (:meth:`AttentionGraph.flags`)."""
+    if csr.kind is not None:
+        return csr.kind
     if graph.loop is None and graph.masked is None:
         # Derived in CSR order (no [E] flags in the caller's order):
         kind = (csr.src == csr_dst(csr)).to(torch.int8)

@@ -10,16 +10,22 @@ import triton.language as tl
 @triton.jit(do_not_specialize=['num_edges', 'num_dst', 'num_src'])
 def gate_csr_kernel(
     keys_ptr, order_ptr, src_ptr, ptr_ptr,
-    dst_out_ptr, perm_out_ptr, src_out_ptr, rev_rowptr_ptr,
-    num_edges, num_dst, num_src, src_stride, BLOCK: tl.constexpr,
+    dst_out_ptr, perm_out_ptr, src_out_ptr, rowptr_ptr, rev_rowptr_ptr,
+    kind_ptr, num_edges, num_dst, num_src, num_input, src_stride,
+    BLOCK: tl.constexpr, KINDS: tl.constexpr,
 ):  # fmt: skip
     r"""From the :obj:`2 E` sorted keys (the targets, then the sources
     shifted past them), their order and the pointer over both: at every CSR
-    position :obj:`p < E` its target, edge and source (int32); the reverse
-    row pointer (the sources' part of the pointer, less :obj:`E`); and, in
+    position :obj:`p < E` its target, edge and source (int32); the row
+    pointer (the targets' part of the pointer) and the reverse row pointer
+    (the sources' part, less :obj:`E`); and, in
     the free second half of :obj:`keys`, the CSR position of every edge
     (:obj:`keys[E + e] = p`), which :func:`gate_rev_pos_kernel` reads.
-    :obj:`src` (the sources in the caller's edge order) may be strided."""
+    :obj:`src` (the sources in the caller's edge order) may be strided.
+    With :obj:`KINDS`, also the kind of every CSR position
+    (:func:`~torch_geometric_gate.ops.triton._csr.edge_kinds`): a self-loop
+    is scored with :math:`\mathbf{a}_t` and masked if its edge is one of
+    the first :obj:`num_input`."""
     p = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = p < num_edges
     dst = tl.load(keys_ptr + p, mask=m, other=0)
@@ -29,6 +35,11 @@ def gate_csr_kernel(
     tl.store(perm_out_ptr + p, e.to(tl.int32), mask=m)
     tl.store(src_out_ptr + p, src.to(tl.int32), mask=m)
     tl.store(keys_ptr + num_edges + e, p.to(tl.int64), mask=m)
+    if KINDS:  # Self-loops scored with a_t; those of the input masked.
+        loop = (src == dst).to(tl.int32)
+        tl.store(kind_ptr + p, loop + 2 * loop * (e < num_input), mask=m)
+    r = p < num_dst + 1
+    tl.store(rowptr_ptr + p, tl.load(ptr_ptr + p, mask=r, other=0), mask=r)
     r = p < num_src + 1
     rev = tl.load(ptr_ptr + num_dst + p, mask=r, other=0) - num_edges
     tl.store(rev_rowptr_ptr + p, rev, mask=r)
