@@ -105,16 +105,9 @@ def test_triton_step_sorts_at_most_once_and_never_syncs(rows):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason='issue 48, item 1: the Triton step issues 0.75x (plain '
-    'edge_index, 73 ATen ops + 5 launches) to 0.80x (column-sorted '
-    "EdgeIndex, 80 + 5) the host operators of GATv2Conv's at random-200, "
-    '1.12-1.16x at random-2000 (the work lists of split nodes); the layer '
-    'and autograd alone issue 48 (validation, self-loops, three '
-    'projections and their backward), goal <= 0.6x',
-)
 def test_triton_step_within_the_host_floor_goal(rows):
+    # Issue 48, item 1: at most 0.6x GATv2Conv's host operators, for a
+    # plain edge_index and a column-sorted EdgeIndex.
     for r in rows:
         if r['kernel'] == 'triton':
             assert float(r['host_vs_gatv2']) <= 0.6, r

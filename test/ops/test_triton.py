@@ -538,21 +538,20 @@ def test_triton_csr_kernel_derives_the_edge_kinds(mask_input_loops):
 @pytest.mark.parametrize('num_src,num_dst', [(6, 6), (4, 7), (7, 4)])
 def test_triton_edge_index_csr_merges_the_loops_in(sort, num_src, num_dst):
     # From a sorted EdgeIndex's cached CSC and CSR, the appended self-loops
-    # merged in by gate_merge_loops_kernel: the CSR and the reverse CSR of
-    # a stable sort of all edges, loops included (each loop last among its
-    # node's edges), in int32.
+    # merged in by gate_merge_csr_kernel and gate_merge_rev_kernel: the CSR
+    # and the reverse CSR of a stable sort of all edges, loops included
+    # (each loop last among its node's edges), in int32; with every CSR
+    # position's target and kind.
     from torch_geometric import EdgeIndex
 
-    from torch_geometric_gate.ops.triton._csr import (
-        csr_and_reverse,
-        reverse_csr,
-    )
+    from torch_geometric_gate.ops.triton._csr import csr_and_reverse
 
     gen = torch.Generator().manual_seed(num_src * 10 + num_dst)
     ei = torch.stack([
         torch.randint(num_src, (30,), generator=gen),
         torch.randint(num_dst, (30,), generator=gen),
     ])  # fmt: skip
+    ei[0, :3] = ei[1, :3] % num_src  # Input self-loops (masked).
     ei = EdgeIndex(ei, sparse_size=(num_src, num_dst)).sort_by(sort)[0]
     ei = ei.to(DEVICE)
     num_loops = min(num_src, num_dst)
@@ -563,16 +562,20 @@ def test_triton_edge_index_csr_merges_the_loops_in(sort, num_src, num_dst):
         src, dst, None, None, num_src=num_src, num_dst=num_dst,
         num_loops=num_loops, edge_index=ei, mask_input_loops=True,
     )  # fmt: skip
-    csr, reverse = csr_and_reverse(graph)
-    assert reverse is None  # the backward takes it from the EdgeIndex
-    rev_rowptr, rev_pos = reverse_csr(ei, csr, num_src, num_loops)
-    for got in (csr.perm, csr.src, csr.rowptr, rev_rowptr, rev_pos):
+    csr, (rev_rowptr, rev_pos) = csr_and_reverse(graph)
+    for got in (csr.perm, csr.src, csr.dst, csr.rowptr, csr.kind,
+                rev_rowptr, rev_pos):  # fmt: skip
         assert got.dtype == torch.int32
     src, dst = src.cpu(), dst.cpu()
     perm, pos_of = csr.perm.cpu().long(), torch.empty(src.numel()).long()
     pos_of[perm] = torch.arange(perm.numel())
     assert torch.equal(csr.src.cpu().long(), src[perm])
+    assert torch.equal(csr.dst.cpu().long(), dst[perm])
     num_input = src.numel() - num_loops
+    loop = src[perm] == dst[perm]
+    masked = loop & (perm < num_input)
+    assert masked.any()
+    assert torch.equal(csr.kind.cpu().long(), loop.long() + 2 * masked.long())
 
     def check_rows(ptr, values, node, edge_of):
         # Every node's edges (in the EdgeIndex's order), its loop last:

@@ -39,8 +39,7 @@ from torch_geometric_gate.ops.chunked import chunked_attention  # noqa: E402
 from torch_geometric_gate.ops.switch import current_settings  # noqa: E402
 from torch_geometric_gate.ops.triton import _launch as launch  # noqa: E402
 from torch_geometric_gate.ops.triton._csr import (  # noqa: E402
-    edge_index_of,
-    forward_csr,
+    csr_and_reverse,
 )
 from torch_geometric_gate.ops.types import (  # noqa: E402
     AttentionGraph,
@@ -109,8 +108,9 @@ def params_of(inputs, slope=0.1, dropout=0.0, training=False):
 
 
 def prepare(graph, inputs, params, seed=0):
-    r"""The CSR and the settings, as ``triton_attention`` builds them."""
-    csr = forward_csr(graph)
+    r"""The CSR and the settings, as ``triton_attention`` builds them for
+    a training step (the reverse CSR with the CSR)."""
+    csr, reverse = csr_and_reverse(graph)
     loop, masked = graph.flags()
     kind = loop.to(torch.int8)
     if masked is not None:
@@ -120,8 +120,9 @@ def prepare(graph, inputs, params, seed=0):
     settings = launch._Settings(
         inputs['q_src'], inputs['value'], params.att_neighbor,
         params.att_self, kind, graph.num_dst, params.negative_slope, p_drop,
-        seed, True, graph.num_loops, edge_index_of(graph),
+        seed, True, graph.num_loops,
     )  # fmt: skip
+    settings.reverse, settings.dst = reverse, csr.dst
     return csr, kind, settings
 
 
@@ -494,7 +495,7 @@ def _run_backward_record(heads, channels, dtype, edge_dim, dropout):
 
 def _run_edge_index_step(heads, channels, dtype, edge_dim, dropout):
     # A column-sorted EdgeIndex: the CSR and the reverse CSR merge the
-    # appended loops in (gate_merge_loops_kernel).
+    # appended loops in (gate_merge_csr_kernel, gate_merge_rev_kernel).
     graph, inputs = make_case(
         heads, channels, edge_dim, dtype=dtype, sorted_index=True
     )
@@ -516,7 +517,8 @@ NEW_KERNELS = {
     'gate_bwd_src_rec_kernel': _run_backward_record,
     'gate_bwd_dst_1h_kernel': _run_backward_1h,
     'gate_bwd_src_1h_kernel': _run_backward_1h,
-    'gate_merge_loops_kernel': _run_edge_index_step,
+    'gate_merge_csr_kernel': _run_edge_index_step,
+    'gate_merge_rev_kernel': _run_edge_index_step,
 }
 
 COMPILE_CONFIGS = [

@@ -5,16 +5,16 @@ of every target node (forward) and the outgoing edges of every source node
 From a sorted :class:`torch_geometric.EdgeIndex`
 (:obj:`AttentionGraph.edge_index`) it takes PyG's cached CSC and CSR
 (computed once per :obj:`EdgeIndex`) and merges the appended self-loops in
-without a sort; from plain tensors one stable :func:`torch.sort` of the
-targets and the sources at once gives both, its values the row pointers
-(:func:`csr_and_reverse`). Neither syncs with the device.
+without a sort, one launch each; from plain tensors one stable
+:func:`torch.sort` of the targets and the sources at once gives both, its
+values the row pointers (:func:`csr_and_reverse`). Neither syncs with the
+device.
 """
 
 from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor
-from torch_geometric.index import ptr2index
 
 from torch_geometric_gate.ops._compat import index_to_ptr32, ptr_to_index32
 from torch_geometric_gate.ops.triton._grid import cdiv, on_device
@@ -56,32 +56,6 @@ def _pad_ptr(ptr: Tensor, num: int) -> Optional[Tensor]:
     return ptr
 
 
-def _merge_loops(ptr, node, values, loop_values, num_loops):
-    r"""Appends the self-loop of node :obj:`i < num_loops` (value
-    :obj:`loop_values[i]`) at the end of node :obj:`i`'s segment of a
-    compressed array (:obj:`ptr`, the node of every position, the value at
-    every position), without a sort, in one launch
-    (:func:`gate_merge_loops_kernel`): returns the new pointer and values
-    (int32). :obj:`values=None`: the positions; :obj:`loop_values=None`:
-    :obj:`values.numel() + i`."""
-    from torch_geometric_gate.ops.triton import _kernels as k
-
-    num, num_values = ptr.numel() - 1, node.numel()
-    new_ptr = torch.empty(num + 1, dtype=torch.int32, device=ptr.device)
-    out = torch.empty(
-        num_values + num_loops, dtype=torch.int32, device=ptr.device
-    )
-    block = CSR_BLOCK
-    with on_device(ptr.device):
-        k.gate_merge_loops_kernel[(cdiv(max(num_values, num + 1), block),)](
-            ptr, node, node if values is None else values,
-            node if loop_values is None else loop_values, new_ptr, out,
-            num, num_values, num_loops, block,
-            values is None, loop_values is None,
-        )  # fmt: skip
-    return new_ptr, out
-
-
 def edge_index_of(graph: AttentionGraph):
     r"""The caller's sorted :class:`torch_geometric.EdgeIndex` when it can
     give the CSR (its edges are the first ones of :obj:`graph`), else
@@ -101,9 +75,9 @@ def edge_index_of(graph: AttentionGraph):
 def forward_csr(graph: AttentionGraph) -> CSR:
     r"""The CSR of :obj:`graph`: from its sorted :obj:`EdgeIndex` where it
     has one, else one stable sort of the targets."""
-    csr = _edge_index_csr(graph)
-    if csr is not None:
-        return csr
+    got = _edge_index_csr(graph, positions=False)
+    if got is not None:
+        return got[0]
     # One stable sort of the targets per call; its values give the row
     # pointer (and the targets in CSR order) without a gather:
     dst, perm = torch.sort(graph.dst, stable=True)
@@ -113,41 +87,86 @@ def forward_csr(graph: AttentionGraph) -> CSR:
 
 
 def csr_and_reverse(graph: AttentionGraph):
-    r""":func:`forward_csr` and, for the backward, the reverse CSR of
-    :func:`reverse_csr` (:obj:`None` where the backward takes it from the
-    :obj:`EdgeIndex`): from plain tensors one sort gives both."""
-    csr = _edge_index_csr(graph)
-    if csr is not None:
-        return csr, None
-    return _both_csr(graph)
+    r""":func:`forward_csr` and, for the backward, the reverse CSR: the
+    row pointer over the sources and the CSR position of every outgoing
+    edge (int32; :obj:`None` where the backward must sort,
+    :func:`reverse_csr`). From plain tensors one sort gives both; from a
+    sorted :obj:`EdgeIndex`, PyG's cached CSC and CSR."""
+    got = _edge_index_csr(graph, positions=True)
+    if got is None:
+        return _both_csr(graph)
+    csr, pos_of = got
+    return csr, _edge_index_reverse(graph, pos_of)
 
 
-def _edge_index_csr(graph: AttentionGraph) -> Optional[CSR]:
-    num_edges = graph.src.numel()
-    _check_int32(num_edges, graph.num_src, graph.num_dst)
+def _edge_index_csr(graph: AttentionGraph, positions: bool):
+    r"""The CSR of :obj:`graph` from its sorted :obj:`EdgeIndex`
+    (:func:`edge_index_of`) in one launch (:func:`gate_merge_csr_kernel`),
+    with the CSR position of every edge where :obj:`positions`; or
+    :obj:`None`."""
+    from torch_geometric_gate.ops.triton import _kernels as k
+
+    num_edges, num_dst = graph.src.numel(), graph.num_dst
+    _check_int32(num_edges, graph.num_src, num_dst)
     ei = edge_index_of(graph)
     if ei is None:
         return None
     # PyG caches the CSC on the EdgeIndex (colptr; for an EdgeIndex sorted
     # by row also the permutation): computed once per graph.
     (colptr, _), perm0 = ei.get_csc()
-    colptr = _pad_ptr(colptr, graph.num_dst)
+    colptr = _pad_ptr(colptr, num_dst)
     if colptr is None:
         return None
     num_input = num_edges - graph.num_loops
-    if perm0 is None:
-        # Sorted by target: the targets are the graph's own, the
-        # permutation the identity (the appended loops: the last edges).
-        node = graph.dst[:num_input]
-    else:
-        node = ptr2index(colptr, output_size=num_input)
-    rowptr, perm = _merge_loops(colptr, node, perm0, None, graph.num_loops)
-    src = graph.src.index_select(0, perm).int()
-    return CSR(perm, src, rowptr)
+    kinds = graph.loop is None and graph.masked is None
+    # The int32 outputs as parts of one buffer (one allocation):
+    sizes = [num_dst + 1, num_edges, num_edges, num_edges]
+    sizes += [num_edges if kinds else 0, num_edges if positions else 0]
+    out = torch.empty(sum(sizes), dtype=torch.int32, device=colptr.device)
+    rowptr, perm, src, dst, kind, pos_of = out.split(sizes)
+    block = CSR_BLOCK
+    with on_device(colptr.device):
+        k.gate_merge_csr_kernel[(cdiv(max(num_input, num_dst + 1), block),)](
+            colptr, colptr if perm0 is None else perm0, graph.src,
+            graph.dst, rowptr, perm, src, dst, kind, pos_of, num_dst,
+            num_input, graph.num_loops,
+            num_input if graph.mask_input_loops else 0,
+            graph.src.stride(0), graph.dst.stride(0), block, perm0 is None,
+            kinds, positions,
+        )  # fmt: skip
+    return CSR(perm, src, rowptr, dst, kind if kinds else None), pos_of
+
+
+def _edge_index_reverse(graph: AttentionGraph, pos_of: Tensor):
+    r"""The reverse CSR of :func:`csr_and_reverse` from the sorted
+    :obj:`EdgeIndex`'s cached CSR in one launch
+    (:func:`gate_merge_rev_kernel`), or :obj:`None`."""
+    from torch_geometric_gate.ops.triton import _kernels as k
+
+    ei = graph.edge_index
+    assert ei is not None
+    (rowptr0, _), perm_t = ei.get_csr()  # cached by PyG
+    num_src, num_edges = graph.num_src, graph.src.numel()
+    rowptr0 = _pad_ptr(rowptr0, num_src)
+    if rowptr0 is None:
+        return None
+    num_input = num_edges - graph.num_loops
+    out = torch.empty(
+        num_src + 1 + num_edges, dtype=torch.int32, device=rowptr0.device
+    )
+    rev_rowptr, rev_pos = out.split([num_src + 1, num_edges])
+    block = CSR_BLOCK
+    with on_device(rowptr0.device):
+        k.gate_merge_rev_kernel[(cdiv(max(num_input, num_src + 1), block),)](
+            rowptr0, rowptr0 if perm_t is None else perm_t, graph.src,
+            pos_of, rev_rowptr, rev_pos, num_src, num_input,
+            graph.num_loops, graph.src.stride(0), block, perm_t is None,
+        )  # fmt: skip
+    return rev_rowptr, rev_pos
 
 
 def _both_csr(graph: AttentionGraph):
-    r"""The CSR and the reverse CSR (:func:`reverse_csr`'s) of plain
+    r"""The CSR and the reverse CSR (:func:`csr_and_reverse`'s) of plain
     tensors from one stable sort of :obj:`2 E` keys, the targets then the
     sources shifted past them: the first :obj:`E` sorted keys are the CSR's,
     the last :obj:`E` the reverse CSR's (sources in the caller's edge
@@ -219,28 +238,10 @@ def edge_kinds(graph: AttentionGraph, csr: CSR) -> Tensor:
     return kind.index_select(0, csr.perm).contiguous()
 
 
-def reverse_csr(graph_ei, csr: CSR, num_src: int, num_loops: int):
-    r"""The reverse CSR over the CSR positions, sorted by source: the row
-    pointer and the CSR position of every outgoing edge (int32)."""
-    num_edges = csr.src.numel()
-    device = csr.src.device
-    if graph_ei is not None:
-        (rowptr0, _), perm_t = graph_ei.get_csr()  # cached by PyG
-        rowptr0 = _pad_ptr(rowptr0, num_src)
-        if rowptr0 is not None:
-            num_input = num_edges - num_loops
-            pos_of = torch.empty(num_edges, dtype=torch.int32, device=device)
-            pos_of[csr.perm] = torch.arange(
-                num_edges, dtype=torch.int32, device=device
-            )
-            values = pos_of[:num_input]
-            if perm_t is not None:
-                values = values.index_select(0, perm_t)
-            # The source of every edge, in the EdgeIndex's row order:
-            node = csr.src.index_select(0, values)
-            return _merge_loops(
-                rowptr0, node, values, pos_of[num_input:], num_loops
-            )
+def reverse_csr(csr: CSR, num_src: int):
+    r"""The reverse CSR over the CSR positions, sorted by source, where
+    :func:`csr_and_reverse` did not give it: the row pointer and the CSR
+    position of every outgoing edge (int32), from a stable sort."""
     src, rev_pos = torch.sort(csr.src, stable=True)
     rev_rowptr = index_to_ptr32(src, num_src)
     return rev_rowptr, rev_pos.int()

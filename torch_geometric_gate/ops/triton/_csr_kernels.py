@@ -1,7 +1,9 @@
-r"""The Triton kernels that finish the CSR and the reverse CSR of a plain
-edge index from its one stable sort (:func:`~torch_geometric_gate.ops.triton.
-_csr.csr_and_reverse`): a launch or two where the ATen operations were
-about fifteen (issue 48, the host floor)."""
+r"""The Triton kernels that finish the CSR and the reverse CSR
+(:func:`~torch_geometric_gate.ops.triton._csr.csr_and_reverse`) of a plain
+edge index from its one stable sort, or of a sorted
+:class:`~torch_geometric.EdgeIndex` from its cached CSC and CSR with the
+appended self-loops merged in: a launch or two where the ATen operations
+were about fifteen (issue 48, the host floor)."""
 
 import triton
 import triton.language as tl
@@ -36,8 +38,7 @@ def gate_csr_kernel(
     tl.store(src_out_ptr + p, src.to(tl.int32), mask=m)
     tl.store(keys_ptr + num_edges + e, p.to(tl.int64), mask=m)
     if KINDS:  # Self-loops scored with a_t; those of the input masked.
-        loop = (src == dst).to(tl.int32)
-        tl.store(kind_ptr + p, loop + 2 * loop * (e < num_input), mask=m)
+        tl.store(kind_ptr + p, _kind(src, dst, e, num_input), mask=m)
     r = p < num_dst + 1
     tl.store(rowptr_ptr + p, tl.load(ptr_ptr + p, mask=r, other=0), mask=r)
     r = p < num_src + 1
@@ -59,38 +60,106 @@ def gate_rev_pos_kernel(
     tl.store(rev_pos_ptr + i, pos.to(tl.int32), mask=m)
 
 
-@triton.jit(do_not_specialize=['num', 'num_values', 'num_loops'])
-def gate_merge_loops_kernel(
-    ptr_ptr, node_ptr, values_ptr, loop_values_ptr, new_ptr_ptr, out_ptr,
-    num, num_values, num_loops, BLOCK: tl.constexpr,
-    VALUES_ARANGE: tl.constexpr, LOOPS_ARANGE: tl.constexpr,
+@triton.jit(
+    do_not_specialize=['num_dst', 'num_input', 'num_loops', 'num_masked']
+)
+def gate_merge_csr_kernel(
+    colptr_ptr, perm0_ptr, src_ptr, dst_ptr,
+    rowptr_ptr, perm_ptr, src_out_ptr, dst_out_ptr, kind_ptr, pos_ptr,
+    num_dst, num_input, num_loops, num_masked, src_stride, dst_stride,
+    BLOCK: tl.constexpr, BY_COL: tl.constexpr, KINDS: tl.constexpr,
+    POSITIONS: tl.constexpr,
 ):  # fmt: skip
-    r"""Appends the self-loop of node :obj:`i < num_loops` at the end of
-    node :obj:`i`'s segment of a compressed array (the pointer :obj:`ptr`
-    over :obj:`num` nodes, the node and the value at every position),
-    without a sort: every position moves ahead by the loops of the nodes
-    before it, :obj:`min(node, num_loops)`, and the loop of node :obj:`i`
-    lands just before its new segment's end, :obj:`ptr[i + 1] + i`. Writes
-    the new pointer (int32) and values. :obj:`VALUES_ARANGE`: the values
-    are the positions; :obj:`LOOPS_ARANGE`: the loops' values are
-    :obj:`num_values + i`."""
+    r"""The CSR of a sorted :class:`~torch_geometric.EdgeIndex`'s cached
+    CSC (:obj:`colptr`, and :obj:`perm0` the edge at every CSC position,
+    or the identity where :obj:`BY_COL`) with the appended self-loops
+    merged in, without a sort: the loop of node :obj:`i < num_loops` (edge
+    :obj:`num_input + i`) lands at the end of its row, :obj:`colptr[i + 1]
+    + i`, and every other position moves ahead by the loops of the nodes
+    before it, :obj:`min(node, num_loops)`. Writes the row pointer and, at
+    every CSR position, its edge, source and target (int32); with
+    :obj:`KINDS` its kind (a self-loop masked where its edge is one of the
+    first :obj:`num_masked`); with :obj:`POSITIONS` the CSR position of
+    every edge (for :func:`gate_merge_rev_kernel`). :obj:`src` and
+    :obj:`dst` (the caller's edge order) may be strided."""
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    r = i <= num
-    ptr = tl.load(ptr_ptr + i, mask=r, other=0)
-    ahead = tl.minimum(i, num_loops)
-    tl.store(new_ptr_ptr + i, (ptr + ahead).to(tl.int32), mask=r)
-    m = i < num_values
-    node = tl.load(node_ptr + i, mask=m, other=0)
-    if VALUES_ARANGE:
-        value = i
+    r = i <= num_dst
+    ptr = tl.load(colptr_ptr + i, mask=r, other=0)
+    rowptr = ptr + tl.minimum(i, num_loops)
+    tl.store(rowptr_ptr + i, rowptr.to(tl.int32), mask=r)
+    m = i < num_input
+    if BY_COL:
+        e = i.to(tl.int64)
     else:
-        value = tl.load(values_ptr + i, mask=m, other=0)
-    to = i + tl.minimum(node, num_loops)
-    tl.store(out_ptr + to, value.to(out_ptr.dtype.element_ty), mask=m)
+        e = tl.load(perm0_ptr + i, mask=m, other=0).to(tl.int64)
+    d = tl.load(dst_ptr + e * dst_stride, mask=m, other=0)
+    to = i + tl.minimum(d, num_loops)
+    _put_edge(
+        e, to, m, src_ptr, dst_ptr, perm_ptr, src_out_ptr, dst_out_ptr,
+        kind_ptr, pos_ptr, num_masked, src_stride, dst_stride, KINDS,
+        POSITIONS,
+    )  # fmt: skip
     m = i < num_loops
-    end = tl.load(ptr_ptr + i + 1, mask=m, other=0)
-    if LOOPS_ARANGE:
-        value = num_values + i
+    to = tl.load(colptr_ptr + i + 1, mask=m, other=0) + i
+    _put_edge(
+        num_input + i.to(tl.int64), to, m, src_ptr, dst_ptr, perm_ptr,
+        src_out_ptr, dst_out_ptr, kind_ptr, pos_ptr, num_masked,
+        src_stride, dst_stride, KINDS, POSITIONS,
+    )  # fmt: skip
+
+
+@triton.jit
+def _put_edge(
+    e, to, m, src_ptr, dst_ptr, perm_ptr, src_out_ptr, dst_out_ptr,
+    kind_ptr, pos_ptr, num_masked, src_stride, dst_stride,
+    KINDS: tl.constexpr, POSITIONS: tl.constexpr,
+):  # fmt: skip
+    # Edge `e` at CSR position `to`: its edge, source, target (and kind).
+    s = tl.load(src_ptr + e * src_stride, mask=m, other=0)
+    d = tl.load(dst_ptr + e * dst_stride, mask=m, other=0)
+    tl.store(perm_ptr + to, e.to(tl.int32), mask=m)
+    tl.store(src_out_ptr + to, s.to(tl.int32), mask=m)
+    tl.store(dst_out_ptr + to, d.to(tl.int32), mask=m)
+    if KINDS:
+        tl.store(kind_ptr + to, _kind(s, d, e, num_masked), mask=m)
+    if POSITIONS:
+        tl.store(pos_ptr + e, to.to(tl.int32), mask=m)
+
+
+@triton.jit
+def _kind(src, dst, e, num_masked):
+    # The kind of edge `e` (edge_kinds): a self-loop is scored with a_t,
+    # and masked where it is one of the first `num_masked` edges.
+    loop = (src == dst).to(tl.int32)
+    return loop + 2 * loop * (e < num_masked)
+
+
+@triton.jit(do_not_specialize=['num_src', 'num_input', 'num_loops'])
+def gate_merge_rev_kernel(
+    rowptr0_ptr, perm_t_ptr, src_ptr, pos_ptr, rev_rowptr_ptr, rev_pos_ptr,
+    num_src, num_input, num_loops, src_stride,
+    BLOCK: tl.constexpr, BY_ROW: tl.constexpr,
+):  # fmt: skip
+    r"""The reverse CSR of a sorted :class:`~torch_geometric.EdgeIndex`
+    from its cached CSR (:obj:`rowptr0`, and :obj:`perm_t` the edge at
+    every position, or the identity where :obj:`BY_ROW`), the appended
+    self-loops merged in as :func:`gate_merge_csr_kernel` merges them: the
+    row pointer and, at every position, the CSR position of its edge
+    (:obj:`pos`, written by :func:`gate_merge_csr_kernel`)."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    r = i <= num_src
+    ptr = tl.load(rowptr0_ptr + i, mask=r, other=0)
+    rev_rowptr = ptr + tl.minimum(i, num_loops)
+    tl.store(rev_rowptr_ptr + i, rev_rowptr.to(tl.int32), mask=r)
+    m = i < num_input
+    if BY_ROW:
+        e = i.to(tl.int64)
     else:
-        value = tl.load(loop_values_ptr + i, mask=m, other=0)
-    tl.store(out_ptr + end + i, value.to(out_ptr.dtype.element_ty), mask=m)
+        e = tl.load(perm_t_ptr + i, mask=m, other=0).to(tl.int64)
+    u = tl.load(src_ptr + e * src_stride, mask=m, other=0)
+    pos = tl.load(pos_ptr + e, mask=m, other=0)
+    tl.store(rev_pos_ptr + i + tl.minimum(u, num_loops), pos, mask=m)
+    m = i < num_loops
+    to = tl.load(rowptr0_ptr + i + 1, mask=m, other=0) + i
+    pos = tl.load(pos_ptr + num_input + i, mask=m, other=0)
+    tl.store(rev_pos_ptr + to, pos, mask=m)

@@ -64,14 +64,13 @@ _DEFAULTS = KernelSettings()
 class _Settings:
     r"""What the kernels read besides tensors (the kind of each edge too),
     with the dtypes of the weights and of the output derived from the
-    inputs'. :obj:`edge_index` (a sorted :class:`EdgeIndex`, or
-    :obj:`None`) and :obj:`num_loops` give the backward its reverse CSR
-    without a sort. :obj:`options`: the switch's settings in force (the
+    inputs'. :obj:`num_loops`: the appended self-loops (the last edges).
+    :obj:`options`: the switch's settings in force (the
     tiles, layouts and warps of the kernels)."""
 
     def __init__(self, q_src, value, att_neighbor, att_self, kind, num_dst,
                  slope, p_drop, seed, need_weights, num_loops=0,
-                 edge_index=None, options=None):  # fmt: skip
+                 options=None):  # fmt: skip
         options = options or _DEFAULTS
         self.forward_tile = options.triton_forward_tile
         self.backward_tile = options.triton_backward_tile
@@ -80,7 +79,6 @@ class _Settings:
         self.record = options.triton_backward_record
         self.warps = options.triton_warps
         self.num_dst, self.num_loops = num_dst, num_loops
-        self.edge_index = edge_index
         self.slope, self.p_drop = float(slope), float(p_drop)
         self.seed, self.need_weights = seed, need_weights
         self.scale = 0.0 if self.p_drop >= 1.0 else 1.0 / (1.0 - self.p_drop)
@@ -329,9 +327,7 @@ def _backward(
     num_src = value.shape[0]
     reverse = getattr(settings, 'reverse', None)
     if reverse is None:
-        reverse = reverse_csr(
-            settings.edge_index, csr, num_src, settings.num_loops
-        )
+        reverse = reverse_csr(csr, num_src)
     rev_rowptr, rev_pos = reverse
     dst_s = csr_dst(csr)
     heads, channels = value.shape[1], value.shape[2]

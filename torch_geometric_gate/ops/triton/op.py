@@ -60,12 +60,13 @@ CSR of incoming edges), with GATE's score:
   :class:`torch_geometric.EdgeIndex` (:obj:`AttentionGraph.edge_index`),
   its own cached CSC (and, for the backward, CSR), computed once per
   :obj:`EdgeIndex` by PyG and shared by every layer and call, plus the
-  appended self-loops merged in without a sort (one launch,
-  :func:`gate_merge_loops_kernel`); from plain tensors, one stable
-  :func:`torch.sort` per call of the targets and the sources at once, which
-  gives the forward's CSR and the backward's reverse CSR (finished by
-  :func:`gate_csr_kernel` and :func:`gate_rev_pos_kernel`; the backward
-  sorts nothing;
+  appended self-loops merged in without a sort (one launch each,
+  :func:`gate_merge_csr_kernel` and :func:`gate_merge_rev_kernel`); from
+  plain tensors, one stable :func:`torch.sort` per call of the targets and
+  the sources at once, which gives the forward's CSR and the backward's
+  reverse CSR (finished by :func:`gate_csr_kernel` and
+  :func:`gate_rev_pos_kernel`). Either way the backward sorts nothing, and
+  the kernels that finish the CSR also write every edge's kind;
   the work lists of split nodes are computed once too, and are a single
   :obj:`arange` below :data:`SEGMENT_EDGES` edges). Neither syncs with
   the device (but an :obj:`EdgeIndex` without a sparse size infers it once).
@@ -108,7 +109,6 @@ from torch_geometric_gate.ops.switch import KernelSettings
 from torch_geometric_gate.ops.triton._csr import (
     csr_and_reverse,
     csr_dst,
-    edge_index_of,
     edge_kinds,
     forward_csr,
 )
@@ -293,7 +293,7 @@ def triton_attention(
     if compiling or not backward:
         csr = forward_csr(graph)
     else:
-        # The backward's reverse CSR from the forward's sort:
+        # The backward's reverse CSR with the forward's CSR:
         csr, reverse = csr_and_reverse(graph)
         # The targets in CSR order, once for the forward and the backward:
         csr = csr._replace(dst=csr_dst(csr))
@@ -313,7 +313,7 @@ def triton_attention(
         q_src, value, params.att_neighbor, params.att_self, kind,
         graph.num_dst, params.negative_slope, p_drop,
         _draw_seed() if p_drop > 0 else 0, params.need_weights,
-        graph.num_loops, edge_index_of(graph), settings,
+        graph.num_loops, settings,
     )  # fmt: skip
     launch.reverse, launch.dst = reverse, csr.dst
     # The chunks of the double backward (`_double_backward`):
