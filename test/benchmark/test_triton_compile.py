@@ -45,16 +45,17 @@ def test_register_report_lists_every_launched_kernel(tmp_path):
         for line in out.read_text().splitlines()
         if line.startswith('| 90 ')
     ]
-    # The CSR, forward and backward (a hub split: their combine kernels)
-    # and alpha:
-    assert sorted((r[1], r[2], r[4]) for r in rows) == sorted(
+    # The CSR, forward and backward (a hub split: the work lists and the
+    # combine kernels) and alpha:
+    assert {(r[1], r[2], r[4]) for r in rows} == {
         ('2', '8', k)
         for k in ('gate_csr_kernel', 'gate_rev_pos_kernel',
+                  'gate_seg_count_kernel', 'gate_seg_node_kernel',
                   'gate_fwd_kernel', 'gate_combine_kernel',
                   'gate_alpha_kernel', 'gate_bwd_dst_kernel',
                   'gate_bwd_combine_kernel', 'gate_bwd_src_kernel',
                   'gate_bwd_src_combine_kernel')
-    )  # fmt: skip
+    }  # fmt: skip
     # The passes take the switch's warps (--warps 2); the others Triton's 4:
     passes = ('gate_fwd_kernel', 'gate_bwd_dst_kernel', 'gate_bwd_src_kernel')
     for r in rows:

@@ -1067,3 +1067,30 @@ def test_triton_views_of_one_product_match_dense(heads, one_head):
     inputs['q_src'], inputs['q_dst'], inputs['value'] = fused.unbind(1)
     with attention_kernel('triton', triton_one_head_layout=one_head):
         check_against(chunked_attention, graph, inputs, slope=0.2)
+
+
+@pytest.mark.parametrize('seg', [1, 3, 8])
+def test_triton_work_list_of_split_nodes(seg):
+    # The work list from two launches and a prefix sum: every node's
+    # segments (at least one, ceil(deg / seg)), the node of every program
+    # (num past the last segment) and the partial slots of split nodes,
+    # against a loop over the nodes.
+    from torch_geometric_gate.ops.triton._csr import segments
+
+    deg = [0, 5, 1, 0, 17, 3, 8, 0, 2]
+    rowptr = torch.tensor([0, *deg]).cumsum(0).to(DEVICE)
+    num, num_edges = len(deg), sum(deg)
+    segptr, seg_node, partptr, grid, slots = segments(
+        rowptr, num, num_edges, seg
+    )
+    assert grid == num + num_edges // seg and slots == 2 * (num_edges // seg)
+    counts = [max(1, -(-d // seg)) for d in deg]
+    want_node = [v for v, c in enumerate(counts) for _ in range(c)]
+    want_node += [num] * (grid - len(want_node))
+    split = [c if c > 1 else 0 for c in counts]
+    assert segptr.tolist() == [0, *torch.tensor(counts).cumsum(0).tolist()]
+    assert seg_node.tolist() == want_node
+    assert partptr[:num].tolist() == [sum(split[:v]) for v in range(num)]
+    assert sum(split) <= slots
+    for t in (segptr, seg_node, partptr):
+        assert t.dtype == torch.int32

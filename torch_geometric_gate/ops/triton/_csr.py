@@ -208,6 +208,59 @@ def _both_csr(graph: AttentionGraph):
     return csr, (rev_rowptr, rev_pos)
 
 
+def segments(rowptr: Tensor, num: int, num_edges: int, seg: int):
+    r"""The work list of the kernels over the compressed rows
+    :obj:`rowptr` of :obj:`num` nodes: node :obj:`v` gets :obj:`max(1,
+    ceil(deg / seg))` segments, :obj:`segptr[v]` the first; the program
+    :obj:`j` finds its node in :obj:`seg_node[j]` (:obj:`num` past the
+    last segment). The grid, :obj:`num + E // seg`, bounds the number of
+    segments from the shapes alone (no sync); so does :obj:`2 * (E //
+    seg)` the partial results of split nodes, at :obj:`partptr[v]`. Two
+    launches and a prefix sum (:func:`gate_seg_count_kernel`,
+    :func:`gate_seg_node_kernel`). Below :obj:`seg` edges no node is
+    split: one segment per node, the work list an :obj:`arange` (no
+    partial slots; :obj:`partptr`, read only for split nodes, is that
+    :obj:`arange` too). Returns :obj:`(segptr, seg_node, partptr, grid,
+    slots)`."""
+    from torch_geometric_gate.ops.triton import _kernels as k
+
+    device = rowptr.device
+    if num_edges < seg:
+        nodes = torch.arange(num + 1, dtype=torch.int32, device=device)
+        return nodes, nodes, nodes, num, 0
+    grid = num + num_edges // seg
+    counts = torch.empty(2, num + 1, dtype=torch.int32, device=device)
+    seg_node = torch.empty(grid, dtype=torch.int32, device=device)
+    block = CSR_BLOCK
+    with on_device(device):
+        k.gate_seg_count_kernel[(cdiv(num + 1, block),)](
+            rowptr, counts, num, seg, block
+        )
+        segptr, partptr = torch.cumsum(counts, 1, dtype=torch.int32).unbind()
+        k.gate_seg_node_kernel[(cdiv(max(num, grid - num), block),)](
+            segptr, seg_node, num, grid, block
+        )
+    return segptr, seg_node, partptr, grid, 2 * (num_edges // seg)
+
+
+def segments_of(settings, rowptr: Tensor, num: int, num_edges: int, seg: int):
+    r""":func:`segments`, computed once per row pointer and segment length
+    of a call (the forward's, reused by the backward's first pass), kept
+    on :obj:`settings`."""
+    # Below `seg` edges the list depends on the number of nodes alone:
+    key = ('nodes', num) if num_edges < seg else ('ptr', rowptr, seg)
+    cached = getattr(settings, 'segments', None)
+    if cached is not None and cached[0][0] == key[0]:
+        old = cached[0]
+        if (key[0] == 'nodes' and old[1] == key[1]) or (
+            key[0] == 'ptr' and old[1] is key[1] and old[2] == key[2]
+        ):
+            return cached[1]
+    got = segments(rowptr, num, num_edges, seg)
+    settings.segments = (key, got)
+    return got
+
+
 def csr_dst(csr: CSR) -> Tensor:
     r"""The target of every CSR position (from :obj:`csr.dst`, else the
     row pointer)."""

@@ -1,9 +1,12 @@
-r"""The Triton kernels that finish the CSR and the reverse CSR
+r"""The Triton kernels that finish what the attention kernels walk: the
+CSR and the reverse CSR
 (:func:`~torch_geometric_gate.ops.triton._csr.csr_and_reverse`) of a plain
 edge index from its one stable sort, or of a sorted
 :class:`~torch_geometric.EdgeIndex` from its cached CSC and CSR with the
-appended self-loops merged in: a launch or two where the ATen operations
-were about fifteen (issue 48, the host floor)."""
+appended self-loops merged in; and the work lists of nodes split into
+segments (:func:`~torch_geometric_gate.ops.triton._csr.segments`): a
+launch or two where the ATen operations were about fifteen (issue 48, the
+host floor)."""
 
 import triton
 import triton.language as tl
@@ -163,3 +166,42 @@ def gate_merge_rev_kernel(
     to = tl.load(rowptr0_ptr + i + 1, mask=m, other=0) + i
     pos = tl.load(pos_ptr + num_input + i, mask=m, other=0)
     tl.store(rev_pos_ptr + to, pos, mask=m)
+
+
+@triton.jit(do_not_specialize=['num', 'seg'])
+def gate_seg_count_kernel(
+    rowptr_ptr, counts_ptr, num, seg, BLOCK: tl.constexpr
+):
+    r"""The first step of a work list
+    (:func:`~torch_geometric_gate.ops.triton._csr.segments`): into
+    :obj:`counts [2, num + 1]`, after a leading zero, every node's number
+    of segments of at most :obj:`seg` edges (at least one) and, for a node
+    of several, that number again (else zero): their prefix sums are the
+    first segment and the first partial slot of every node."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    r = i <= num
+    has = r & (i > 0)
+    deg = tl.load(rowptr_ptr + i, mask=has, other=0) - tl.load(
+        rowptr_ptr + i - 1, mask=has, other=0
+    )
+    count = tl.where(has, tl.maximum((deg + seg - 1) // seg, 1), 0)
+    tl.store(counts_ptr + i, count.to(tl.int32), mask=r)
+    split = tl.where(count > 1, count, 0)
+    tl.store(counts_ptr + num + 1 + i, split.to(tl.int32), mask=r)
+
+
+@triton.jit(do_not_specialize=['num', 'grid'])
+def gate_seg_node_kernel(
+    segptr_ptr, seg_node_ptr, num, grid, BLOCK: tl.constexpr
+):
+    r"""The last step of a work list: the node of every segment
+    (:obj:`seg_node[segptr[v] + k] = v`), and :obj:`num` for the programs
+    of the grid past the last segment."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < num
+    first = tl.load(segptr_ptr + i, mask=m, other=0)
+    count = tl.load(segptr_ptr + i + 1, mask=m, other=0) - first
+    for k in range(0, tl.max(count, axis=0)):
+        tl.store(seg_node_ptr + first + k, i, mask=m & (k < count))
+    rest = tl.load(segptr_ptr + num) + i
+    tl.store(seg_node_ptr + rest, num, mask=rest < grid)

@@ -28,6 +28,8 @@ from ._csr_kernels import (
     gate_merge_csr_kernel,
     gate_merge_rev_kernel,
     gate_rev_pos_kernel,
+    gate_seg_count_kernel,
+    gate_seg_node_kernel,
 )
 from ._forward import (
     gate_alpha_kernel,
@@ -61,4 +63,6 @@ __all__ = [
     'gate_merge_csr_kernel',
     'gate_merge_rev_kernel',
     'gate_rev_pos_kernel',
+    'gate_seg_count_kernel',
+    'gate_seg_node_kernel',
 ]

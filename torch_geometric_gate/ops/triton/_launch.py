@@ -13,7 +13,12 @@ import torch
 from torch import Tensor
 
 from torch_geometric_gate.ops.switch import KernelSettings
-from torch_geometric_gate.ops.triton._csr import CSR, csr_dst, reverse_csr
+from torch_geometric_gate.ops.triton._csr import (
+    CSR,
+    csr_dst,
+    reverse_csr,
+    segments_of,
+)
 from torch_geometric_gate.ops.triton._grid import cdiv as _cdiv
 from torch_geometric_gate.ops.triton._grid import on_device as _on_device
 from torch_geometric_gate.ops.triton._grid import pow2 as _pow2
@@ -145,53 +150,6 @@ def _keep_mask(settings: _Settings, num_edges: int, heads: int, device):
     return keep.bool()
 
 
-def _segments(rowptr: Tensor, num_dst: int, num_edges: int, seg: int):
-    r"""The forward's work list: node :obj:`v` gets :obj:`max(1,
-    ceil(deg / seg))` segments, :obj:`segptr[v]` the first; the program
-    :obj:`j` finds its node in :obj:`seg_node[j]` (:obj:`num_dst` past the
-    last segment). The grid, :obj:`num_dst + E // seg`, bounds the number
-    of segments from the shapes alone (no sync); so does :obj:`2 * (E //
-    seg)` the partial results of split nodes, at :obj:`partptr[v]`. Below
-    :obj:`seg` edges no node is split: one segment per node, the work
-    list an :obj:`arange` (no partial slots; :obj:`partptr`, read only
-    for split nodes, is that :obj:`arange` too)."""
-    if num_edges < seg:
-        nodes = torch.arange(
-            num_dst + 1, dtype=torch.int32, device=rowptr.device
-        )
-        return nodes, nodes, nodes, num_dst, 0
-    deg = rowptr[1:] - rowptr[:-1]
-    count = torch.div(deg + (seg - 1), seg, rounding_mode='floor')
-    count = count.clamp_(min=1).int()
-    ends = torch.cumsum(count, 0, dtype=torch.int32)
-    segptr = torch.nn.functional.pad(ends, (1, 0))
-    grid = num_dst + num_edges // seg
-    programs = torch.arange(grid, dtype=torch.int32, device=rowptr.device)
-    # The node of program j: the segment ends at or before j.
-    seg_node = torch.searchsorted(ends, programs, right=True, out_int32=True)
-    split = count * (count > 1)
-    partptr = torch.cumsum(split, 0, dtype=torch.int32) - split
-    return segptr, seg_node, partptr, grid, 2 * (num_edges // seg)
-
-
-def _segments_of(settings, rowptr: Tensor, num: int, num_edges: int, seg: int):
-    r""":func:`_segments`, computed once per row pointer and segment
-    length of a call (the forward's, reused by the backward's first
-    pass)."""
-    # Below `seg` edges the list depends on the number of nodes alone:
-    key = ('nodes', num) if num_edges < seg else ('ptr', rowptr, seg)
-    cached = getattr(settings, 'segments', None)
-    if cached is not None and cached[0][0] == key[0]:
-        old = cached[0]
-        if (key[0] == 'nodes' and old[1] == key[1]) or (
-            key[0] == 'ptr' and old[1] is key[1] and old[2] == key[2]
-        ):
-            return cached[1]
-    got = _segments(rowptr, num, num_edges, seg)
-    settings.segments = (key, got)
-    return got
-
-
 def _launch_forward(
     csr, settings, q_src, q_dst, value, ep, a_s, a_t, warps=None
 ):
@@ -217,7 +175,7 @@ def _launch_forward(
     lse = torch.empty(num_dst, heads, device=device, dtype=torch.float32)
     if num_dst == 0:
         return out, lse
-    segptr, seg_node, partptr, grid, slots = _segments_of(
+    segptr, seg_node, partptr, grid, slots = segments_of(
         settings, csr.rowptr, num_dst, num_edges, seg
     )
     f32 = dict(device=device, dtype=torch.float32)
@@ -355,7 +313,7 @@ def _backward(
     delta = torch.zeros(num_dst, heads, **f32)
     seg = max(1, SEGMENT_EDGES // block_d) * block_d
     # The forward's work list when the segments are the same:
-    segptr, seg_node, partptr, num_segments, slots = _segments_of(
+    segptr, seg_node, partptr, num_segments, slots = segments_of(
         settings, rowptr, num_dst, num_edges, seg
     )
     # The one-head layout (2-D tiles, `nodes` segments per program):
@@ -421,7 +379,7 @@ def _backward(
             )  # fmt: skip
         if num_src > 0:
             seg = max(1, SEGMENT_EDGES // block_s) * block_s
-            segptr, seg_node, partptr, grid, slots = _segments_of(
+            segptr, seg_node, partptr, grid, slots = segments_of(
                 settings, rev_rowptr, num_src, num_edges, seg
             )
             part = d_value  # Not read unless a node is split.
@@ -583,7 +541,7 @@ def _launch_forward_1h(
     lse = torch.empty(num_dst, 1, device=device, dtype=torch.float32)
     if num_dst == 0:
         return out, lse
-    segptr, seg_node, partptr, grid, slots = _segments_of(
+    segptr, seg_node, partptr, grid, slots = segments_of(
         settings, csr.rowptr, num_dst, num_edges, seg
     )
     f32 = dict(device=device, dtype=torch.float32)
