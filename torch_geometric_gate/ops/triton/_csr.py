@@ -240,7 +240,13 @@ def segments(rowptr: Tensor, num: int, num_edges: int, seg: int):
         k.gate_seg_node_kernel[(cdiv(max(num, grid - num), block),)](
             segptr, seg_node, num, grid, block
         )
-    return segptr, seg_node, partptr, grid, 2 * (num_edges // seg)
+    return segptr, seg_node, partptr, grid, split_slots(num_edges, seg)
+
+
+def split_slots(num_edges: int, seg: int) -> int:
+    r"""The partial slots of :func:`segments`' split nodes (a bound from
+    the shapes alone)."""
+    return 2 * (num_edges // seg) if num_edges >= seg else 0
 
 
 def segments_of(settings, rowptr: Tensor, num: int, num_edges: int, seg: int):

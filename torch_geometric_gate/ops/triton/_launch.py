@@ -18,6 +18,7 @@ from torch_geometric_gate.ops.triton._csr import (
     csr_dst,
     reverse_csr,
     segments_of,
+    split_slots,
 )
 from torch_geometric_gate.ops.triton._grid import cdiv as _cdiv
 from torch_geometric_gate.ops.triton._grid import on_device as _on_device
@@ -268,8 +269,8 @@ def _backward(
     :obj:`settings.one_head_nodes` segments per program, the record too).
     :obj:`warps`: the two passes' warps (default: :obj:`settings.warps`,
     else Triton's, 4; the one-head layout's :data:`ONE_HEAD_WARPS`).
-    :obj:`views`: the attention vectors' gradients may be views of one
-    tensor."""
+    :obj:`views`: the gradients may be views of one tensor (the autograd
+    function's; a custom operator returns none)."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
     record = settings.record if record is None else record
@@ -309,8 +310,6 @@ def _backward(
     )  # fmt: skip
     common = (settings.seed, settings.p_drop, settings.scale)
     f32 = dict(device=device, dtype=torch.float32)
-    d_q_dst = torch.zeros(num_dst, heads, channels, **f32)
-    delta = torch.zeros(num_dst, heads, **f32)
     seg = max(1, SEGMENT_EDGES // block_d) * block_d
     # The forward's work list when the segments are the same:
     segptr, seg_node, partptr, num_segments, slots = segments_of(
@@ -324,21 +323,30 @@ def _backward(
         programs = _cdiv(num_segments, nodes)
     else:
         programs = _num_programs(device, num_segments)
-    g_att = torch.zeros(programs, 2, heads, channels, **f32)
-    part = part_delta = delta  # Not read unless a node is split.
-    g_att_c = None
+    programs_c = _num_programs(device, num_dst) if slots > 0 else 0
+    seg_s = max(1, SEGMENT_EDGES // block_s) * block_s
+    slots_s = split_slots(num_edges, seg_s)
+    # The gradients, the attention vectors' per program (the combine
+    # kernel's after the pass's) and the split nodes' partial sums, as
+    # parts of one zeroed buffer of [H, C] rows (a [N, H] part takes
+    # ceil(N / C) rows):
+    hc_rows = [num_dst, num_src, num_src, 2 * (programs + programs_c)]
+    hc_rows += [num_edges if flags[0] else 0, 6 * slots, 2 * slots_s]
+    hc_rows += [_cdiv(num_dst, channels), _cdiv(slots, channels)]
+    parts = torch.zeros(sum(hc_rows), heads, channels, **f32).split(hc_rows)
+    d_q_dst, d_q_src, d_value, g_att_all, d_ep = parts[:5]
+    delta = parts[7]
+    g_att = g_att_c = g_att_all
+    part = part_delta = part_s = delta  # Not read unless a node is split.
     if slots > 0:
-        part = torch.empty(slots, 6, heads, channels, **f32)
-        part_delta = torch.empty(slots, heads, **f32)
-        programs_c = _num_programs(device, num_dst)
-        g_att_c = torch.zeros(programs_c, 2, heads, channels, **f32)
+        part, part_delta = parts[5], parts[8]
+        g_att_c = g_att_all[2 * programs :]
+    if slots_s > 0:
+        part_s = parts[6]
     ep_arg = ep if flags[0] else q_src_c
     ga_arg = grad_alpha if flags[2] else lse
-    d_q_src = torch.zeros(num_src, heads, channels, **f32)
-    d_value = torch.zeros(num_src, heads, channels, **f32)
-    d_ep = (
-        torch.zeros(num_edges, heads * channels, **f32) if flags[0] else None
-    )
+    if not flags[0]:
+        d_ep = None
     record = record and c_pad <= 64
     rec = (lse, lse, lse)  # Not read without the record.
     if record:
@@ -378,13 +386,10 @@ def _backward(
                 g_att_c, num_dst, heads, channels, h_pad, c_pad,
             )  # fmt: skip
         if num_src > 0:
-            seg = max(1, SEGMENT_EDGES // block_s) * block_s
+            seg, part = seg_s, part_s
             segptr, seg_node, partptr, grid, slots = segments_of(
                 settings, rev_rowptr, num_src, num_edges, seg
             )
-            part = d_value  # Not read unless a node is split.
-            if slots > 0:
-                part = torch.empty(slots, 2, heads, channels, **f32)
             if one_head:
                 k.gate_bwd_src_1h_kernel[(_cdiv(grid, nodes),)](
                     q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
@@ -419,11 +424,10 @@ def _backward(
                     segptr, partptr, part, d_q_src, d_value,
                     heads, channels, h_pad, c_pad,
                 )  # fmt: skip
-    g_att = g_att.sum(0)
-    if g_att_c is not None:
-        g_att = g_att + g_att_c.sum(0)
+    g_att = g_att_all.view(-1, 2, heads, channels).sum(0)
     d_attr = d_weight = None
     if d_ep is not None:
+        d_ep = d_ep.view(num_edges, heads * channels)
         if need[3]:
             d_attr = torch.empty_like(edge_attr)
             d_attr[perm.long()] = (d_ep @ weight_edge.to(torch.float32)).to(
@@ -433,10 +437,11 @@ def _backward(
             d_weight = (d_ep.t() @ attr.to(torch.float32)).to(
                 weight_edge.dtype
             )
+    # Views of one buffer where `views` allows them:
     return (
-        d_q_src.to(q_src.dtype) if need[0] else None,
-        d_q_dst.to(q_dst.dtype) if need[1] else None,
-        d_value.to(value.dtype) if need[2] else None,
+        d_q_src.to(q_src.dtype, copy=not views) if need[0] else None,
+        d_q_dst.to(q_dst.dtype, copy=not views) if need[1] else None,
+        d_value.to(value.dtype, copy=not views) if need[2] else None,
         d_attr,
         d_weight,
         *_att_grads(g_att, att_neighbor, att_self, need, views),
