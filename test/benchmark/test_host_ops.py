@@ -70,6 +70,19 @@ def test_launches_counted_and_the_interpreters_ops_left_out(monkeypatch):
     assert not counter.launches and not counter.ops
 
 
+def test_work_lists_built_once_per_step(monkeypatch):
+    # Past a segment's edges (1024; 8 here) a node may split: the forward
+    # lists the segments of the CSR and of the reverse CSR in one set of
+    # launches, and both backward passes reuse them.
+    from torch_geometric_gate.ops.triton import _launch
+
+    monkeypatch.setattr(_launch, 'SEGMENT_EDGES', 8)
+    names = op_counter.count_step(_step(60))['launch_names']
+    assert names['gate_seg_count_kernel'] == 1
+    assert names['gate_seg_node_kernel'] == 1
+    assert names['gate_bwd_src_combine_kernel'] == 1
+
+
 @pytest.fixture(scope='module')
 def rows(tmp_path_factory):
     out = tmp_path_factory.mktemp('host-ops')

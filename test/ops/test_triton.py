@@ -1070,27 +1070,38 @@ def test_triton_views_of_one_product_match_dense(heads, one_head):
 
 
 @pytest.mark.parametrize('seg', [1, 3, 8])
-def test_triton_work_list_of_split_nodes(seg):
-    # The work list from two launches and a prefix sum: every node's
-    # segments (at least one, ceil(deg / seg)), the node of every program
-    # (num past the last segment) and the partial slots of split nodes,
-    # against a loop over the nodes.
+def test_triton_work_lists_of_split_nodes(seg):
+    # The work lists of one or two row pointers (the CSR's and the reverse
+    # CSR's, of different node counts) from two launches and a prefix sum:
+    # every node's segments (at least one, ceil(deg / seg)), the node of
+    # every program (num past the last segment) and the partial slots of
+    # split nodes, against a loop over the nodes.
     from torch_geometric_gate.ops.triton._csr import segments
 
-    deg = [0, 5, 1, 0, 17, 3, 8, 0, 2]
-    rowptr = torch.tensor([0, *deg]).cumsum(0).to(DEVICE)
-    num, num_edges = len(deg), sum(deg)
-    segptr, seg_node, partptr, grid, slots = segments(
-        rowptr, num, num_edges, seg
-    )
-    assert grid == num + num_edges // seg and slots == 2 * (num_edges // seg)
-    counts = [max(1, -(-d // seg)) for d in deg]
-    want_node = [v for v, c in enumerate(counts) for _ in range(c)]
-    want_node += [num] * (grid - len(want_node))
-    split = [c if c > 1 else 0 for c in counts]
-    assert segptr.tolist() == [0, *torch.tensor(counts).cumsum(0).tolist()]
-    assert seg_node.tolist() == want_node
-    assert partptr[:num].tolist() == [sum(split[:v]) for v in range(num)]
-    assert sum(split) <= slots
-    for t in (segptr, seg_node, partptr):
-        assert t.dtype == torch.int32
+    degs = ([0, 5, 1, 0, 17, 3, 8, 0, 2], [9, 0, 13, 4, 10])
+    assert sum(degs[0]) == sum(degs[1])
+    num_edges = sum(degs[0])
+    lists = [
+        (torch.tensor([0, *deg]).cumsum(0).int().to(DEVICE), len(deg))
+        for deg in degs
+    ]
+    both = segments(lists, num_edges, seg)
+    alone = [segments([rows], num_edges, seg)[0] for rows in lists]
+    for deg, got, got_alone in zip(degs, both, alone):
+        segptr, seg_node, partptr, grid, slots = got
+        num = len(deg)
+        assert grid == num + num_edges // seg
+        assert slots == 2 * (num_edges // seg)
+        counts = [max(1, -(-d // seg)) for d in deg]
+        want_node = [v for v, c in enumerate(counts) for _ in range(c)]
+        want_node += [num] * (grid - len(want_node))
+        split = [c if c > 1 else 0 for c in counts]
+        want_ptr = [0, *torch.tensor(counts).cumsum(0).tolist()]
+        assert segptr[: num + 1].tolist() == want_ptr
+        assert seg_node.tolist() == want_node
+        assert partptr[:num].tolist() == [sum(split[:v]) for v in range(num)]
+        assert sum(split) <= slots
+        for t in (segptr, seg_node, partptr):
+            assert t.dtype == torch.int32
+        for a, b in zip(got[:3], got_alone[:3]):
+            assert torch.equal(a[: num + 1], b[: num + 1])

@@ -208,63 +208,82 @@ def _both_csr(graph: AttentionGraph):
     return csr, (rev_rowptr, rev_pos)
 
 
-def segments(rowptr: Tensor, num: int, num_edges: int, seg: int):
-    r"""The work list of the kernels over the compressed rows
-    :obj:`rowptr` of :obj:`num` nodes: node :obj:`v` gets :obj:`max(1,
+def segments(lists, num_edges: int, seg: int):
+    r"""The work lists of the kernels over one or two compressed rows,
+    :obj:`lists = [(rowptr, num), ...]`: node :obj:`v` gets :obj:`max(1,
     ceil(deg / seg))` segments, :obj:`segptr[v]` the first; the program
     :obj:`j` finds its node in :obj:`seg_node[j]` (:obj:`num` past the
     last segment). The grid, :obj:`num + E // seg`, bounds the number of
-    segments from the shapes alone (no sync); so does :obj:`2 * (E //
-    seg)` the partial results of split nodes, at :obj:`partptr[v]`. Two
-    launches and a prefix sum (:func:`gate_seg_count_kernel`,
-    :func:`gate_seg_node_kernel`). Below :obj:`seg` edges no node is
-    split: one segment per node, the work list an :obj:`arange` (no
-    partial slots; :obj:`partptr`, read only for split nodes, is that
-    :obj:`arange` too). Returns :obj:`(segptr, seg_node, partptr, grid,
-    slots)`."""
+    segments from the shapes alone (no sync); so does
+    :func:`split_slots` the partial results of split nodes, at
+    :obj:`partptr[v]`. Two launches and one prefix sum for all lists
+    (:func:`gate_seg_count_kernel`, :func:`gate_seg_node_kernel`). Below
+    :obj:`seg` edges no node is split: one segment per node, the work list
+    an :obj:`arange` (no partial slots; :obj:`partptr`, read only for
+    split nodes, is that :obj:`arange` too). Returns :obj:`(segptr,
+    seg_node, partptr, grid, slots)` per list."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
-    device = rowptr.device
-    if num_edges < seg:
-        nodes = torch.arange(num + 1, dtype=torch.int32, device=device)
-        return nodes, nodes, nodes, num, 0
-    grid = num + num_edges // seg
-    counts = torch.empty(2, num + 1, dtype=torch.int32, device=device)
-    seg_node = torch.empty(grid, dtype=torch.int32, device=device)
+    device = lists[0][0].device
+    slots = split_slots(num_edges, seg)
+    if slots == 0:
+        got = []
+        for _, num in lists:
+            nodes = torch.arange(num + 1, dtype=torch.int32, device=device)
+            got.append((nodes, nodes, nodes, num, 0))
+        return got
+    assert 1 <= len(lists) <= 2
+    (rowptr, num), (rowptr2, num2) = lists[0], lists[-1]
+    grids = [n + num_edges // seg for _, n in lists]
+    width = max(num, num2) + 1
+    counts = torch.empty(2 * len(lists), width, dtype=torch.int32,
+                         device=device)  # fmt: skip
+    seg_node = torch.empty(sum(grids), dtype=torch.int32, device=device)
     block = CSR_BLOCK
     with on_device(device):
-        k.gate_seg_count_kernel[(cdiv(num + 1, block),)](
-            rowptr, counts, num, seg, block
+        k.gate_seg_count_kernel[(cdiv(width, block), len(lists))](
+            rowptr, rowptr2, counts, num, num2, width, seg, block
         )
-        segptr, partptr = torch.cumsum(counts, 1, dtype=torch.int32).unbind()
-        k.gate_seg_node_kernel[(cdiv(max(num, grid - num), block),)](
-            segptr, seg_node, num, grid, block
+        ptrs = torch.cumsum(counts, 1, dtype=torch.int32)
+        rest = max(g - n for g, (_, n) in zip(grids, lists))
+        k.gate_seg_node_kernel[(cdiv(max(width, rest), block), len(lists))](
+            ptrs, seg_node, num, num2, grids[0], grids[-1], width, block
         )
-    return segptr, seg_node, partptr, grid, split_slots(num_edges, seg)
+    ptrs = ptrs.unbind()
+    seg_nodes = seg_node.split(grids) if len(lists) > 1 else (seg_node,)
+    return [
+        (ptrs[2 * i], seg_nodes[i], ptrs[2 * i + 1], grids[i], slots)
+        for i in range(len(lists))
+    ]
 
 
 def split_slots(num_edges: int, seg: int) -> int:
     r"""The partial slots of :func:`segments`' split nodes (a bound from
-    the shapes alone)."""
+    the shapes alone; none below :obj:`seg` edges)."""
     return 2 * (num_edges // seg) if num_edges >= seg else 0
 
 
-def segments_of(settings, rowptr: Tensor, num: int, num_edges: int, seg: int):
+def segments_of(settings, rowptr: Tensor, num: int, num_edges: int, seg: int,
+                also=None):  # fmt: skip
     r""":func:`segments`, computed once per row pointer and segment length
-    of a call (the forward's, reused by the backward's first pass), kept
-    on :obj:`settings`."""
-    # Below `seg` edges the list depends on the number of nodes alone:
-    key = ('nodes', num) if num_edges < seg else ('ptr', rowptr, seg)
-    cached = getattr(settings, 'segments', None)
-    if cached is not None and cached[0][0] == key[0]:
-        old = cached[0]
-        if (key[0] == 'nodes' and old[1] == key[1]) or (
-            key[0] == 'ptr' and old[1] is key[1] and old[2] == key[2]
-        ):
-            return cached[1]
-    got = segments(rowptr, num, num_edges, seg)
-    settings.segments = (key, got)
-    return got
+    of a call and kept on :obj:`settings` (the forward's list is the
+    backward's first pass's); with :obj:`also` (another row pointer and
+    its nodes: the reverse CSR's, for the backward's second pass), both
+    lists at once."""
+    cache = settings.__dict__.setdefault('segments', {})
+
+    def key(ptr, n):
+        # Below `seg` edges the list depends on the number of nodes alone:
+        return ('nodes', n) if num_edges < seg else (id(ptr), seg)
+
+    first = key(rowptr, num)
+    if first not in cache:
+        lists = [(rowptr, num)]
+        if also is not None and key(*also) not in (*cache, first):
+            lists.append(also)
+        for (ptr, n), got in zip(lists, segments(lists, num_edges, seg)):
+            cache[key(ptr, n)] = (ptr, got)  # (the key's tensor kept alive)
+    return cache[first][1]
 
 
 def csr_dst(csr: CSR) -> Tensor:

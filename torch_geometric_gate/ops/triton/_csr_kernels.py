@@ -168,40 +168,61 @@ def gate_merge_rev_kernel(
     tl.store(rev_pos_ptr + to, pos, mask=m)
 
 
-@triton.jit(do_not_specialize=['num', 'seg'])
+@triton.jit(do_not_specialize=['num', 'num2', 'width', 'seg'])
 def gate_seg_count_kernel(
-    rowptr_ptr, counts_ptr, num, seg, BLOCK: tl.constexpr
-):
-    r"""The first step of a work list
-    (:func:`~torch_geometric_gate.ops.triton._csr.segments`): into
-    :obj:`counts [2, num + 1]`, after a leading zero, every node's number
-    of segments of at most :obj:`seg` edges (at least one) and, for a node
-    of several, that number again (else zero): their prefix sums are the
+    rowptr_ptr, rowptr2_ptr, counts_ptr, num, num2, width, seg,
+    BLOCK: tl.constexpr,
+):  # fmt: skip
+    r"""The first step of the work lists
+    (:func:`~torch_geometric_gate.ops.triton._csr.segments`) of one or two
+    row pointers (:obj:`rowptr` over :obj:`num` nodes, program axis 1
+    :obj:`0`; :obj:`rowptr2` over :obj:`num2`, :obj:`1`): into rows
+    :obj:`2 l` and :obj:`2 l + 1` of :obj:`counts [2 L, width]`, after a
+    leading zero, every node's number of segments of at most :obj:`seg`
+    edges (at least one) and, for a node of several, that number again
+    (else zero; zeros past the list's nodes): their prefix sums are the
     first segment and the first partial slot of every node."""
+    lst = tl.program_id(1)
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    r = i <= num
-    has = r & (i > 0)
-    deg = tl.load(rowptr_ptr + i, mask=has, other=0) - tl.load(
-        rowptr_ptr + i - 1, mask=has, other=0
+    if lst == 0:
+        ptr = rowptr_ptr
+        n = num
+    else:
+        ptr = rowptr2_ptr
+        n = num2
+    has = (i > 0) & (i <= n)
+    deg = tl.load(ptr + i, mask=has, other=0) - tl.load(
+        ptr + i - 1, mask=has, other=0
     )
     count = tl.where(has, tl.maximum((deg + seg - 1) // seg, 1), 0)
-    tl.store(counts_ptr + i, count.to(tl.int32), mask=r)
     split = tl.where(count > 1, count, 0)
-    tl.store(counts_ptr + num + 1 + i, split.to(tl.int32), mask=r)
+    r = i < width
+    base = counts_ptr + lst * 2 * width
+    tl.store(base + i, count.to(tl.int32), mask=r)
+    tl.store(base + width + i, split.to(tl.int32), mask=r)
 
 
-@triton.jit(do_not_specialize=['num', 'grid'])
+@triton.jit(do_not_specialize=['num', 'num2', 'grid', 'grid2', 'width'])
 def gate_seg_node_kernel(
-    segptr_ptr, seg_node_ptr, num, grid, BLOCK: tl.constexpr
-):
-    r"""The last step of a work list: the node of every segment
-    (:obj:`seg_node[segptr[v] + k] = v`), and :obj:`num` for the programs
-    of the grid past the last segment."""
+    ptrs_ptr, seg_node_ptr, num, num2, grid, grid2, width,
+    BLOCK: tl.constexpr,
+):  # fmt: skip
+    r"""The last step of the work lists: from the prefix sums :obj:`ptrs
+    [2 L, width]` of :func:`gate_seg_count_kernel`'s counts, the node of
+    every segment (:obj:`seg_node[segptr[v] + k] = v`) and :obj:`num` for
+    the programs of the grid past the last segment; list :obj:`1`'s
+    (:obj:`num2` nodes, :obj:`grid2` programs) after list :obj:`0`'s
+    :obj:`grid`."""
+    lst = tl.program_id(1)
+    n = tl.where(lst == 0, num, num2)
+    last = tl.where(lst == 0, grid, grid2)
+    segptr_ptr = ptrs_ptr + lst * 2 * width
+    out_ptr = seg_node_ptr + lst * grid
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = i < num
+    m = i < n
     first = tl.load(segptr_ptr + i, mask=m, other=0)
     count = tl.load(segptr_ptr + i + 1, mask=m, other=0) - first
     for k in range(0, tl.max(count, axis=0)):
-        tl.store(seg_node_ptr + first + k, i, mask=m & (k < count))
-    rest = tl.load(segptr_ptr + num) + i
-    tl.store(seg_node_ptr + rest, num, mask=rest < grid)
+        tl.store(out_ptr + first + k, i, mask=m & (k < count))
+    rest = tl.load(segptr_ptr + n) + i
+    tl.store(out_ptr + rest, n, mask=rest < last)

@@ -48,6 +48,28 @@ def _block_edges(h_pad: int, c_pad: int, tile: int, degree: float) -> int:
     return min(cap, max(MIN_BLOCK_EDGES, _pow2(int(-(-degree // 1)))))
 
 
+def _segment_length(block: int) -> int:
+    r"""The edges of a segment of the work lists (:func:`segments`): a
+    whole number of blocks, about :data:`SEGMENT_EDGES`."""
+    return max(1, SEGMENT_EDGES // block) * block
+
+
+def _reverse_rows(settings, num_src: int, num_edges: int, h_pad, c_pad,
+                  seg: int):  # fmt: skip
+    r"""The reverse CSR's row pointer and nodes, for the forward to build
+    the work list of the backward's second pass with its own (one set of
+    launches for both) where the backward will run and split its nodes
+    into segments of the same length; else :obj:`None`."""
+    reverse = getattr(settings, 'reverse', None)
+    if reverse is None or num_src == 0:
+        return None
+    tile = settings.backward_tile
+    block = _block_edges(h_pad, c_pad, tile, num_edges / max(num_src, 1))
+    if _segment_length(block) != seg:
+        return None
+    return reverse[0], num_src
+
+
 def _num_programs(device: torch.device, n: int) -> int:
     if device.type == 'cuda':
         sms = torch.cuda.get_device_properties(device).multi_processor_count
@@ -169,15 +191,18 @@ def _launch_forward(
     block = _block_edges(
         h_pad, c_pad, settings.forward_tile, num_edges / max(num_dst, 1)
     )
-    seg = max(1, SEGMENT_EDGES // block) * block
+    seg = _segment_length(block)
     out = torch.empty(
         num_dst, heads, channels, device=device, dtype=settings.out_dtype
     )
     lse = torch.empty(num_dst, heads, device=device, dtype=torch.float32)
     if num_dst == 0:
         return out, lse
+    also = _reverse_rows(
+        settings, value.shape[0], num_edges, h_pad, c_pad, seg
+    )  # The backward's second pass's list with this one:
     segptr, seg_node, partptr, grid, slots = segments_of(
-        settings, csr.rowptr, num_dst, num_edges, seg
+        settings, csr.rowptr, num_dst, num_edges, seg, also
     )
     f32 = dict(device=device, dtype=torch.float32)
     part_acc = part_ml = lse  # Not read unless a node is split.
@@ -310,7 +335,7 @@ def _backward(
     )  # fmt: skip
     common = (settings.seed, settings.p_drop, settings.scale)
     f32 = dict(device=device, dtype=torch.float32)
-    seg = max(1, SEGMENT_EDGES // block_d) * block_d
+    seg = _segment_length(block_d)
     # The forward's work list when the segments are the same:
     segptr, seg_node, partptr, num_segments, slots = segments_of(
         settings, rowptr, num_dst, num_edges, seg
@@ -324,7 +349,7 @@ def _backward(
     else:
         programs = _num_programs(device, num_segments)
     programs_c = _num_programs(device, num_dst) if slots > 0 else 0
-    seg_s = max(1, SEGMENT_EDGES // block_s) * block_s
+    seg_s = _segment_length(block_s)
     slots_s = split_slots(num_edges, seg_s)
     # The gradients, the attention vectors' per program (the combine
     # kernel's after the pass's) and the split nodes' partial sums, as
@@ -539,15 +564,18 @@ def _launch_forward_1h(
     device = value.device
     tile = settings.forward_tile
     block = _block_edges(1, c_pad, tile, num_edges / max(num_dst, 1))
-    seg = max(1, SEGMENT_EDGES // block) * block
+    seg = _segment_length(block)
     out = torch.empty(
         num_dst, 1, channels, device=device, dtype=settings.out_dtype
     )
     lse = torch.empty(num_dst, 1, device=device, dtype=torch.float32)
     if num_dst == 0:
         return out, lse
+    also = _reverse_rows(
+        settings, value.shape[0], num_edges, 1, c_pad, seg
+    )  # The backward's second pass's list with this one:
     segptr, seg_node, partptr, grid, slots = segments_of(
-        settings, csr.rowptr, num_dst, num_edges, seg
+        settings, csr.rowptr, num_dst, num_edges, seg, also
     )
     f32 = dict(device=device, dtype=torch.float32)
     part_acc = part_ml = lse  # Not read unless a node is split.
