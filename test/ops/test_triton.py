@@ -1105,3 +1105,38 @@ def test_triton_work_lists_of_split_nodes(seg):
             assert t.dtype == torch.int32
         for a, b in zip(got[:3], got_alone[:3]):
             assert torch.equal(a[: num + 1], b[: num + 1])
+
+
+@pytest.mark.parametrize('heads,one_head', [(3, False), (1, True)])
+@pytest.mark.parametrize('layout', ['expanded', 'transposed'])
+def test_triton_backward_reads_the_output_gradient_with_its_strides(
+    heads, one_head, layout
+):
+    # A loss that sums or averages over the heads gives an expanded output
+    # gradient (strides 0), read in place: the same gradients as from its
+    # contiguous copy, and as the dense computation's.
+    from torch_geometric_gate import attention_kernel
+
+    graph = make_graph()
+    inputs = make_inputs(7, 7, graph[0].numel(), heads, 5, 2, seed=6)
+    gen = torch.Generator().manual_seed(7)
+    if layout == 'expanded':
+        grad_out = torch.randn(7, 1, 5, generator=gen).expand(7, heads, 5)
+    else:
+        grad_out = torch.randn(7, 5, heads, generator=gen).transpose(1, 2)
+    grad_out = grad_out.to(DEVICE)
+    assert not grad_out.is_contiguous() or heads == 1
+    with attention_kernel('triton', triton_one_head_layout=one_head):
+        alpha, out = run(tops.triton_attention, graph, inputs, 0.2)
+        grad_alpha = torch.zeros_like(alpha)
+        got = grads((alpha, out), inputs, grad_alpha, grad_out)
+        alpha, out = run(tops.triton_attention, graph, inputs, 0.2)
+        want = grads((alpha, out), inputs, grad_alpha, grad_out.contiguous())
+    src, dst, loop, masked, num_dst = graph
+    dense = grads(
+        dense_attention(src, dst, loop, masked, num_dst, inputs, 0.2),
+        inputs, grad_alpha.double(), grad_out.double(),
+    )  # fmt: skip
+    for name in got:
+        assert_close(got[name], want[name], what=name)
+        assert_close(got[name], dense[name], what=f'{name} vs dense')

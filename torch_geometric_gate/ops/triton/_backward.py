@@ -5,7 +5,7 @@ merge, recomputing or reading a per-edge record (:mod:`._kernels`)."""
 import triton
 import triton.language as tl
 
-from ._tiles import _edge_scores, _keep, _tile
+from ._tiles import _edge_scores, _keep, _strided, _tile
 
 
 @triton.jit
@@ -15,6 +15,7 @@ def _bwd_dst(
     lse_ptr, gout_ptr, galpha_ptr,
     dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
+    g_v, g_h, g_c,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -27,6 +28,7 @@ def _bwd_dst(
     pid = tl.program_id(0)
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
     h_mask = h < H
+    g_hc = _strided(H_PAD, C_PAD, g_h, g_c)
     a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     g_as = tl.zeros((H_PAD, C_PAD), tl.float32)
@@ -44,7 +46,7 @@ def _bwd_dst(
             end = tl.minimum(start + SEG, tl.load(rowptr_ptr + v + 1))
             qd = tl.load(qd_ptr + v * q_stride + hc, mask=hc_mask, other=0.0)
             qd = qd.to(tl.float32)
-            go = tl.load(gout_ptr + v * HC + hc, mask=hc_mask, other=0.0)
+            go = tl.load(gout_ptr + v * g_v + g_hc, mask=hc_mask, other=0.0)
             go = go.to(tl.float32)
             lse = tl.load(lse_ptr + v * H + h, mask=h_mask, other=0.0)
             sum_a = tl.zeros((H_PAD, C_PAD), tl.float32)
@@ -129,6 +131,7 @@ def gate_bwd_dst_kernel(
     lse_ptr, gout_ptr, galpha_ptr,
     dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
+    g_v, g_h, g_c,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -156,6 +159,7 @@ def gate_bwd_dst_kernel(
         lse_ptr, gout_ptr, galpha_ptr,
         dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
         num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
+    g_v, g_h, g_c,
         H, C, H_PAD, C_PAD, BLOCK_E, SEG, HAS_EDGE, HAS_DROPOUT, HAS_GALPHA,
         lse_ptr, lse_ptr, lse_ptr, False,
     )  # fmt: skip
@@ -169,6 +173,7 @@ def gate_bwd_dst_rec_kernel(
     dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
     num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
+    g_v, g_h, g_c,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -186,6 +191,7 @@ def gate_bwd_dst_rec_kernel(
         lse_ptr, gout_ptr, galpha_ptr,
         dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
         num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
+    g_v, g_h, g_c,
         H, C, H_PAD, C_PAD, BLOCK_E, SEG, HAS_EDGE, HAS_DROPOUT, HAS_GALPHA,
         rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr, True,
     )  # fmt: skip
@@ -249,7 +255,7 @@ def gate_bwd_src_kernel(
     dst_ptr, kind_ptr, rev_rowptr_ptr, segptr_ptr, seg_node_ptr,
     partptr_ptr, rev_pos_ptr, lse_ptr, gout_ptr,
     galpha_ptr, delta_ptr, dqs_ptr, dval_ptr, dep_ptr, part_ptr,
-    num_src, seed, p_drop, scale, slope, q_stride,
+    num_src, seed, p_drop, scale, slope, q_stride, g_v, g_h, g_c,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -276,6 +282,7 @@ def gate_bwd_src_kernel(
     count = tl.load(segptr_ptr + u + 1) - first
     k = j - first
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    g_hc = _strided(H_PAD, C_PAD, g_h, g_c)
     h_mask = h < H
     a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
@@ -292,7 +299,7 @@ def gate_bwd_src_kernel(
         v = tl.load(dst_ptr + p, mask=edge_mask, other=0).to(tl.int64)
         kind = tl.load(kind_ptr + p, mask=edge_mask, other=2).to(tl.int32)
         m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
-        node3 = v[:, None, None] * HC + hc[None, :, :]
+        node3 = v[:, None, None] * g_v + g_hc[None, :, :]
         rows_d = v[:, None, None] * q_stride + hc[None, :, :]
         qd = tl.load(qd_ptr + rows_d, mask=m3, other=0.0).to(tl.float32)
         rows = tl.zeros((BLOCK_E,), tl.int64) + u
@@ -362,7 +369,7 @@ def gate_bwd_src_rec_kernel(
     seg_node_ptr, partptr_ptr, rev_pos_ptr, gout_ptr, delta_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
     dqs_ptr, dval_ptr, dep_ptr, part_ptr,
-    num_src, seed, p_drop, scale, slope,
+    num_src, seed, p_drop, scale, slope, g_v, g_h, g_c,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -388,6 +395,7 @@ def gate_bwd_src_rec_kernel(
     count = tl.load(segptr_ptr + u + 1) - first
     k = j - first
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
+    g_hc = _strided(H_PAD, C_PAD, g_h, g_c)
     h_mask = h < H
     c64 = tl.arange(0, C_PAD).to(tl.int64)
     a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
@@ -420,7 +428,7 @@ def gate_bwd_src_rec_kernel(
             keep = _keep(seed, p, h, p_drop, H)
             kept = tl.where(keep, alpha * scale, 0.0)
         m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
-        go = tl.load(gout_ptr + v[:, None, None] * HC + hc[None, :, :],
+        go = tl.load(gout_ptr + v[:, None, None] * g_v + g_hc[None, :, :],
                      mask=m3, other=0.0).to(tl.float32)  # fmt: skip
         dval += tl.sum(kept[:, :, None] * go, axis=0)
         if HAS_EDGE:

@@ -327,7 +327,9 @@ def _backward(
         grad_out = torch.zeros(
             num_dst, heads, channels, device=device, dtype=torch.float32
         )
-    grad_out = grad_out.contiguous()
+    # The output's gradient read with its strides (not copied where it is
+    # expanded, as a sum or a mean over the heads gives it):
+    g_v, g_h, g_c = grad_out.stride()
     if grad_alpha is not None:
         grad_alpha = grad_alpha.index_select(0, perm).contiguous()
     flags = (
@@ -388,6 +390,7 @@ def _backward(
                 lse, grad_out, ga_arg,
                 d_q_dst, delta, g_att, part, part_delta, *rec,
                 num_dst, num_segments, *common, settings.slope, q_stride,
+                g_v, g_c,
                 channels, c_pad, block_d, seg, nodes, *flags, record,
                 num_warps=warps,
             )  # fmt: skip
@@ -402,6 +405,7 @@ def _backward(
                 lse, grad_out, ga_arg,
                 d_q_dst, delta, g_att, part, part_delta, *extra,
                 num_dst, num_segments, *common, settings.slope, q_stride,
+                g_v, g_h, g_c,
                 heads, channels, h_pad, c_pad, block_d, seg, *flags,
                 **_warps(warps),
             )  # fmt: skip
@@ -422,6 +426,7 @@ def _backward(
                     rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
                     d_ep if flags[0] else d_q_src, part, *rec,
                     num_src, grid, *common, settings.slope, q_stride,
+                    g_v, g_c,
                     channels, c_pad, block_s, seg, nodes, *flags, record,
                     num_warps=warps,
                 )  # fmt: skip
@@ -431,6 +436,7 @@ def _backward(
                     partptr, rev_pos, grad_out, delta, *rec, d_q_src,
                     d_value, d_ep if flags[0] else d_q_src, part,
                     num_src, *common, settings.slope,
+                    g_v, g_h, g_c,
                     heads, channels, h_pad, c_pad, block_s, seg, *flags[:2],
                     **_warps(warps),
                 )  # fmt: skip
@@ -441,6 +447,7 @@ def _backward(
                     rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
                     d_ep if flags[0] else d_q_src, part,
                     num_src, *common, settings.slope, q_stride,
+                    g_v, g_h, g_c,
                     heads, channels, h_pad, c_pad, block_s, seg, *flags,
                     **_warps(warps),
                 )  # fmt: skip

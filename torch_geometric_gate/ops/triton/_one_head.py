@@ -90,6 +90,7 @@ def gate_bwd_dst_1h_kernel(
     dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
     num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
+    g_v, g_c,
     C: tl.constexpr, C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
     SEG: tl.constexpr, NODES: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -117,7 +118,7 @@ def gate_bwd_dst_1h_kernel(
         if node < num_dst:
             qd = tl.load(qd_ptr + v * q_stride + c, mask=c_mask, other=0.0)
             qd = qd.to(tl.float32)
-            go = tl.load(gout_ptr + v * C + c, mask=c_mask, other=0.0)
+            go = tl.load(gout_ptr + v * g_v + c * g_c, mask=c_mask, other=0.0)
             go = go.to(tl.float32)
             lse = tl.load(lse_ptr + v)
             sum_a = tl.zeros((C_PAD,), tl.float32)
@@ -197,6 +198,7 @@ def gate_bwd_src_1h_kernel(
     galpha_ptr, delta_ptr, dqs_ptr, dval_ptr, dep_ptr, part_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
     num_src, num_segments, seed, p_drop, scale, slope, q_stride,
+    g_v, g_c,
     C: tl.constexpr, C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
     SEG: tl.constexpr, NODES: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -239,7 +241,7 @@ def gate_bwd_src_1h_kernel(
                 kind = tl.load(kind_ptr + p, mask=edge_mask, other=2)
                 kind = kind.to(tl.int32)
                 m2 = edge_mask[:, None] & c_mask[None, :]
-                node2 = v[:, None] * C + c[None, :]
+                node2 = v[:, None] * g_v + c[None, :] * g_c
                 go = tl.load(gout_ptr + node2, mask=m2, other=0.0)
                 go = go.to(tl.float32)
                 delta = tl.load(delta_ptr + v, mask=edge_mask, other=0.0)

@@ -44,6 +44,15 @@ def _edge_scores(
 
 
 @triton.jit
+def _strided(H_PAD: tl.constexpr, C_PAD: tl.constexpr, s_h, s_c):
+    # The offsets of an [H_PAD, C_PAD] tile of a row with strides s_h, s_c
+    # (the output's gradient may be expanded: strides 0).
+    h = tl.arange(0, H_PAD)
+    c = tl.arange(0, C_PAD)
+    return h[:, None] * s_h + c[None, :] * s_c
+
+
+@triton.jit
 def _keep(seed, p, h, p_drop, H: tl.constexpr):
     r = tl.rand(seed, (p[:, None] * H + h[None, :]).to(tl.int32))
     return r >= p_drop
