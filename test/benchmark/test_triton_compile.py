@@ -154,7 +154,7 @@ def test_launch_records_specialise_as_the_launcher_does():
         'gate_alpha_kernel': {'num_edges', 'seed'},
         'gate_keep_kernel': {'num_edges', 'seed'},
         'gate_bwd_dst_kernel': {'num_dst', 'num_segments', 'seed'},
-        'gate_bwd_combine_kernel': {'num_dst'},
+        'gate_bwd_combine_kernel': {'num_dst', 'gatt_first'},
         'gate_bwd_src_kernel': {'num_src', 'seed'},
     }
     for name, names in fixed.items():

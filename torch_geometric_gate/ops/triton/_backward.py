@@ -197,10 +197,10 @@ def gate_bwd_dst_rec_kernel(
     )  # fmt: skip
 
 
-@triton.jit(do_not_specialize=['num_dst'])
+@triton.jit(do_not_specialize=['num_dst', 'gatt_first'])
 def gate_bwd_combine_kernel(
     segptr_ptr, partptr_ptr, part_ptr, part_delta_ptr,
-    dqd_ptr, delta_ptr, gatt_ptr, num_dst,
+    dqd_ptr, delta_ptr, gatt_ptr, gatt_first, num_dst,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr,
 ):  # fmt: skip
@@ -208,7 +208,7 @@ def gate_bwd_combine_kernel(
     target nodes, sum the partial slots of a node of several segments in
     segment order, and finish it as :func:`gate_bwd_dst_kernel` finishes a
     node of one segment (its attention-vector gradients into
-    :obj:`gatt[pid]`)."""
+    :obj:`gatt[gatt_first + pid]`)."""
     HC: tl.constexpr = H * C
     pid = tl.program_id(0)
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
@@ -244,7 +244,7 @@ def gate_bwd_combine_kernel(
             tl.store(delta_ptr + v * H + h, delta, mask=h_mask)
             g_as += x_s - delta[:, None] * y_s
             g_at += x_t - delta[:, None] * y_t
-    base = gatt_ptr + pid.to(tl.int64) * 2 * HC
+    base = gatt_ptr + (gatt_first + pid.to(tl.int64)) * 2 * HC
     tl.store(base + hc, g_as, mask=hc_mask)
     tl.store(base + HC + hc, g_at, mask=hc_mask)
 

@@ -363,11 +363,10 @@ def _backward(
     parts = torch.zeros(sum(hc_rows), heads, channels, **f32).split(hc_rows)
     d_q_dst, d_q_src, d_value, g_att_all, d_ep = parts[:5]
     delta = parts[7]
-    g_att = g_att_c = g_att_all
+    g_att = g_att_all
     part = part_delta = part_s = delta  # Not read unless a node is split.
     if slots > 0:
         part, part_delta = parts[5], parts[8]
-        g_att_c = g_att_all[2 * programs :]
     if slots_s > 0:
         part_s = parts[6]
     ep_arg = ep if flags[0] else q_src_c
@@ -412,7 +411,7 @@ def _backward(
         if num_dst > 0 and slots > 0:
             k.gate_bwd_combine_kernel[(programs_c,)](
                 segptr, partptr, part, part_delta, d_q_dst, delta,
-                g_att_c, num_dst, heads, channels, h_pad, c_pad,
+                g_att_all, programs, num_dst, heads, channels, h_pad, c_pad,
             )  # fmt: skip
         if num_src > 0:
             seg, part = seg_s, part_s
