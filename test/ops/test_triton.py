@@ -801,8 +801,16 @@ def test_triton_launches_under_the_tensors_device(monkeypatch):
         def __exit__(self, *exc):
             inside.pop()
 
+    # The attention kernels, and those that finish the CSR and the work
+    # lists of split nodes (segments of 4 edges here):
+    from torch_geometric_gate.ops.triton import _csr
+
+    monkeypatch.setattr(launch, 'BLOCK_EDGES', 2)
+    monkeypatch.setattr(launch, 'SEGMENT_EDGES', 4)
     names = ('gate_fwd_kernel', 'gate_alpha_kernel', 'gate_bwd_dst_kernel',
-             'gate_bwd_src_kernel')  # fmt: skip
+             'gate_bwd_src_kernel', 'gate_combine_kernel', 'gate_csr_kernel',
+             'gate_rev_pos_kernel', 'gate_seg_count_kernel',
+             'gate_seg_node_kernel')  # fmt: skip
     launched = []
     for name in names:
         kernel = getattr(kernels, name)
@@ -813,6 +821,7 @@ def test_triton_launches_under_the_tensors_device(monkeypatch):
 
         monkeypatch.setattr(kernel, 'run', spy)
     monkeypatch.setattr(launch, '_on_device', Guard)
+    monkeypatch.setattr(_csr, 'on_device', Guard)
     graph, inputs = _triton_inputs()
     alpha, out = triton_run(graph, inputs)
     (alpha.sum() + out.sum()).backward()
