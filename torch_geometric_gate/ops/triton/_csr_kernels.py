@@ -86,15 +86,10 @@ def gate_merge_csr_kernel(
     every edge (for :func:`gate_merge_rev_kernel`). :obj:`src` and
     :obj:`dst` (the caller's edge order) may be strided."""
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    r = i <= num_dst
-    ptr = tl.load(colptr_ptr + i, mask=r, other=0)
-    rowptr = ptr + tl.minimum(i, num_loops)
-    tl.store(rowptr_ptr + i, rowptr.to(tl.int32), mask=r)
-    m = i < num_input
-    if BY_COL:
-        e = i.to(tl.int64)
-    else:
-        e = tl.load(perm0_ptr + i, mask=m, other=0).to(tl.int64)
+    e, m = _merged_ptr(
+        colptr_ptr, rowptr_ptr, perm0_ptr, i, num_dst, num_input, num_loops,
+        BY_COL,
+    )  # fmt: skip
     d = tl.load(dst_ptr + e * dst_stride, mask=m, other=0)
     to = i + tl.minimum(d, num_loops)
     _put_edge(
@@ -102,13 +97,41 @@ def gate_merge_csr_kernel(
         kind_ptr, pos_ptr, num_masked, src_stride, dst_stride, KINDS,
         POSITIONS,
     )  # fmt: skip
-    m = i < num_loops
-    to = tl.load(colptr_ptr + i + 1, mask=m, other=0) + i
+    to, m = _loop_position(colptr_ptr, i, num_loops)
     _put_edge(
         num_input + i.to(tl.int64), to, m, src_ptr, dst_ptr, perm_ptr,
         src_out_ptr, dst_out_ptr, kind_ptr, pos_ptr, num_masked,
         src_stride, dst_stride, KINDS, POSITIONS,
     )  # fmt: skip
+
+
+@triton.jit
+def _merged_ptr(
+    ptr_ptr, new_ptr_ptr, order_ptr, i, num, num_input, num_loops,
+    IDENTITY: tl.constexpr,
+):  # fmt: skip
+    # The compressed pointer over `num` nodes with the appended self-loops
+    # merged in (each entry moves ahead by the loops of the nodes before
+    # it), written; and the edge at every input position `i` (the identity
+    # or `order[i]`), with the mask of those positions.
+    r = i <= num
+    ptr = tl.load(ptr_ptr + i, mask=r, other=0)
+    new_ptr = ptr + tl.minimum(i, num_loops)
+    tl.store(new_ptr_ptr + i, new_ptr.to(tl.int32), mask=r)
+    m = i < num_input
+    if IDENTITY:
+        e = i.to(tl.int64)
+    else:
+        e = tl.load(order_ptr + i, mask=m, other=0).to(tl.int64)
+    return e, m
+
+
+@triton.jit
+def _loop_position(ptr_ptr, i, num_loops):
+    # Where the loop of node `i < num_loops` lands: the end of its merged
+    # row, `ptr[i + 1] + i`.
+    m = i < num_loops
+    return tl.load(ptr_ptr + i + 1, mask=m, other=0) + i, m
 
 
 @triton.jit
@@ -150,20 +173,14 @@ def gate_merge_rev_kernel(
     row pointer and, at every position, the CSR position of its edge
     (:obj:`pos`, written by :func:`gate_merge_csr_kernel`)."""
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    r = i <= num_src
-    ptr = tl.load(rowptr0_ptr + i, mask=r, other=0)
-    rev_rowptr = ptr + tl.minimum(i, num_loops)
-    tl.store(rev_rowptr_ptr + i, rev_rowptr.to(tl.int32), mask=r)
-    m = i < num_input
-    if BY_ROW:
-        e = i.to(tl.int64)
-    else:
-        e = tl.load(perm_t_ptr + i, mask=m, other=0).to(tl.int64)
+    e, m = _merged_ptr(
+        rowptr0_ptr, rev_rowptr_ptr, perm_t_ptr, i, num_src, num_input,
+        num_loops, BY_ROW,
+    )  # fmt: skip
     u = tl.load(src_ptr + e * src_stride, mask=m, other=0)
     pos = tl.load(pos_ptr + e, mask=m, other=0)
     tl.store(rev_pos_ptr + i + tl.minimum(u, num_loops), pos, mask=m)
-    m = i < num_loops
-    to = tl.load(rowptr0_ptr + i + 1, mask=m, other=0) + i
+    to, m = _loop_position(rowptr0_ptr, i, num_loops)
     pos = tl.load(pos_ptr + num_input + i, mask=m, other=0)
     tl.store(rev_pos_ptr + to, pos, mask=m)
 
