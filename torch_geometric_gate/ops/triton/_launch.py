@@ -353,26 +353,16 @@ def _backward(
     programs_c = _num_programs(device, num_dst) if slots > 0 else 0
     seg_s = _segment_length(block_s)
     slots_s = split_slots(num_edges, seg_s)
-    # The gradients, the attention vectors' per program (the combine
-    # kernel's after the pass's) and the split nodes' partial sums, as
-    # parts of one zeroed buffer of [H, C] rows (a [N, H] part takes
-    # ceil(N / C) rows):
-    hc_rows = [num_dst, num_src, num_src, 2 * (programs + programs_c)]
-    hc_rows += [num_edges if flags[0] else 0, 6 * slots, 2 * slots_s]
-    hc_rows += [_cdiv(num_dst, channels), _cdiv(slots, channels)]
-    parts = torch.zeros(sum(hc_rows), heads, channels, **f32).split(hc_rows)
-    d_q_dst, d_q_src, d_value, g_att_all, d_ep = parts[:5]
-    delta = parts[7]
+    (
+        d_q_dst, d_q_src, d_value, g_att_all, d_ep, delta, part, part_delta,
+        part_s,
+    ) = _backward_buffers(
+        value, num_dst, num_edges, flags[0], programs + programs_c, slots,
+        slots_s,
+    )  # fmt: skip
     g_att = g_att_all
-    part = part_delta = part_s = delta  # Not read unless a node is split.
-    if slots > 0:
-        part, part_delta = parts[5], parts[8]
-    if slots_s > 0:
-        part_s = parts[6]
     ep_arg = ep if flags[0] else q_src_c
     ga_arg = grad_alpha if flags[2] else lse
-    if not flags[0]:
-        d_ep = None
     record = record and c_pad <= 64
     rec = (lse, lse, lse)  # Not read without the record.
     if record:
@@ -476,6 +466,36 @@ def _backward(
         d_attr,
         d_weight,
         *_att_grads(g_att, att_neighbor, att_self, need, views),
+    )  # fmt: skip
+
+
+def _backward_buffers(
+    value, num_dst, num_edges, edge, programs, slots, slots_s
+):
+    r"""The backward's float32 outputs as parts of one zeroed buffer of
+    :obj:`[H, C]` rows (one allocation; a :obj:`[N, H]` part takes
+    :obj:`ceil(N / C)` rows): the gradients of :obj:`q_dst, q_src, value`,
+    the attention vectors' sums of the :obj:`programs` (two rows each),
+    the edge projection's gradient (with :obj:`edge`, else :obj:`None`),
+    :obj:`delta`, and the partial sums of the split nodes of both
+    passes (:obj:`slots`, :obj:`slots_s`; :obj:`delta` stands in where
+    there are none: not read)."""
+    num_src, heads, channels = value.shape
+    rows = [num_dst, num_src, num_src, 2 * programs, num_edges * edge]
+    rows += [_cdiv(num_dst, channels), 6 * slots, _cdiv(slots, channels)]
+    rows += [2 * slots_s]
+    parts = torch.zeros(
+        sum(rows), heads, channels, device=value.device, dtype=torch.float32
+    ).split(rows)
+    d_q_dst, d_q_src, d_value, g_att, d_ep, delta = parts[:6]
+    part = part_delta = part_s = delta
+    if slots > 0:
+        part, part_delta = parts[6], parts[7]
+    if slots_s > 0:
+        part_s = parts[8]
+    return (
+        d_q_dst, d_q_src, d_value, g_att, d_ep if edge else None,
+        delta, part, part_delta, part_s,
     )  # fmt: skip
 
 
