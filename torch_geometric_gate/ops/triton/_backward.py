@@ -5,7 +5,7 @@ merge, recomputing or reading a per-edge record (:mod:`._kernels`)."""
 import triton
 import triton.language as tl
 
-from ._tiles import _edge_scores, _keep, _strided, _tile
+from ._tiles import _edge_scores, _keep, _segment, _strided, _tile
 
 
 @triton.jit
@@ -36,14 +36,11 @@ def _bwd_dst(
     # Bit c of an edge's record: z_c > 0 (phi'(z_c) = 1, else the slope).
     bit = tl.full((C_PAD,), 1, tl.int64) << tl.arange(0, C_PAD).to(tl.int64)
     for j in range(pid, num_segments, tl.num_programs(0)):
-        node = tl.load(seg_node_ptr + j)
+        node, v, count, k, start, end = _segment(
+            j, num_dst, num_segments, seg_node_ptr, segptr_ptr, rowptr_ptr,
+            SEG,
+        )  # fmt: skip
         if node < num_dst:
-            v = tl.cast(node, tl.int64)
-            first = tl.load(segptr_ptr + v)
-            count = tl.load(segptr_ptr + v + 1) - first
-            k = j - first
-            start = tl.load(rowptr_ptr + v) + k * SEG
-            end = tl.minimum(start + SEG, tl.load(rowptr_ptr + v + 1))
             qd = tl.load(qd_ptr + v * q_stride + hc, mask=hc_mask, other=0.0)
             qd = qd.to(tl.float32)
             go = tl.load(gout_ptr + v * g_v + g_hc, mask=hc_mask, other=0.0)
@@ -273,14 +270,12 @@ def gate_bwd_src_kernel(
     slots :obj:`partptr[u] + k`, added up by
     :func:`gate_bwd_src_combine_kernel`."""
     HC: tl.constexpr = H * C
-    j = tl.program_id(0)
-    node = tl.load(seg_node_ptr + j)
+    node, u, count, k, start, end = _segment(
+        tl.program_id(0), num_src, tl.num_programs(0), seg_node_ptr,
+        segptr_ptr, rev_rowptr_ptr, SEG,
+    )  # fmt: skip
     if node >= num_src:
         return
-    u = node.to(tl.int64)
-    first = tl.load(segptr_ptr + u)
-    count = tl.load(segptr_ptr + u + 1) - first
-    k = j - first
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
     g_hc = _strided(H_PAD, C_PAD, g_h, g_c)
     h_mask = h < H
@@ -288,8 +283,6 @@ def gate_bwd_src_kernel(
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     val = tl.load(val_ptr + u * q_stride + hc, mask=hc_mask, other=0.0)
     val = val.to(tl.float32)
-    start = tl.load(rev_rowptr_ptr + u) + k * SEG
-    end = tl.minimum(start + SEG, tl.load(rev_rowptr_ptr + u + 1))
     dqs = tl.zeros((H_PAD, C_PAD), tl.float32)
     dval = tl.zeros((H_PAD, C_PAD), tl.float32)
     for block in range(start, end, BLOCK_E):
@@ -386,22 +379,18 @@ def gate_bwd_src_rec_kernel(
     same segments, partial slots (:func:`gate_bwd_src_combine_kernel`)
     and per-edge :math:`dz_e` as :func:`gate_bwd_src_kernel`."""
     HC: tl.constexpr = H * C
-    j = tl.program_id(0)
-    node = tl.load(seg_node_ptr + j)
+    node, u, count, k, start, end = _segment(
+        tl.program_id(0), num_src, tl.num_programs(0), seg_node_ptr,
+        segptr_ptr, rev_rowptr_ptr, SEG,
+    )  # fmt: skip
     if node >= num_src:
         return
-    u = node.to(tl.int64)
-    first = tl.load(segptr_ptr + u)
-    count = tl.load(segptr_ptr + u + 1) - first
-    k = j - first
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
     g_hc = _strided(H_PAD, C_PAD, g_h, g_c)
     h_mask = h < H
     c64 = tl.arange(0, C_PAD).to(tl.int64)
     a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
     a_t = tl.load(at_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
-    start = tl.load(rev_rowptr_ptr + u) + k * SEG
-    end = tl.minimum(start + SEG, tl.load(rev_rowptr_ptr + u + 1))
     dqs = tl.zeros((H_PAD, C_PAD), tl.float32)
     dval = tl.zeros((H_PAD, C_PAD), tl.float32)
     for block in range(start, end, BLOCK_E):

@@ -5,7 +5,7 @@ dropout mask (:mod:`._kernels`)."""
 import triton
 import triton.language as tl
 
-from ._tiles import _edge_scores, _keep, _tile
+from ._tiles import _edge_scores, _keep, _segment, _tile
 
 
 @triton.jit(do_not_specialize=['num_dst', 'seed'])
@@ -27,18 +27,14 @@ def gate_fwd_kernel(
     running max, sum and accumulator to the partial slots
     :obj:`partptr[v] + k`, merged by :func:`gate_combine_kernel`."""
     HC: tl.constexpr = H * C
-    j = tl.program_id(0)
-    v = tl.load(seg_node_ptr + j)
-    if v >= num_dst:
+    node, v, count, k, start, end = _segment(
+        tl.program_id(0), num_dst, tl.num_programs(0), seg_node_ptr,
+        segptr_ptr, rowptr_ptr, SEG,
+    )  # fmt: skip
+    if node >= num_dst:
         return
-    v = v.to(tl.int64)
-    first = tl.load(segptr_ptr + v)
-    count = tl.load(segptr_ptr + v + 1) - first
-    k = j - first
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
     h_mask = h < H
-    start = tl.load(rowptr_ptr + v) + k * SEG
-    end = tl.minimum(start + SEG, tl.load(rowptr_ptr + v + 1))
     qd = tl.load(qd_ptr + v * q_stride + hc, mask=hc_mask, other=0.0)
     qd = qd.to(tl.float32)
     a_s = tl.load(as_ptr + hc, mask=hc_mask, other=0.0).to(tl.float32)
