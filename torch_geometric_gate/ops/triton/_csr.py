@@ -75,7 +75,7 @@ def edge_index_of(graph: AttentionGraph):
 def forward_csr(graph: AttentionGraph) -> CSR:
     r"""The CSR of :obj:`graph`: from its sorted :obj:`EdgeIndex` where it
     has one, else one stable sort of the targets."""
-    got = _edge_index_csr(graph, positions=False)
+    got = _edge_index_csr(graph, reverse=False)
     if got is not None:
         return got[0]
     # One stable sort of the targets per call; its values give the row
@@ -92,22 +92,23 @@ def csr_and_reverse(graph: AttentionGraph):
     edge (int32; :obj:`None` where the backward must sort,
     :func:`reverse_csr`). From plain tensors one sort gives both; from a
     sorted :obj:`EdgeIndex`, PyG's cached CSC and CSR."""
-    got = _edge_index_csr(graph, positions=True)
+    got = _edge_index_csr(graph, reverse=True)
     if got is None:
         return _both_csr(graph)
-    csr, pos_of = got
-    return csr, _edge_index_reverse(graph, pos_of)
+    return got
 
 
-def _edge_index_csr(graph: AttentionGraph, positions: bool):
+def _edge_index_csr(graph: AttentionGraph, reverse: bool):
     r"""The CSR of :obj:`graph` from its sorted :obj:`EdgeIndex`
     (:func:`edge_index_of`) in one launch (:func:`gate_merge_csr_kernel`),
-    with the CSR position of every edge where :obj:`positions`; or
-    :obj:`None`."""
+    and where :obj:`reverse` the reverse CSR in another
+    (:func:`gate_merge_rev_kernel`; :obj:`None` where the :obj:`EdgeIndex`
+    cannot give it), their int32 parts in one buffer; or :obj:`None`."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
     num_edges, num_dst = graph.src.numel(), graph.num_dst
-    _check_int32(num_edges, graph.num_src, num_dst)
+    num_src = graph.num_src
+    _check_int32(num_edges, num_src, num_dst)
     ei = edge_index_of(graph)
     if ei is None:
         return None
@@ -119,11 +120,16 @@ def _edge_index_csr(graph: AttentionGraph, positions: bool):
         return None
     num_input = num_edges - graph.num_loops
     kinds = graph.loop is None and graph.masked is None
-    # The int32 outputs as parts of one buffer (one allocation):
+    # The int32 outputs as parts of one buffer (one allocation): the CSR,
+    # the kinds, and for the reverse CSR every edge's CSR position, the
+    # reverse row pointer and positions:
     sizes = [num_dst + 1, num_edges, num_edges, num_edges]
-    sizes += [num_edges if kinds else 0, num_edges if positions else 0]
+    sizes.append(num_edges if kinds else 0)
+    sizes += [num_edges, num_src + 1, num_edges] if reverse else [0, 0, 0]
     out = torch.empty(sum(sizes), dtype=torch.int32, device=colptr.device)
-    rowptr, perm, src, dst, kind, pos_of = out.split(sizes)
+    rowptr, perm, src, dst, kind, pos_of, rev_rowptr, rev_pos = out.split(
+        sizes
+    )
     block = CSR_BLOCK
     with on_device(colptr.device):
         k.gate_merge_csr_kernel[(cdiv(max(num_input, num_dst + 1), block),)](
@@ -132,37 +138,22 @@ def _edge_index_csr(graph: AttentionGraph, positions: bool):
             num_input, graph.num_loops,
             num_input if graph.mask_input_loops else 0,
             graph.src.stride(0), graph.dst.stride(0), block, perm0 is None,
-            kinds, positions,
+            kinds, reverse,
         )  # fmt: skip
-    return CSR(perm, src, rowptr, dst, kind if kinds else None), pos_of
-
-
-def _edge_index_reverse(graph: AttentionGraph, pos_of: Tensor):
-    r"""The reverse CSR of :func:`csr_and_reverse` from the sorted
-    :obj:`EdgeIndex`'s cached CSR in one launch
-    (:func:`gate_merge_rev_kernel`), or :obj:`None`."""
-    from torch_geometric_gate.ops.triton import _kernels as k
-
-    ei = graph.edge_index
-    assert ei is not None
+    csr = CSR(perm, src, rowptr, dst, kind if kinds else None)
+    if not reverse:
+        return csr, None
     (rowptr0, _), perm_t = ei.get_csr()  # cached by PyG
-    num_src, num_edges = graph.num_src, graph.src.numel()
     rowptr0 = _pad_ptr(rowptr0, num_src)
     if rowptr0 is None:
-        return None
-    num_input = num_edges - graph.num_loops
-    out = torch.empty(
-        num_src + 1 + num_edges, dtype=torch.int32, device=rowptr0.device
-    )
-    rev_rowptr, rev_pos = out.split([num_src + 1, num_edges])
-    block = CSR_BLOCK
+        return csr, None
     with on_device(rowptr0.device):
         k.gate_merge_rev_kernel[(cdiv(max(num_input, num_src + 1), block),)](
             rowptr0, rowptr0 if perm_t is None else perm_t, graph.src,
             pos_of, rev_rowptr, rev_pos, num_src, num_input,
             graph.num_loops, graph.src.stride(0), block, perm_t is None,
         )  # fmt: skip
-    return rev_rowptr, rev_pos
+    return csr, (rev_rowptr, rev_pos)
 
 
 def _both_csr(graph: AttentionGraph):

@@ -195,20 +195,17 @@ def _launch_forward(
     out = torch.empty(
         num_dst, heads, channels, device=device, dtype=settings.out_dtype
     )
-    lse = torch.empty(num_dst, heads, device=device, dtype=torch.float32)
     if num_dst == 0:
-        return out, lse
+        return out, _forward_buffers(0, heads, channels, 0, device)[0]
     also = _reverse_rows(
         settings, value.shape[0], num_edges, h_pad, c_pad, seg
     )  # The backward's second pass's list with this one:
     segptr, seg_node, partptr, grid, slots = segments_of(
         settings, csr.rowptr, num_dst, num_edges, seg, also
     )
-    f32 = dict(device=device, dtype=torch.float32)
-    part_acc = part_ml = lse  # Not read unless a node is split.
-    if slots > 0:
-        part_acc = torch.empty(slots, heads, channels, **f32)
-        part_ml = torch.empty(slots, 2, heads, **f32)
+    lse, part_acc, part_ml = _forward_buffers(
+        num_dst, heads, channels, slots, device
+    )
     with _on_device(device):
         k.gate_fwd_kernel[(grid,)](
             q_src, q_dst, value, ep if ep is not None else q_src, a_s, a_t,
@@ -225,6 +222,20 @@ def _launch_forward(
                 settings.scale, heads, channels, h_pad, c_pad,
             )  # fmt: skip
     return out, lse
+
+
+def _forward_buffers(num_dst, heads, channels, slots, device):
+    r"""The forward's float32 log-sum-exp :obj:`[N, H]` and, where nodes
+    split (:obj:`slots > 0`), the partial accumulators :obj:`[slots, H,
+    C]` and running maxima and sums :obj:`[slots, 2, H]` as the rows of
+    one buffer of :obj:`[., H]` rows (one allocation; the log-sum-exp
+    stands in for the partial buffers where there are none: not read)."""
+    f32 = dict(device=device, dtype=torch.float32)
+    if slots == 0:
+        lse = torch.empty(num_dst, heads, **f32)
+        return lse, lse, lse
+    rows = [num_dst, slots * channels, 2 * slots]
+    return torch.empty(sum(rows), heads, **f32).split(rows)
 
 
 def _forward(
@@ -594,20 +605,17 @@ def _launch_forward_1h(
     out = torch.empty(
         num_dst, 1, channels, device=device, dtype=settings.out_dtype
     )
-    lse = torch.empty(num_dst, 1, device=device, dtype=torch.float32)
     if num_dst == 0:
-        return out, lse
+        return out, _forward_buffers(0, 1, channels, 0, device)[0]
     also = _reverse_rows(
         settings, value.shape[0], num_edges, 1, c_pad, seg
     )  # The backward's second pass's list with this one:
     segptr, seg_node, partptr, grid, slots = segments_of(
         settings, csr.rowptr, num_dst, num_edges, seg, also
     )
-    f32 = dict(device=device, dtype=torch.float32)
-    part_acc = part_ml = lse  # Not read unless a node is split.
-    if slots > 0:
-        part_acc = torch.empty(slots, 1, channels, **f32)
-        part_ml = torch.empty(slots, 2, 1, **f32)
+    lse, part_acc, part_ml = _forward_buffers(
+        num_dst, 1, channels, slots, device
+    )
     with _on_device(device):
         k.gate_fwd_1h_kernel[(_cdiv(grid, nodes),)](
             q_src, q_dst, value, ep if ep is not None else q_src, a_s, a_t,

@@ -385,6 +385,8 @@ def _attention_op(
     )  # fmt: skip
     if alpha is None:
         alpha = q_src.new_empty(0, value.size(1), dtype=settings.score_dtype)
+    if lse._base is not None:  # A part of the forward's buffer: an output
+        lse = lse.clone()  # of its own.
     return alpha, out, lse, torch.tensor([seed], dtype=torch.int64)
 
 
