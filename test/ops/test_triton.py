@@ -803,7 +803,7 @@ def test_triton_launches_under_the_tensors_device(monkeypatch):
 
     # The attention kernels, and those that finish the CSR and the work
     # lists of split nodes (segments of 4 edges here):
-    from torch_geometric_gate.ops.triton import _csr
+    from torch_geometric_gate.ops.triton import _csr, _launch_backward
 
     monkeypatch.setattr(launch, 'BLOCK_EDGES', 2)
     monkeypatch.setattr(launch, 'SEGMENT_EDGES', 4)
@@ -821,6 +821,7 @@ def test_triton_launches_under_the_tensors_device(monkeypatch):
 
         monkeypatch.setattr(kernel, 'run', spy)
     monkeypatch.setattr(launch, '_on_device', Guard)
+    monkeypatch.setattr(_launch_backward, '_on_device', Guard)
     monkeypatch.setattr(_csr, 'on_device', Guard)
     graph, inputs = _triton_inputs()
     alpha, out = triton_run(graph, inputs)

@@ -38,6 +38,9 @@ from torch_geometric import EdgeIndex  # noqa: E402
 from torch_geometric_gate.ops.chunked import chunked_attention  # noqa: E402
 from torch_geometric_gate.ops.switch import current_settings  # noqa: E402
 from torch_geometric_gate.ops.triton import _launch as launch  # noqa: E402
+from torch_geometric_gate.ops.triton import (  # noqa: E402
+    _launch_backward as launch_backward,
+)
 from torch_geometric_gate.ops.triton._csr import (  # noqa: E402
     csr_and_reverse,
 )
@@ -337,11 +340,13 @@ def backward_both(graph, inputs, params, seed=0, with_alpha=True,
     if not with_alpha:
         grad_alpha = None
     need = tuple(i[name] is not None for name in NAMES)
-    old = launch._backward(saved, settings, grad_alpha, grad_out, need)
+    old = launch_backward._backward(
+        saved, settings, grad_alpha, grad_out, need
+    )
     if one_head_nodes is not None:
         settings.one_head_layout = True
         settings.one_head_nodes = one_head_nodes
-    new = launch._backward(
+    new = launch_backward._backward(
         saved, settings, grad_alpha, grad_out, need, record=record
     )
     return old, new, grad_alpha, grad_out

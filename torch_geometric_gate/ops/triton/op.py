@@ -113,13 +113,13 @@ from torch_geometric_gate.ops.triton._csr import (
     forward_csr,
 )
 from torch_geometric_gate.ops.triton._launch import (
-    _backward,
     _draw_seed,
     _dtypes,
     _forward,
     _keep_mask,
     _Settings,
 )
+from torch_geometric_gate.ops.triton._launch_backward import _backward
 from torch_geometric_gate.ops.types import (
     AttentionGraph,
     AttentionInputs,
