@@ -5,7 +5,14 @@ merge, recomputing or reading a per-edge record (:mod:`._kernels`)."""
 import triton
 import triton.language as tl
 
-from ._tiles import _edge_scores, _keep, _segment, _strided, _tile
+from ._tiles import (
+    _edge_scores,
+    _keep,
+    _segment,
+    _store_sums,
+    _strided,
+    _tile,
+)
 
 
 @triton.jit
@@ -108,13 +115,10 @@ def _bwd_dst(
                 g_at += x_t - delta[:, None] * y_t
             else:
                 slot = (tl.load(partptr_ptr + v) + k).to(tl.int64)
-                base = part_ptr + slot * 6 * HC + hc
-                tl.store(base, sum_a, mask=hc_mask)
-                tl.store(base + HC, sum_b, mask=hc_mask)
-                tl.store(base + 2 * HC, x_s, mask=hc_mask)
-                tl.store(base + 3 * HC, y_s, mask=hc_mask)
-                tl.store(base + 4 * HC, x_t, mask=hc_mask)
-                tl.store(base + 5 * HC, y_t, mask=hc_mask)
+                _store_sums(
+                    part_ptr + slot * 6 * HC + hc, HC, hc_mask,
+                    sum_a, sum_b, x_s, y_s, x_t, y_t,
+                )  # fmt: skip
                 tl.store(part_delta_ptr + slot * H + h, delta, mask=h_mask)
     base = gatt_ptr + pid.to(tl.int64) * 2 * HC
     tl.store(base + hc, g_as, mask=hc_mask)

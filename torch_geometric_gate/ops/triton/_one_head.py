@@ -10,7 +10,7 @@ them."""
 import triton
 import triton.language as tl
 
-from ._tiles import _edge_scores_1h, _segment
+from ._tiles import _edge_block_1h, _edge_scores_1h, _segment, _store_sums
 
 
 @triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed'])
@@ -46,14 +46,12 @@ def gate_fwd_1h_kernel(
             l_i = tl.sum(tl.zeros((BLOCK_E,), tl.float32), 0)
             acc = tl.zeros((C_PAD,), tl.float32)
             for block in range(start, end, BLOCK_E):
-                p = block + tl.arange(0, BLOCK_E)
-                edge_mask = p < end
-                u = tl.load(src_ptr + p, mask=edge_mask, other=0).to(tl.int64)
-                kind = tl.load(kind_ptr + p, mask=edge_mask, other=2)
-                kind = kind.to(tl.int32)
-                z, act, att, score, valid = _edge_scores_1h(
-                    qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :], a_s,
-                    a_t, c, c_mask, slope, q_stride, C, HAS_EDGE,
+                p, edge_mask, u, kind, z, act, att, score, valid = (
+                    _edge_block_1h(
+                        block, end, src_ptr, kind_ptr, qs_ptr, ep_ptr, qd,
+                        a_s, a_t, c, c_mask, slope, q_stride, C, BLOCK_E,
+                        HAS_EDGE,
+                    )
                 )  # fmt: skip
                 score = tl.where(valid, score, float('-inf'))
                 m_new = tl.maximum(m_i, tl.max(score, axis=0))
@@ -130,14 +128,12 @@ def gate_bwd_dst_1h_kernel(
             # A scalar as a reduction (a 0-d tensor, in every Triton 3):
             delta = tl.sum(tl.zeros((BLOCK_E,), tl.float32), 0)
             for block in range(start, end, BLOCK_E):
-                p = block + tl.arange(0, BLOCK_E)
-                edge_mask = p < end
-                u = tl.load(src_ptr + p, mask=edge_mask, other=0).to(tl.int64)
-                kind = tl.load(kind_ptr + p, mask=edge_mask, other=2)
-                kind = kind.to(tl.int32)
-                z, act, att, score, valid = _edge_scores_1h(
-                    qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :], a_s,
-                    a_t, c, c_mask, slope, q_stride, C, HAS_EDGE,
+                p, edge_mask, u, kind, z, act, att, score, valid = (
+                    _edge_block_1h(
+                        block, end, src_ptr, kind_ptr, qs_ptr, ep_ptr, qd,
+                        a_s, a_t, c, c_mask, slope, q_stride, C, BLOCK_E,
+                        HAS_EDGE,
+                    )
                 )  # fmt: skip
                 is_self = (kind & 1) == 1
                 alpha = tl.where(valid, tl.exp(score - lse), 0.0)
@@ -177,13 +173,10 @@ def gate_bwd_dst_1h_kernel(
                 g_at += x_t - delta * y_t
             else:
                 slot = (tl.load(partptr_ptr + v) + k).to(tl.int64)
-                base = part_ptr + slot * 6 * C + c
-                tl.store(base, sum_a, mask=c_mask)
-                tl.store(base + C, sum_b, mask=c_mask)
-                tl.store(base + 2 * C, x_s, mask=c_mask)
-                tl.store(base + 3 * C, y_s, mask=c_mask)
-                tl.store(base + 4 * C, x_t, mask=c_mask)
-                tl.store(base + 5 * C, y_t, mask=c_mask)
+                _store_sums(
+                    part_ptr + slot * 6 * C + c, C, c_mask,
+                    sum_a, sum_b, x_s, y_s, x_t, y_t,
+                )  # fmt: skip
                 tl.store(part_delta_ptr + slot, delta)
     base = gatt_ptr + tl.program_id(0).to(tl.int64) * 2 * C + c
     tl.store(base, g_as, mask=c_mask)

@@ -79,6 +79,37 @@ def _segment(
 
 
 @triton.jit
+def _store_sums(base, n, mask, sum_a, sum_b, x_s, y_s, x_t, y_t):
+    # A split node's segment's six backward sums, `n` values apart: the
+    # partial slot that gate_bwd_combine_kernel adds up.
+    tl.store(base, sum_a, mask=mask)
+    tl.store(base + n, sum_b, mask=mask)
+    tl.store(base + 2 * n, x_s, mask=mask)
+    tl.store(base + 3 * n, y_s, mask=mask)
+    tl.store(base + 4 * n, x_t, mask=mask)
+    tl.store(base + 5 * n, y_t, mask=mask)
+
+
+@triton.jit
+def _edge_block_1h(
+    block, end, src_ptr, kind_ptr, qs_ptr, ep_ptr, qd, a_s, a_t, c, c_mask,
+    slope, q_stride, C: tl.constexpr, BLOCK_E: tl.constexpr,
+    HAS_EDGE: tl.constexpr,
+):  # fmt: skip
+    # The incoming edges of a target in CSR positions [block, min(block +
+    # BLOCK_E, end)), their sources and kinds, scored (_edge_scores_1h).
+    p = block + tl.arange(0, BLOCK_E)
+    edge_mask = p < end
+    u = tl.load(src_ptr + p, mask=edge_mask, other=0).to(tl.int64)
+    kind = tl.load(kind_ptr + p, mask=edge_mask, other=2).to(tl.int32)
+    z, act, att, score, valid = _edge_scores_1h(
+        qs_ptr, ep_ptr, u, p, edge_mask, kind, qd[None, :], a_s, a_t, c,
+        c_mask, slope, q_stride, C, HAS_EDGE,
+    )  # fmt: skip
+    return p, edge_mask, u, kind, z, act, att, score, valid
+
+
+@triton.jit
 def _edge_scores_1h(
     qs_ptr, ep_ptr, row, p, edge_mask, kind, qd, a_s, a_t, c, c_mask,
     slope, q_stride, C: tl.constexpr, HAS_EDGE: tl.constexpr,
