@@ -5,9 +5,9 @@ of every target node (forward) and the outgoing edges of every source node
 From a sorted :class:`torch_geometric.EdgeIndex`
 (:obj:`AttentionGraph.edge_index`) it takes PyG's cached CSC and CSR
 (computed once per :obj:`EdgeIndex`) and merges the appended self-loops in
-without a sort, one launch each; from plain tensors one stable
-:func:`torch.sort` of the targets and the sources at once gives both, its
-values the row pointers (:func:`csr_and_reverse`). Neither syncs with the
+without a sort, one launch each; from plain tensors one row-wise stable
+:func:`torch.sort` of the edge index gives both, its sorted rows the row
+pointers (:func:`csr_and_reverse`). Neither syncs with the
 device.
 """
 
@@ -158,42 +158,44 @@ def _edge_index_csr(graph: AttentionGraph, reverse: bool):
 
 def _both_csr(graph: AttentionGraph):
     r"""The CSR and the reverse CSR (:func:`csr_and_reverse`'s) of plain
-    tensors from one stable sort of :obj:`2 E` keys, the targets then the
-    sources shifted past them: the first :obj:`E` sorted keys are the CSR's,
-    the last :obj:`E` the reverse CSR's (sources in the caller's edge
-    order). Two launches (:func:`gate_csr_kernel`,
-    :func:`gate_rev_pos_kernel`) finish both from the sort: the targets,
-    edges and sources at every CSR position, both row pointers and the CSR
+    tensors from one row-wise stable sort of the :obj:`[2, E]` edge index:
+    its sorted targets' row is the CSR's, its sorted sources' row the
+    reverse CSR's (sources in the caller's edge order). Two launches
+    (:func:`gate_csr_kernel`, :func:`gate_rev_pos_kernel`) finish both
+    from the sort: the targets, edges and sources at every CSR position,
+    both row pointers (binary searches of the sorted rows) and the CSR
     position at every reverse position, in int32 parts of one buffer."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
     num_edges, num_dst = graph.src.numel(), graph.num_dst
     num_src = graph.num_src
-    keys = torch.cat([graph.dst, graph.src + num_dst])
-    keys, order = torch.sort(keys, stable=True)
-    ptr = index_to_ptr32(keys, num_dst + num_src)
+    keys, order = torch.sort(
+        torch.stack([graph.src, graph.dst]), dim=1, stable=True
+    )
     # The edge kinds from the edges themselves where the graph has no
     # flags (edge_kinds), with the input's own self-loops masked where the
     # last num_loops edges are the appended ones:
     kinds = graph.loop is None and graph.masked is None
     num_input = num_edges - graph.num_loops if graph.mask_input_loops else 0
     # The int32 outputs as parts of one buffer (one allocation):
-    sizes = [num_edges] * 4 + [num_dst + 1, num_src + 1]
+    sizes = [num_edges] * 5 + [num_dst + 1, num_src + 1]
     sizes.append(num_edges if kinds else 0)
     out = torch.empty(sum(sizes), dtype=torch.int32, device=keys.device)
-    dst, perm, src, rev_pos, rowptr, rev_rowptr, kind = out.split(sizes)
+    dst, perm, src, pos_of, rev_pos, rowptr, rev_rowptr, kind = out.split(
+        sizes
+    )
     block = CSR_BLOCK
     with on_device(keys.device):
         k.gate_csr_kernel[
             (cdiv(max(num_edges, num_dst + 1, num_src + 1), block),)
         ](
-            keys, order, graph.src, ptr, dst, perm, src, rowptr, rev_rowptr,
-            kind, num_edges, num_dst, num_src, num_input,
-            graph.src.stride(0), block, kinds,
+            keys, order, graph.src, dst, perm, src, pos_of, rowptr,
+            rev_rowptr, kind, num_edges, num_dst, num_src, num_input,
+            graph.src.stride(0), num_edges.bit_length(), block, kinds,
         )  # fmt: skip
         if num_edges > 0:
             k.gate_rev_pos_kernel[(cdiv(num_edges, block),)](
-                keys, order, rev_pos, num_edges, block
+                order, pos_of, rev_pos, num_edges, block
             )
     csr = CSR(perm, src, rowptr, dst, kind if kinds else None)
     return csr, (rev_rowptr, rev_pos)

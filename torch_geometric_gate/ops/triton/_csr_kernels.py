@@ -12,55 +12,72 @@ import triton
 import triton.language as tl
 
 
-@triton.jit(do_not_specialize=['num_edges', 'num_dst', 'num_src'])
+@triton.jit(do_not_specialize=['num_edges', 'num_dst', 'num_src', 'steps'])
 def gate_csr_kernel(
-    keys_ptr, order_ptr, src_ptr, ptr_ptr,
-    dst_out_ptr, perm_out_ptr, src_out_ptr, rowptr_ptr, rev_rowptr_ptr,
-    kind_ptr, num_edges, num_dst, num_src, num_input, src_stride,
-    BLOCK: tl.constexpr, KINDS: tl.constexpr,
+    sorted_ptr, order_ptr, src_ptr,
+    dst_out_ptr, perm_out_ptr, src_out_ptr, pos_ptr, rowptr_ptr,
+    rev_rowptr_ptr, kind_ptr, num_edges, num_dst, num_src, num_input,
+    src_stride, steps, BLOCK: tl.constexpr, KINDS: tl.constexpr,
 ):  # fmt: skip
-    r"""From the :obj:`2 E` sorted keys (the targets, then the sources
-    shifted past them), their order and the pointer over both: at every CSR
-    position :obj:`p < E` its target, edge and source (int32); the row
-    pointer (the targets' part of the pointer) and the reverse row pointer
-    (the sources' part, less :obj:`E`); and, in
-    the free second half of :obj:`keys`, the CSR position of every edge
-    (:obj:`keys[E + e] = p`), which :func:`gate_rev_pos_kernel` reads.
-    :obj:`src` (the sources in the caller's edge order) may be strided.
-    With :obj:`KINDS`, also the kind of every CSR position
-    (:func:`~torch_geometric_gate.ops.triton._csr.edge_kinds`): a self-loop
-    is scored with :math:`\mathbf{a}_t` and masked if its edge is one of
-    the first :obj:`num_input`."""
+    r"""From the row-wise stable sort of the :obj:`[2, E]` edge index
+    (:obj:`sorted`: the sources, then the targets, each row sorted;
+    :obj:`order`: the edge at every sorted position): at every CSR position
+    :obj:`p < E` (the targets' row) its target, edge and source (int32),
+    and the CSR position of every edge (:obj:`pos[e] = p`, which
+    :func:`gate_rev_pos_kernel` reads); the row pointer and the reverse
+    row pointer by a binary search of each sorted row (:obj:`steps`: the
+    bit length of :obj:`E`). :obj:`src` (the sources in the caller's edge
+    order) may be strided. With :obj:`KINDS`, also the kind of every CSR
+    position (:func:`~torch_geometric_gate.ops.triton._csr.edge_kinds`): a
+    self-loop is scored with :math:`\mathbf{a}_t` and masked if its edge is
+    one of the first :obj:`num_input`."""
     p = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = p < num_edges
-    dst = tl.load(keys_ptr + p, mask=m, other=0)
-    e = tl.load(order_ptr + p, mask=m, other=0)
+    dst = tl.load(sorted_ptr + num_edges + p, mask=m, other=0)
+    e = tl.load(order_ptr + num_edges + p, mask=m, other=0)
     src = tl.load(src_ptr + e * src_stride, mask=m, other=0)
     tl.store(dst_out_ptr + p, dst.to(tl.int32), mask=m)
     tl.store(perm_out_ptr + p, e.to(tl.int32), mask=m)
     tl.store(src_out_ptr + p, src.to(tl.int32), mask=m)
-    tl.store(keys_ptr + num_edges + e, p.to(tl.int64), mask=m)
+    tl.store(pos_ptr + e, p.to(tl.int32), mask=m)
     if KINDS:  # Self-loops scored with a_t; those of the input masked.
         tl.store(kind_ptr + p, _kind(src, dst, e, num_input), mask=m)
+    node = p.to(tl.int64)
     r = p < num_dst + 1
-    tl.store(rowptr_ptr + p, tl.load(ptr_ptr + p, mask=r, other=0), mask=r)
+    ptr = _lower_bound(sorted_ptr + num_edges, num_edges, node, steps)
+    tl.store(rowptr_ptr + p, ptr.to(tl.int32), mask=r)
     r = p < num_src + 1
-    rev = tl.load(ptr_ptr + num_dst + p, mask=r, other=0) - num_edges
-    tl.store(rev_rowptr_ptr + p, rev, mask=r)
+    ptr = _lower_bound(sorted_ptr, num_edges, node, steps)
+    tl.store(rev_rowptr_ptr + p, ptr.to(tl.int32), mask=r)
+
+
+@triton.jit
+def _lower_bound(sorted_ptr, n, value, steps):
+    # The first position of the sorted sorted[:n] whose entry is at least
+    # `value` (n where none), for every lane; `steps` halvings (the bit
+    # length of n) empty every interval.
+    lo = tl.zeros_like(value)
+    hi = lo + n
+    for _ in range(steps):
+        open_ = lo < hi
+        mid = (lo + hi) // 2
+        below = tl.load(sorted_ptr + mid, mask=open_, other=0) < value
+        lo = tl.where(open_ & below, mid + 1, lo)
+        hi = tl.where(open_ & ~below, mid, hi)
+    return lo
 
 
 @triton.jit(do_not_specialize=['num_edges'])
 def gate_rev_pos_kernel(
-    keys_ptr, order_ptr, rev_pos_ptr, num_edges, BLOCK: tl.constexpr
+    order_ptr, pos_ptr, rev_pos_ptr, num_edges, BLOCK: tl.constexpr
 ):
     r"""The reverse CSR's positions: at every position :obj:`i` of the
-    sources' sorted half, the CSR position of its edge (written by
-    :func:`gate_csr_kernel` into :obj:`keys[E + e]`)."""
+    sorted sources (the first row of :obj:`order`), the CSR position of its
+    edge (written by :func:`gate_csr_kernel` into :obj:`pos`)."""
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = i < num_edges
-    e = tl.load(order_ptr + num_edges + i, mask=m, other=0) - num_edges
-    pos = tl.load(keys_ptr + num_edges + e, mask=m, other=0)
-    tl.store(rev_pos_ptr + i, pos.to(tl.int32), mask=m)
+    e = tl.load(order_ptr + i, mask=m, other=0)
+    tl.store(rev_pos_ptr + i, tl.load(pos_ptr + e, mask=m, other=0), mask=m)
 
 
 @triton.jit(

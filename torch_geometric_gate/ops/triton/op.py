@@ -62,14 +62,15 @@ CSR of incoming edges), with GATE's score:
   :obj:`EdgeIndex` by PyG and shared by every layer and call, plus the
   appended self-loops merged in without a sort (one launch each,
   :func:`gate_merge_csr_kernel` and :func:`gate_merge_rev_kernel`); from
-  plain tensors, one stable :func:`torch.sort` per call of the targets and
-  the sources at once, which gives the forward's CSR and the backward's
-  reverse CSR (finished by :func:`gate_csr_kernel` and
-  :func:`gate_rev_pos_kernel`). Either way the backward sorts nothing, and
-  the kernels that finish the CSR also write every edge's kind;
-  the work lists of split nodes are computed once too, and are a single
-  :obj:`arange` below :data:`SEGMENT_EDGES` edges). Neither syncs with
-  the device (but an :obj:`EdgeIndex` without a sparse size infers it once).
+  plain tensors, one row-wise stable :func:`torch.sort` per call of the
+  :obj:`[2, E]` edge index, which gives the forward's CSR and the
+  backward's reverse CSR (finished by :func:`gate_csr_kernel`, which also
+  finds both row pointers, and :func:`gate_rev_pos_kernel`). Either way
+  the backward sorts nothing, and the kernels that finish the CSR also
+  write every edge's kind. The work lists of split nodes are computed
+  once too (a single :obj:`arange` below :data:`SEGMENT_EDGES` edges).
+  Neither syncs with the device (but an :obj:`EdgeIndex` without a sparse
+  size infers it once).
 * **Double backward** (:obj:`create_graph=True`): the backward recomputes
   the attention with the chunked kernels
   (:mod:`torch_geometric_gate.ops.chunked`) under autograd, in CSR order,
@@ -266,9 +267,9 @@ def triton_attention(
             sorted :class:`torch_geometric.EdgeIndex` in
             :obj:`graph.edge_index` (whose edges are the first of
             :obj:`graph.src`/:obj:`graph.dst`, source to target), the CSR
-            comes from its cached CSC without a sort; else one stable sort
-            of :obj:`graph.dst` and :obj:`graph.src` at once builds it and
-            the backward's reverse CSR per call.
+            comes from its cached CSC without a sort; else one row-wise
+            stable sort of :obj:`graph.src` and :obj:`graph.dst` stacked
+            builds it and the backward's reverse CSR per call.
         params (AttentionParams): The attention parameters.
         inputs (AttentionInputs): The projections; edge features of
             :obj:`params.weight_edge`'s dtype.
