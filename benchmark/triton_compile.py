@@ -40,7 +40,8 @@ KERNELS = ('gate_csr_kernel', 'gate_rev_pos_kernel', 'gate_fwd_kernel',
            'gate_combine_kernel', 'gate_alpha_kernel', 'gate_keep_kernel',
            'gate_bwd_dst_kernel', 'gate_bwd_combine_kernel',
            'gate_bwd_src_kernel', 'gate_bwd_src_combine_kernel',
-           'gate_seg_count_kernel', 'gate_seg_node_kernel')  # fmt: skip
+           'gate_seg_count_kernel', 'gate_seg_node_kernel',
+           'gate_att_grad_kernel')  # fmt: skip
 #: Edges into the hub of :func:`record_launches`' graph: more than a
 #: segment of the kernels holds (1024 edges), so that the split nodes'
 #: work lists and combine kernels launch too (the register report's test

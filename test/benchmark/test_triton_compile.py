@@ -53,8 +53,8 @@ def test_register_report_lists_every_launched_kernel(tmp_path):
                   'gate_seg_count_kernel', 'gate_seg_node_kernel',
                   'gate_fwd_kernel', 'gate_combine_kernel',
                   'gate_alpha_kernel', 'gate_bwd_dst_kernel',
-                  'gate_bwd_combine_kernel', 'gate_bwd_src_kernel',
-                  'gate_bwd_src_combine_kernel')
+                  'gate_bwd_combine_kernel', 'gate_att_grad_kernel',
+                  'gate_bwd_src_kernel', 'gate_bwd_src_combine_kernel')
     }  # fmt: skip
     # The passes take the switch's warps (--warps 2); the others Triton's 4:
     passes = ('gate_fwd_kernel', 'gate_bwd_dst_kernel', 'gate_bwd_src_kernel')

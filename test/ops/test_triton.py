@@ -810,7 +810,7 @@ def test_triton_launches_under_the_tensors_device(monkeypatch):
     names = ('gate_fwd_kernel', 'gate_alpha_kernel', 'gate_bwd_dst_kernel',
              'gate_bwd_src_kernel', 'gate_combine_kernel', 'gate_csr_kernel',
              'gate_rev_pos_kernel', 'gate_seg_count_kernel',
-             'gate_seg_node_kernel')  # fmt: skip
+             'gate_seg_node_kernel', 'gate_att_grad_kernel')  # fmt: skip
     launched = []
     for name in names:
         kernel = getattr(kernels, name)
@@ -1077,6 +1077,27 @@ def test_triton_views_of_one_product_match_dense(heads, one_head):
     inputs['q_src'], inputs['q_dst'], inputs['value'] = fused.unbind(1)
     with attention_kernel('triton', triton_one_head_layout=one_head):
         check_against(chunked_attention, graph, inputs, slope=0.2)
+
+
+@pytest.mark.parametrize('rows,width', [(1, 6), (70, 30), (33, 300)])
+def test_triton_attention_vector_gradients_sum_the_programs(rows, width):
+    # gate_att_grad_kernel sums the rows of the target-side pass's
+    # programs into one row (several column blocks and row blocks, both
+    # with a ragged end), against a float64 sum.
+    from torch_geometric_gate.ops.triton._launch_backward import (
+        ATT_GRAD_BLOCK,
+        ATT_GRAD_ROWS,
+    )
+
+    gen = torch.Generator().manual_seed(rows)
+    sums = torch.randn(rows, width, generator=gen).to(DEVICE)
+    out = torch.full((width + 1,), 7.0, device=DEVICE)
+    kernels.gate_att_grad_kernel[(-(-width // ATT_GRAD_BLOCK),)](
+        sums, out, rows, width, ATT_GRAD_ROWS, ATT_GRAD_BLOCK
+    )
+    want = sums.double().sum(0).float()
+    assert_close(out[:width], want, what='the sum')
+    assert out[width] == 7.0  # Nothing written past the row.
 
 
 @pytest.mark.parametrize('seg', [1, 3, 8])

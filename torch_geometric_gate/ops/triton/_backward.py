@@ -1,6 +1,7 @@
 r"""The backward Triton kernels: the target-side pass (scores and the
-gradients of the target side), its merge, the source-side pass and its
-merge, recomputing or reading a per-edge record (:mod:`._kernels`)."""
+gradients of the target side), its merge, the sum of its attention-vector
+gradients, the source-side pass and its merge, recomputing or reading a
+per-edge record (:mod:`._kernels`)."""
 
 import triton
 import triton.language as tl
@@ -248,6 +249,29 @@ def gate_bwd_combine_kernel(
     base = gatt_ptr + (gatt_first + pid.to(tl.int64)) * 2 * HC
     tl.store(base + hc, g_as, mask=hc_mask)
     tl.store(base + HC + hc, g_at, mask=hc_mask)
+
+
+@triton.jit(do_not_specialize=['rows', 'width'])
+def gate_att_grad_kernel(
+    gatt_ptr, out_ptr, rows, width, BLOCK_R: tl.constexpr,
+    BLOCK: tl.constexpr,
+):  # fmt: skip
+    r"""Backward, the attention vectors' gradients: sums the :obj:`rows`
+    rows of :obj:`width` sums that the target-side pass's programs wrote
+    (:obj:`gatt`, each program's :math:`\mathbf{a}_s` and
+    :math:`\mathbf{a}_t` sums) into :obj:`out`, in the same order at every
+    call: :obj:`BLOCK` columns per program, :obj:`BLOCK_R` rows at a
+    time."""
+    c = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    r = tl.arange(0, BLOCK_R)
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for first in range(0, rows, BLOCK_R):
+        row = (first + r).to(tl.int64)
+        m = (row[:, None] < rows) & (c[None, :] < width)
+        tile = tl.load(gatt_ptr + row[:, None] * width + c[None, :], mask=m,
+                       other=0.0)  # fmt: skip
+        acc += tl.sum(tile, 0)
+    tl.store(out_ptr + c, acc, mask=c < width)
 
 
 @triton.jit(do_not_specialize=['num_src', 'seed'])

@@ -16,6 +16,7 @@ The dropout mask of the edge at CSR position :obj:`p` and head :obj:`h` is
 """
 
 from ._backward import (
+    gate_att_grad_kernel,
     gate_bwd_combine_kernel,
     gate_bwd_dst_kernel,
     gate_bwd_dst_rec_kernel,
@@ -46,6 +47,7 @@ from ._one_head import (
 
 __all__ = [
     'gate_alpha_kernel',
+    'gate_att_grad_kernel',
     'gate_bwd_combine_kernel',
     'gate_bwd_dst_1h_kernel',
     'gate_bwd_dst_kernel',

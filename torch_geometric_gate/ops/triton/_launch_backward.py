@@ -1,6 +1,7 @@
 r"""The host side of the Triton backward: the launches of its two passes
 (the target side, then the source side, with the combine kernels of split
-nodes; ``_kernels.py``) and its one buffer of float32 outputs.
+nodes; ``_kernels.py``), the sum of the attention vectors' gradients
+between them, and its one buffer of float32 outputs.
 :func:`_backward` serves both the eager autograd function and the custom
 operators of :mod:`~torch_geometric_gate.ops.triton`; the settings, tiles
 and rows are :mod:`._launch`'s.
@@ -106,13 +107,12 @@ def _backward(
     seg_s = _segment_length(block_s)
     slots_s = split_slots(num_edges, seg_s)
     (
-        d_q_dst, d_q_src, d_value, g_att_all, d_ep, delta, part, part_delta,
-        part_s,
+        d_q_dst, d_q_src, d_value, g_att, g_as, g_at, d_ep, delta, part,
+        part_delta, part_s,
     ) = _backward_buffers(
         value, num_dst, num_edges, flags[0], programs + programs_c, slots,
         slots_s,
     )  # fmt: skip
-    g_att = g_att_all
     ep_arg = ep if flags[0] else q_src_c
     ga_arg = grad_alpha if flags[2] else lse
     record = record and c_pad <= 64
@@ -153,7 +153,14 @@ def _backward(
         if num_dst > 0 and slots > 0:
             k.gate_bwd_combine_kernel[(programs_c,)](
                 segptr, partptr, part, part_delta, d_q_dst, delta,
-                g_att_all, programs, num_dst, heads, channels, h_pad, c_pad,
+                g_att, programs, num_dst, heads, channels, h_pad, c_pad,
+            )  # fmt: skip
+        if num_dst > 0:
+            # The programs' sums into g_as and g_at (its next part):
+            width = 2 * heads * channels
+            k.gate_att_grad_kernel[(_cdiv(width, ATT_GRAD_BLOCK),)](
+                g_att, g_as, programs + programs_c, width,
+                ATT_GRAD_ROWS, ATT_GRAD_BLOCK,
             )  # fmt: skip
         if num_src > 0:
             seg, part = seg_s, part_s
@@ -197,7 +204,6 @@ def _backward(
                     segptr, partptr, part, d_q_src, d_value,
                     heads, channels, h_pad, c_pad,
                 )  # fmt: skip
-    g_att = g_att_all.view(-1, 2, heads, channels).sum(0)
     d_attr = d_weight = None
     if d_ep is not None:
         d_ep = d_ep.view(num_edges, heads * channels)
@@ -217,7 +223,7 @@ def _backward(
         d_value.to(value.dtype, copy=not views) if need[2] else None,
         d_attr,
         d_weight,
-        *_att_grads(g_att, att_neighbor, att_self, need, views),
+        *_att_grads(g_as, g_at, att_neighbor, att_self, need, views),
     )  # fmt: skip
 
 
@@ -227,41 +233,42 @@ def _backward_buffers(
     r"""The backward's float32 outputs as parts of one zeroed buffer of
     :obj:`[H, C]` rows (one allocation; a :obj:`[N, H]` part takes
     :obj:`ceil(N / C)` rows): the gradients of :obj:`q_dst, q_src, value`,
-    the attention vectors' sums of the :obj:`programs` (two rows each),
-    the edge projection's gradient (with :obj:`edge`, else :obj:`None`),
+    the attention vectors' sums of the :obj:`programs` (two rows each)
+    and their total, the gradients of :obj:`att_neighbor` and
+    :obj:`att_self` (one row each, in this order), the edge projection's
+    gradient (with :obj:`edge`, else :obj:`None`),
     :obj:`delta`, and the partial sums of the split nodes of both
     passes (:obj:`slots`, :obj:`slots_s`; :obj:`delta` stands in where
     there are none: not read)."""
     num_src, heads, channels = value.shape
-    rows = [num_dst, num_src, num_src, 2 * programs, num_edges * edge]
-    rows += [_cdiv(num_dst, channels), 6 * slots, _cdiv(slots, channels)]
-    rows += [2 * slots_s]
+    rows = [num_dst, num_src, num_src, 2 * programs, 1, 1]
+    rows += [num_edges * edge, _cdiv(num_dst, channels), 6 * slots]
+    rows += [_cdiv(slots, channels), 2 * slots_s]
     parts = torch.zeros(
         sum(rows), heads, channels, device=value.device, dtype=torch.float32
     ).split(rows)
-    d_q_dst, d_q_src, d_value, g_att, d_ep, delta = parts[:6]
+    d_q_dst, d_q_src, d_value, g_att, g_as, g_at, d_ep, delta = parts[:8]
     part = part_delta = part_s = delta
     if slots > 0:
-        part, part_delta = parts[6], parts[7]
+        part, part_delta = parts[8], parts[9]
     if slots_s > 0:
-        part_s = parts[8]
+        part_s = parts[10]
     return (
-        d_q_dst, d_q_src, d_value, g_att, d_ep if edge else None,
-        delta, part, part_delta, part_s,
+        d_q_dst, d_q_src, d_value, g_att, g_as, g_at,
+        d_ep if edge else None, delta, part, part_delta, part_s,
     )  # fmt: skip
 
 
-def _att_grads(g_att, att_neighbor, att_self, need, views):
-    r"""The gradients of the attention vectors from their sum :obj:`[2, H,
-    C]`: views of it where :obj:`views` (the autograd function's), else
-    copies (a custom operator returns no views of one tensor)."""
-    if views:
-        g_as, g_at = g_att.split(1)
-        return (
-            g_as.to(att_neighbor.dtype) if need[5] else None,
-            g_at.to(att_self.dtype) if need[6] else None,
-        )
+#: :func:`gate_att_grad_kernel`'s columns per program and rows at a time.
+ATT_GRAD_BLOCK, ATT_GRAD_ROWS = 128, 32
+
+
+def _att_grads(g_as, g_at, att_neighbor, att_self, need, views):
+    r"""The gradients of the attention vectors (:obj:`[1, H, C]` parts of
+    the backward's buffer) in their dtypes: the parts themselves where
+    :obj:`views` (the autograd function's), else copies (a custom operator
+    returns no views of one tensor)."""
     return (
-        g_att[:1].to(att_neighbor.dtype, copy=True) if need[5] else None,
-        g_att[1:].to(att_self.dtype, copy=True) if need[6] else None,
+        g_as.to(att_neighbor.dtype, copy=not views) if need[5] else None,
+        g_at.to(att_self.dtype, copy=not views) if need[6] else None,
     )
