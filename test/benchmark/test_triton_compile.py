@@ -149,13 +149,16 @@ def test_launch_records_specialise_as_the_launcher_does():
     # A pointer off the 16-byte alignment loses the hint:
     assert record(keep.view(-1)[1:], 32, 16)['attrs'] == {}
     # The integer arguments of every kernel that vary per call or graph:
+    # (a work list's offsets too):
+    work = {'list_first', 'node_first', 'list_width'}
     fixed = {
-        'gate_fwd_kernel': {'num_dst', 'seed'},
+        'gate_fwd_kernel': {'num_dst', 'seed', *work},
         'gate_alpha_kernel': {'num_edges', 'seed'},
         'gate_keep_kernel': {'num_edges', 'seed'},
-        'gate_bwd_dst_kernel': {'num_dst', 'num_segments', 'seed'},
-        'gate_bwd_combine_kernel': {'num_dst', 'gatt_first'},
-        'gate_bwd_src_kernel': {'num_src', 'seed'},
+        'gate_bwd_dst_kernel': {'num_dst', 'num_segments', 'seed', *work},
+        'gate_bwd_combine_kernel': {'num_dst', 'gatt_first', *work},
+        'gate_bwd_src_kernel': {'num_src', 'seed', *work},
+        'gate_att_grad_kernel': {'rows', 'width'},
     }
     for name, names in fixed.items():
         assert tc._do_not_specialize(getattr(kernels, name)) == names

@@ -1119,8 +1119,11 @@ def test_triton_work_lists_of_split_nodes(seg):
     both = segments(lists, num_edges, seg)
     alone = [segments([rows], num_edges, seg)[0] for rows in lists]
     for deg, got, got_alone in zip(degs, both, alone):
-        segptr, seg_node, partptr, grid, slots = got
-        num = len(deg)
+        num, grid, slots = len(deg), got.grid, got.slots
+        segptr, seg_node = got.segptr(num), got.seg_node()
+        partptr = got.partptr(num)
+        # Both lists in one pair of buffers, read in place:
+        assert got.lists is both[0].lists and got.nodes is both[0].nodes
         assert grid == num + num_edges // seg
         assert slots == 2 * (num_edges // seg)
         counts = [max(1, -(-d // seg)) for d in deg]
@@ -1134,8 +1137,10 @@ def test_triton_work_lists_of_split_nodes(seg):
         assert sum(split) <= slots
         for t in (segptr, seg_node, partptr):
             assert t.dtype == torch.int32
-        for a, b in zip(got[:3], got_alone[:3]):
-            assert torch.equal(a[: num + 1], b[: num + 1])
+        # Listed alone, the same list (in buffers of its own):
+        assert torch.equal(segptr, got_alone.segptr(num))
+        assert torch.equal(seg_node, got_alone.seg_node())
+        assert torch.equal(partptr, got_alone.partptr(num))
 
 
 @pytest.mark.parametrize('heads,one_head', [(3, False), (1, True)])

@@ -7,12 +7,14 @@ import triton
 import triton.language as tl
 
 from ._tiles import (
+    WORK_LIST,
     _edge_scores,
     _keep,
     _segment,
     _store_sums,
     _strided,
     _tile,
+    _work_list,
 )
 
 
@@ -126,14 +128,15 @@ def _bwd_dst(
     tl.store(base + HC + hc, g_at, mask=hc_mask)
 
 
-@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed'])
+@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed', *WORK_LIST])
 def gate_bwd_dst_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
-    src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
+    src_ptr, kind_ptr, rowptr_ptr, lists_ptr, nodes_ptr,
     lse_ptr, gout_ptr, galpha_ptr,
     dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
     g_v, g_h, g_c,
+    list_first, node_first, list_width,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -155,6 +158,9 @@ def gate_bwd_dst_kernel(
     A node of one segment gets :obj:`dqd[v]` and :obj:`delta[v]` for pass
     2; the segments of a split node write their sums to the partial slots
     :obj:`partptr[v] + k`, finished by :func:`gate_bwd_combine_kernel`."""
+    segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
+        lists_ptr, nodes_ptr, list_first, node_first, list_width
+    )
     _bwd_dst(
         qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
         src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
@@ -167,15 +173,16 @@ def gate_bwd_dst_kernel(
     )  # fmt: skip
 
 
-@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed'])
+@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed', *WORK_LIST])
 def gate_bwd_dst_rec_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
-    src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
+    src_ptr, kind_ptr, rowptr_ptr, lists_ptr, nodes_ptr,
     lse_ptr, gout_ptr, galpha_ptr,
     dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
     num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
     g_v, g_h, g_c,
+    list_first, node_first, list_width,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -187,6 +194,9 @@ def gate_bwd_dst_rec_kernel(
     weight's gradient :math:`d\alpha_e` (after dropout) in float32, and the
     signs of :math:`z_e` as bits of an int64 (channel :obj:`c`: bit
     :obj:`c`; :obj:`C_PAD <= 64`): 16 bytes per edge and head."""
+    segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
+        lists_ptr, nodes_ptr, list_first, node_first, list_width
+    )
     _bwd_dst(
         qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
         src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
@@ -199,10 +209,11 @@ def gate_bwd_dst_rec_kernel(
     )  # fmt: skip
 
 
-@triton.jit(do_not_specialize=['num_dst', 'gatt_first'])
+@triton.jit(do_not_specialize=['num_dst', 'gatt_first', *WORK_LIST])
 def gate_bwd_combine_kernel(
-    segptr_ptr, partptr_ptr, part_ptr, part_delta_ptr,
+    lists_ptr, nodes_ptr, part_ptr, part_delta_ptr,
     dqd_ptr, delta_ptr, gatt_ptr, gatt_first, num_dst,
+    list_first, node_first, list_width,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr,
 ):  # fmt: skip
@@ -211,6 +222,9 @@ def gate_bwd_combine_kernel(
     segment order, and finish it as :func:`gate_bwd_dst_kernel` finishes a
     node of one segment (its attention-vector gradients into
     :obj:`gatt[gatt_first + pid]`)."""
+    segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
+        lists_ptr, nodes_ptr, list_first, node_first, list_width
+    )
     HC: tl.constexpr = H * C
     pid = tl.program_id(0)
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
@@ -274,13 +288,14 @@ def gate_att_grad_kernel(
     tl.store(out_ptr + c, acc, mask=c < width)
 
 
-@triton.jit(do_not_specialize=['num_src', 'seed'])
+@triton.jit(do_not_specialize=['num_src', 'seed', *WORK_LIST])
 def gate_bwd_src_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
-    dst_ptr, kind_ptr, rev_rowptr_ptr, segptr_ptr, seg_node_ptr,
-    partptr_ptr, rev_pos_ptr, lse_ptr, gout_ptr,
+    dst_ptr, kind_ptr, rev_rowptr_ptr, lists_ptr, nodes_ptr,
+    rev_pos_ptr, lse_ptr, gout_ptr,
     galpha_ptr, delta_ptr, dqs_ptr, dval_ptr, dep_ptr, part_ptr,
     num_src, seed, p_drop, scale, slope, q_stride, g_v, g_h, g_c,
+    list_first, node_first, list_width,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -297,6 +312,9 @@ def gate_bwd_src_kernel(
     atomics. The segments of a split node write their sums to the partial
     slots :obj:`partptr[u] + k`, added up by
     :func:`gate_bwd_src_combine_kernel`."""
+    segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
+        lists_ptr, nodes_ptr, list_first, node_first, list_width
+    )
     HC: tl.constexpr = H * C
     node, u, count, k, start, end = _segment(
         tl.program_id(0), num_src, tl.num_programs(0), seg_node_ptr,
@@ -359,14 +377,18 @@ def gate_bwd_src_kernel(
         tl.store(part_ptr + slot * 2 * HC + HC + hc, dval, mask=hc_mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=[*WORK_LIST])
 def gate_bwd_src_combine_kernel(
-    segptr_ptr, partptr_ptr, part_ptr, dqs_ptr, dval_ptr,
+    lists_ptr, nodes_ptr, part_ptr, dqs_ptr, dval_ptr,
+    list_first, node_first, list_width,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr,
 ):  # fmt: skip
     r"""One program per source node: adds up the partial sums of a node
     split into several segments, in segment order."""
+    segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
+        lists_ptr, nodes_ptr, list_first, node_first, list_width
+    )
     HC: tl.constexpr = H * C
     u = tl.program_id(0).to(tl.int64)
     count = tl.load(segptr_ptr + u + 1) - tl.load(segptr_ptr + u)
@@ -384,13 +406,14 @@ def gate_bwd_src_combine_kernel(
     tl.store(dval_ptr + u * HC + hc, dval, mask=hc_mask)
 
 
-@triton.jit(do_not_specialize=['num_src', 'seed'])
+@triton.jit(do_not_specialize=['num_src', 'seed', *WORK_LIST])
 def gate_bwd_src_rec_kernel(
-    as_ptr, at_ptr, dst_ptr, kind_ptr, rev_rowptr_ptr, segptr_ptr,
-    seg_node_ptr, partptr_ptr, rev_pos_ptr, gout_ptr, delta_ptr,
+    as_ptr, at_ptr, dst_ptr, kind_ptr, rev_rowptr_ptr, lists_ptr,
+    nodes_ptr, rev_pos_ptr, gout_ptr, delta_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
     dqs_ptr, dval_ptr, dep_ptr, part_ptr,
     num_src, seed, p_drop, scale, slope, g_v, g_h, g_c,
+    list_first, node_first, list_width,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -406,6 +429,9 @@ def gate_bwd_src_rec_kernel(
     \sum_e dz_e`, :math:`dW x_u = \sum_e \alpha'_e d\mathrm{out}_v`. The
     same segments, partial slots (:func:`gate_bwd_src_combine_kernel`)
     and per-edge :math:`dz_e` as :func:`gate_bwd_src_kernel`."""
+    segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
+        lists_ptr, nodes_ptr, list_first, node_first, list_width
+    )
     HC: tl.constexpr = H * C
     node, u, count, k, start, end = _segment(
         tl.program_id(0), num_src, tl.num_programs(0), seg_node_ptr,

@@ -201,6 +201,43 @@ def _both_csr(graph: AttentionGraph):
     return csr, (rev_rowptr, rev_pos)
 
 
+class WorkList(NamedTuple):
+    r"""A work list of :func:`segments` within its buffers: node :obj:`v`'s
+    first segment at :obj:`lists[first + v]`, its first partial slot at
+    :obj:`lists[first + width + v]`, the node of program :obj:`j` at
+    :obj:`nodes[node_first + j]`; :obj:`grid` programs and :obj:`slots`
+    partial slots. A kernel takes its buffers (:meth:`buffers`, those of
+    all lists: no view of each) and, after its other runtime arguments,
+    the offsets (:meth:`offsets`)."""
+
+    lists: Tensor
+    nodes: Tensor
+    first: int
+    node_first: int
+    width: int
+    grid: int
+    slots: int
+
+    def buffers(self):
+        return self.lists, self.nodes
+
+    def offsets(self):
+        return self.first, self.node_first, self.width
+
+    def segptr(self, num: int) -> Tensor:
+        r"""The segment pointer over :obj:`num` nodes (a view, to inspect)."""
+        return self.lists.view(-1)[self.first : self.first + num + 1]
+
+    def partptr(self, num: int) -> Tensor:
+        r"""The partial-slot pointer over :obj:`num` nodes (a view)."""
+        first = self.first + self.width
+        return self.lists.view(-1)[first : first + num]
+
+    def seg_node(self) -> Tensor:
+        r"""The node of every program (a view)."""
+        return self.nodes[self.node_first : self.node_first + self.grid]
+
+
 def segments(lists, num_edges: int, seg: int):
     r"""The work lists of the kernels over one or two compressed rows,
     :obj:`lists = [(rowptr, num), ...]`: node :obj:`v` gets :obj:`max(1,
@@ -210,11 +247,12 @@ def segments(lists, num_edges: int, seg: int):
     segments from the shapes alone (no sync); so does
     :func:`split_slots` the partial results of split nodes, at
     :obj:`partptr[v]`. Two launches and one prefix sum for all lists
-    (:func:`gate_seg_count_kernel`, :func:`gate_seg_node_kernel`). Below
-    :obj:`seg` edges no node is split: one segment per node, the work list
-    an :obj:`arange` (no partial slots; :obj:`partptr`, read only for
-    split nodes, is that :obj:`arange` too). Returns :obj:`(segptr,
-    seg_node, partptr, grid, slots)` per list."""
+    (:func:`gate_seg_count_kernel`, :func:`gate_seg_node_kernel`), which
+    the kernels read in place (:class:`WorkList`). Below :obj:`seg` edges
+    no node is split: one segment per node, the work list an
+    :obj:`arange` (no partial slots; :obj:`partptr`, read only for split
+    nodes, is that :obj:`arange` too). Returns a :class:`WorkList` per
+    list."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
     device = lists[0][0].device
@@ -223,7 +261,7 @@ def segments(lists, num_edges: int, seg: int):
         got = []
         for _, num in lists:
             nodes = torch.arange(num + 1, dtype=torch.int32, device=device)
-            got.append((nodes, nodes, nodes, num, 0))
+            got.append(WorkList(nodes, nodes, 0, 0, 0, num, 0))
         return got
     assert 1 <= len(lists) <= 2
     (rowptr, num), (rowptr2, num2) = lists[0], lists[-1]
@@ -242,10 +280,18 @@ def segments(lists, num_edges: int, seg: int):
         k.gate_seg_node_kernel[(cdiv(max(width, rest), block), len(lists))](
             ptrs, seg_node, num, num2, grids[0], grids[-1], width, block
         )
-    ptrs = ptrs.unbind()
-    seg_nodes = seg_node.split(grids) if len(lists) > 1 else (seg_node,)
+    # List i: rows 2 i (segments) and 2 i + 1 (slots) of ptrs, and its
+    # programs' nodes after those of the lists before it:
     return [
-        (ptrs[2 * i], seg_nodes[i], ptrs[2 * i + 1], grids[i], slots)
+        WorkList(
+            ptrs,
+            seg_node,
+            2 * i * width,
+            sum(grids[:i]),
+            width,
+            grids[i],
+            slots,
+        )  # fmt: skip
         for i in range(len(lists))
     ]
 

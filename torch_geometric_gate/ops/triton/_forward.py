@@ -5,15 +5,23 @@ dropout mask (:mod:`._kernels`)."""
 import triton
 import triton.language as tl
 
-from ._tiles import _edge_scores, _keep, _segment, _tile
+from ._tiles import (
+    WORK_LIST,
+    _edge_scores,
+    _keep,
+    _segment,
+    _tile,
+    _work_list,
+)
 
 
-@triton.jit(do_not_specialize=['num_dst', 'seed'])
+@triton.jit(do_not_specialize=['num_dst', 'seed', *WORK_LIST])
 def gate_fwd_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
-    src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
+    src_ptr, kind_ptr, rowptr_ptr, lists_ptr, nodes_ptr,
     out_ptr, lse_ptr, part_acc_ptr, part_ml_ptr, num_dst,
     seed, p_drop, scale, slope, q_stride,
+    list_first, node_first, list_width,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -26,6 +34,9 @@ def gate_fwd_kernel(
     log-sum-exp :obj:`lse[v]`; the segments of a split node write their
     running max, sum and accumulator to the partial slots
     :obj:`partptr[v] + k`, merged by :func:`gate_combine_kernel`."""
+    segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
+        lists_ptr, nodes_ptr, list_first, node_first, list_width
+    )
     HC: tl.constexpr = H * C
     node, v, count, k, start, end = _segment(
         tl.program_id(0), num_dst, tl.num_programs(0), seg_node_ptr,
@@ -84,16 +95,20 @@ def gate_fwd_kernel(
         tl.store(part_ml_ptr + slot * 2 * H + H + h, l_i, mask=h_mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=[*WORK_LIST])
 def gate_combine_kernel(
-    segptr_ptr, partptr_ptr, part_acc_ptr, part_ml_ptr, out_ptr, lse_ptr,
+    lists_ptr, nodes_ptr, part_acc_ptr, part_ml_ptr, out_ptr, lse_ptr,
     scale,
+    list_first, node_first, list_width,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr,
 ):  # fmt: skip
     r"""One program per target node: merges the partial softmax results of
     a node split into several segments, in segment order (a node of one
     segment was written by :func:`gate_fwd_kernel` itself)."""
+    segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
+        lists_ptr, nodes_ptr, list_first, node_first, list_width
+    )
     HC: tl.constexpr = H * C
     v = tl.program_id(0).to(tl.int64)
     count = tl.load(segptr_ptr + v + 1) - tl.load(segptr_ptr + v)

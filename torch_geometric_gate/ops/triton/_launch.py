@@ -198,26 +198,26 @@ def _launch_forward(
     also = _reverse_rows(
         settings, value.shape[0], num_edges, h_pad, c_pad, seg
     )  # The backward's second pass's list with this one:
-    segptr, seg_node, partptr, grid, slots = segments_of(
-        settings, csr.rowptr, num_dst, num_edges, seg, also
-    )
+    work = segments_of(settings, csr.rowptr, num_dst, num_edges, seg, also)
+    grid, slots = work.grid, work.slots
     lse, part_acc, part_ml = _forward_buffers(
         num_dst, heads, channels, slots, device
     )
     with _on_device(device):
         k.gate_fwd_kernel[(grid,)](
             q_src, q_dst, value, ep if ep is not None else q_src, a_s, a_t,
-            csr.src, settings.kind, csr.rowptr, segptr, seg_node, partptr,
+            csr.src, settings.kind, csr.rowptr, *work.buffers(),
             out, lse, part_acc, part_ml, num_dst,
             settings.seed, settings.p_drop, settings.scale, settings.slope,
-            q_stride,
+            q_stride, *work.offsets(),
             heads, channels, h_pad, c_pad, block, seg,
             ep is not None, settings.p_drop > 0, **_warps(warps),
         )  # fmt: skip
         if slots > 0:
             k.gate_combine_kernel[(num_dst,)](
-                segptr, partptr, part_acc, part_ml, out, lse,
-                settings.scale, heads, channels, h_pad, c_pad,
+                *work.buffers(), part_acc, part_ml, out, lse,
+                settings.scale, *work.offsets(), heads, channels, h_pad,
+                c_pad,
             )  # fmt: skip
     return out, lse
 
@@ -370,25 +370,24 @@ def _launch_forward_1h(
     also = _reverse_rows(
         settings, value.shape[0], num_edges, 1, c_pad, seg
     )  # The backward's second pass's list with this one:
-    segptr, seg_node, partptr, grid, slots = segments_of(
-        settings, csr.rowptr, num_dst, num_edges, seg, also
-    )
+    work = segments_of(settings, csr.rowptr, num_dst, num_edges, seg, also)
+    grid, slots = work.grid, work.slots
     lse, part_acc, part_ml = _forward_buffers(
         num_dst, 1, channels, slots, device
     )
     with _on_device(device):
         k.gate_fwd_1h_kernel[(_cdiv(grid, nodes),)](
             q_src, q_dst, value, ep if ep is not None else q_src, a_s, a_t,
-            csr.src, settings.kind, csr.rowptr, segptr, seg_node, partptr,
+            csr.src, settings.kind, csr.rowptr, *work.buffers(),
             out, lse, part_acc, part_ml, num_dst, grid,
             settings.seed, settings.p_drop, settings.scale, settings.slope,
-            q_stride,
+            q_stride, *work.offsets(),
             channels, c_pad, block, seg, nodes,
             ep is not None, settings.p_drop > 0, num_warps=warps,
         )  # fmt: skip
         if slots > 0:
             k.gate_combine_kernel[(num_dst,)](
-                segptr, partptr, part_acc, part_ml, out, lse,
-                settings.scale, 1, channels, 1, c_pad,
+                *work.buffers(), part_acc, part_ml, out, lse,
+                settings.scale, *work.offsets(), 1, channels, 1, c_pad,
             )  # fmt: skip
     return out, lse

@@ -92,9 +92,8 @@ def _backward(
     f32 = dict(device=device, dtype=torch.float32)
     seg = _segment_length(block_d)
     # The forward's work list when the segments are the same:
-    segptr, seg_node, partptr, num_segments, slots = segments_of(
-        settings, rowptr, num_dst, num_edges, seg
-    )
+    work = segments_of(settings, rowptr, num_dst, num_edges, seg)
+    num_segments, slots = work.grid, work.slots
     # The one-head layout (2-D tiles, `nodes` segments per program):
     one_head = settings.one_head_layout and heads == 1
     if one_head:
@@ -127,11 +126,11 @@ def _backward(
         if num_dst > 0 and one_head:
             k.gate_bwd_dst_1h_kernel[(programs,)](
                 q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
-                src_s, kind, rowptr, segptr, seg_node, partptr,
+                src_s, kind, rowptr, *work.buffers(),
                 lse, grad_out, ga_arg,
                 d_q_dst, delta, g_att, part, part_delta, *rec,
                 num_dst, num_segments, *common, settings.slope, q_stride,
-                g_v, g_c,
+                g_v, g_c, *work.offsets(),
                 channels, c_pad, block_d, seg, nodes, *flags, record,
                 num_warps=warps,
             )  # fmt: skip
@@ -142,18 +141,19 @@ def _backward(
                 kernel, extra = k.gate_bwd_dst_rec_kernel, rec
             kernel[(programs,)](
                 q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
-                src_s, kind, rowptr, segptr, seg_node, partptr,
+                src_s, kind, rowptr, *work.buffers(),
                 lse, grad_out, ga_arg,
                 d_q_dst, delta, g_att, part, part_delta, *extra,
                 num_dst, num_segments, *common, settings.slope, q_stride,
-                g_v, g_h, g_c,
+                g_v, g_h, g_c, *work.offsets(),
                 heads, channels, h_pad, c_pad, block_d, seg, *flags,
                 **_warps(warps),
             )  # fmt: skip
         if num_dst > 0 and slots > 0:
             k.gate_bwd_combine_kernel[(programs_c,)](
-                segptr, partptr, part, part_delta, d_q_dst, delta,
-                g_att, programs, num_dst, heads, channels, h_pad, c_pad,
+                *work.buffers(), part, part_delta, d_q_dst, delta,
+                g_att, programs, num_dst, *work.offsets(),
+                heads, channels, h_pad, c_pad,
             )  # fmt: skip
         if num_dst > 0:
             # The programs' sums into g_as and g_at (its next part):
@@ -164,45 +164,44 @@ def _backward(
             )  # fmt: skip
         if num_src > 0:
             seg, part = seg_s, part_s
-            segptr, seg_node, partptr, grid, slots = segments_of(
-                settings, rev_rowptr, num_src, num_edges, seg
-            )
+            work = segments_of(settings, rev_rowptr, num_src, num_edges, seg)
+            grid, slots = work.grid, work.slots
             if one_head:
                 k.gate_bwd_src_1h_kernel[(_cdiv(grid, nodes),)](
                     q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
-                    dst_s, kind, rev_rowptr, segptr, seg_node, partptr,
+                    dst_s, kind, rev_rowptr, *work.buffers(),
                     rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
                     d_ep if flags[0] else d_q_src, part, *rec,
                     num_src, grid, *common, settings.slope, q_stride,
-                    g_v, g_c,
+                    g_v, g_c, *work.offsets(),
                     channels, c_pad, block_s, seg, nodes, *flags, record,
                     num_warps=warps,
                 )  # fmt: skip
             elif record:
                 k.gate_bwd_src_rec_kernel[(grid,)](
-                    a_s, a_t, dst_s, kind, rev_rowptr, segptr, seg_node,
-                    partptr, rev_pos, grad_out, delta, *rec, d_q_src,
+                    a_s, a_t, dst_s, kind, rev_rowptr, *work.buffers(),
+                    rev_pos, grad_out, delta, *rec, d_q_src,
                     d_value, d_ep if flags[0] else d_q_src, part,
                     num_src, *common, settings.slope,
-                    g_v, g_h, g_c,
+                    g_v, g_h, g_c, *work.offsets(),
                     heads, channels, h_pad, c_pad, block_s, seg, *flags[:2],
                     **_warps(warps),
                 )  # fmt: skip
             else:
                 k.gate_bwd_src_kernel[(grid,)](
                     q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
-                    dst_s, kind, rev_rowptr, segptr, seg_node, partptr,
+                    dst_s, kind, rev_rowptr, *work.buffers(),
                     rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
                     d_ep if flags[0] else d_q_src, part,
                     num_src, *common, settings.slope, q_stride,
-                    g_v, g_h, g_c,
+                    g_v, g_h, g_c, *work.offsets(),
                     heads, channels, h_pad, c_pad, block_s, seg, *flags,
                     **_warps(warps),
                 )  # fmt: skip
             if slots > 0:
                 k.gate_bwd_src_combine_kernel[(num_src,)](
-                    segptr, partptr, part, d_q_src, d_value,
-                    heads, channels, h_pad, c_pad,
+                    *work.buffers(), part, d_q_src, d_value,
+                    *work.offsets(), heads, channels, h_pad, c_pad,
                 )  # fmt: skip
     d_attr = d_weight = None
     if d_ep is not None:

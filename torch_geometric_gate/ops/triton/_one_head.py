@@ -10,15 +10,23 @@ them."""
 import triton
 import triton.language as tl
 
-from ._tiles import _edge_block_1h, _edge_scores_1h, _segment, _store_sums
+from ._tiles import (
+    WORK_LIST,
+    _edge_block_1h,
+    _edge_scores_1h,
+    _segment,
+    _store_sums,
+    _work_list,
+)
 
 
-@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed'])
+@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed', *WORK_LIST])
 def gate_fwd_1h_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
-    src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
+    src_ptr, kind_ptr, rowptr_ptr, lists_ptr, nodes_ptr,
     out_ptr, lse_ptr, part_acc_ptr, part_ml_ptr, num_dst, num_segments,
     seed, p_drop, scale, slope, q_stride,
+    list_first, node_first, list_width,
     C: tl.constexpr, C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
     SEG: tl.constexpr, NODES: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -29,6 +37,9 @@ def gate_fwd_1h_kernel(
     :obj:`NODES` consecutive segments per program (low-degree nodes share
     a program). The same work list, outputs and partial slots (merged by
     :func:`gate_combine_kernel`)."""
+    segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
+        lists_ptr, nodes_ptr, list_first, node_first, list_width
+    )
     c = tl.arange(0, C_PAD)
     c_mask = c < C
     a_s = tl.load(as_ptr + c, mask=c_mask, other=0.0).to(tl.float32)
@@ -80,15 +91,16 @@ def gate_fwd_1h_kernel(
                 tl.store(part_ml_ptr + slot * 2 + 1, l_i)
 
 
-@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed'])
+@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed', *WORK_LIST])
 def gate_bwd_dst_1h_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
-    src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
+    src_ptr, kind_ptr, rowptr_ptr, lists_ptr, nodes_ptr,
     lse_ptr, gout_ptr, galpha_ptr,
     dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
     num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
     g_v, g_c,
+    list_first, node_first, list_width,
     C: tl.constexpr, C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
     SEG: tl.constexpr, NODES: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -100,6 +112,9 @@ def gate_bwd_dst_1h_kernel(
     :math:`\delta_v`, and :obj:`NODES` consecutive segments per program
     (:obj:`gatt[pid]` sums those). The same outputs, partial slots
     (:func:`gate_bwd_combine_kernel`) and record."""
+    segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
+        lists_ptr, nodes_ptr, list_first, node_first, list_width
+    )
     c = tl.arange(0, C_PAD)
     c_mask = c < C
     a_s = tl.load(as_ptr + c, mask=c_mask, other=0.0).to(tl.float32)
@@ -183,15 +198,16 @@ def gate_bwd_dst_1h_kernel(
     tl.store(base + C, g_at, mask=c_mask)
 
 
-@triton.jit(do_not_specialize=['num_src', 'num_segments', 'seed'])
+@triton.jit(do_not_specialize=['num_src', 'num_segments', 'seed', *WORK_LIST])
 def gate_bwd_src_1h_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
-    dst_ptr, kind_ptr, rev_rowptr_ptr, segptr_ptr, seg_node_ptr,
-    partptr_ptr, rev_pos_ptr, lse_ptr, gout_ptr,
+    dst_ptr, kind_ptr, rev_rowptr_ptr, lists_ptr, nodes_ptr,
+    rev_pos_ptr, lse_ptr, gout_ptr,
     galpha_ptr, delta_ptr, dqs_ptr, dval_ptr, dep_ptr, part_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
     num_src, num_segments, seed, p_drop, scale, slope, q_stride,
     g_v, g_c,
+    list_first, node_first, list_width,
     C: tl.constexpr, C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
     SEG: tl.constexpr, NODES: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -204,6 +220,9 @@ def gate_bwd_src_1h_kernel(
     :obj:`NODES` consecutive segments of source nodes per program. The
     same outputs, per-edge :math:`dz_e` and partial slots
     (:func:`gate_bwd_src_combine_kernel`)."""
+    segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
+        lists_ptr, nodes_ptr, list_first, node_first, list_width
+    )
     c = tl.arange(0, C_PAD)
     c_mask = c < C
     c64 = c.to(tl.int64)

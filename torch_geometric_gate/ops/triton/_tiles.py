@@ -58,6 +58,20 @@ def _keep(seed, p, h, p_drop, H: tl.constexpr):
     return r >= p_drop
 
 
+#: The offsets of a work list that every kernel taking one declares
+#: :obj:`do_not_specialize` (they change with the graph).
+WORK_LIST = ('list_first', 'node_first', 'list_width')
+
+
+@triton.jit
+def _work_list(lists_ptr, nodes_ptr, list_first, node_first, list_width):
+    # A work list of segments() within its buffers: its segment pointer at
+    # `list_first` of `lists`, its partial-slot pointer `list_width` past
+    # it, the node of every program at `node_first` of `nodes`.
+    segptr_ptr = lists_ptr + list_first
+    return segptr_ptr, nodes_ptr + node_first, segptr_ptr + list_width
+
+
 @triton.jit
 def _segment(
     j, num_nodes, num_segments, seg_node_ptr, segptr_ptr, rowptr_ptr,
