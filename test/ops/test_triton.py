@@ -13,6 +13,7 @@ import sys
 import pytest
 import torch
 from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
 
 if importlib.util.find_spec('triton') is None:
     pytest.skip('Triton is not installed', allow_module_level=True)
@@ -1077,6 +1078,110 @@ def test_triton_views_of_one_product_match_dense(heads, one_head):
     inputs['q_src'], inputs['q_dst'], inputs['value'] = fused.unbind(1)
     with attention_kernel('triton', triton_one_head_layout=one_head):
         check_against(chunked_attention, graph, inputs, slope=0.2)
+
+
+class _OpNames(TorchDispatchMode):
+    # The ATen operators issued while active, by name.
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize(
+    'heads,one_head,seg', [(3, False, None), (1, True, None), (2, False, 4),
+                           (1, True, 4)],
+)  # fmt: skip
+def test_triton_differentiates_the_projection_product_in_place(
+    heads, one_head, seg, monkeypatch
+):
+    # Given the [N, 3 H C] product whose views the projections are
+    # (AttentionInputs.product), the autograd function differentiates it
+    # in their place: the same gradients as autograd's through the three
+    # views (the kernels write at stride 3 H C; with segments of 4 edges
+    # the split nodes' combine kernels too), without a stack of the three.
+    from torch_geometric_gate import attention_kernel
+    from torch_geometric_gate.ops import projection_product
+
+    if seg:
+        monkeypatch.setattr(launch, 'BLOCK_EDGES', 2)
+        monkeypatch.setattr(launch, 'SEGMENT_EDGES', seg)
+    graph = make_graph()
+    inputs = make_inputs(7, 7, graph[0].numel(), heads, 5, 2, seed=3)
+    gen = torch.Generator().manual_seed(4)
+    product = torch.randn(7, 3 * heads * 5, generator=gen).to(DEVICE)
+    product.requires_grad_()
+    value, q_src, q_dst = product.view(7, 3, heads, 5).unbind(1)
+    assert projection_product(q_src, q_dst, value) is product
+    inputs.update(q_src=q_src, q_dst=q_dst, value=value)
+    wanted = [product] + [
+        inputs[k] for k in NAMES[3:] if inputs[k] is not None
+    ]
+    got = {}
+    with attention_kernel('triton', triton_one_head_layout=one_head):
+        for given in (product, None):
+            bundled = bundle(graph, inputs, 0.2)
+            projections = AttentionInputs(
+                q_src, q_dst, value, inputs['edge_attr'], given
+            )
+            alpha, out = tops.triton_attention(
+                *bundled, projections, current_settings()
+            )
+            seeds = torch.Generator().manual_seed(1)
+            grad_alpha = torch.randn(alpha.shape, generator=seeds)
+            grad_out = torch.randn(out.shape, generator=seeds)
+            with _OpNames() as ops:
+                got[given is None] = torch.autograd.grad(
+                    (alpha, out), wanted,
+                    (grad_alpha.to(DEVICE), grad_out.to(DEVICE)),
+                )  # fmt: skip
+            assert ('aten.stack' in ops.names) == (given is None)
+    for a, b, t in zip(got[False], got[True], wanted):
+        assert a.shape == t.shape
+        assert_close(a, b, what='the product vs its three views')
+
+
+def test_triton_double_backward_through_the_projection_product():
+    # With the product given, the double backward (the chunked kernels
+    # under autograd) differentiates the product too: a gradient
+    # penalty's gradients as through the three views.
+    graph = make_graph()
+    inputs = make_inputs(7, 7, graph[0].numel(), 2, 4, 2, seed=5)
+    gen = torch.Generator().manual_seed(6)
+    product = torch.randn(7, 24, generator=gen).to(DEVICE).requires_grad_()
+    value, q_src, q_dst = product.view(7, 3, 2, 4).unbind(1)
+    inputs.update(q_src=q_src, q_dst=q_dst, value=value)
+    got = {}
+    for given in (product, None):
+        projections = AttentionInputs(
+            q_src, q_dst, value, inputs['edge_attr'], given
+        )
+        _, out = tops.triton_attention(
+            *bundle(graph, inputs, 0.2), projections, current_settings()
+        )
+        (g,) = torch.autograd.grad(
+            out.square().sum(), product, create_graph=True
+        )
+        (gg,) = torch.autograd.grad(g.square().sum(), product)
+        got[given is None] = (g, gg)
+    for a, b in zip(got[False], got[True]):
+        assert_close(a, b, what='the product vs its three views')
+
+
+def test_triton_refuses_a_product_the_projections_are_not_views_of():
+    graph = make_graph()
+    inputs = make_inputs(7, 7, graph[0].numel(), 2, 4, None)
+    other = torch.randn(7, 24, device=DEVICE)
+    projections = AttentionInputs(
+        inputs['q_src'], inputs['q_dst'], inputs['value'], None, other
+    )
+    with pytest.raises(ValueError, match="'AttentionInputs.product' must"):
+        tops.triton_attention(
+            *bundle(graph, inputs), projections, current_settings()
+        )
 
 
 @pytest.mark.parametrize('rows,width', [(1, 6), (70, 30), (33, 300)])

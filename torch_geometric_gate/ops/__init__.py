@@ -15,7 +15,12 @@ runs a kernel; the kernels take tensors only
 
 from .functional import gate_attention
 from .switch import KERNELS, KernelSettings, attention_kernel, current_settings
-from .types import AttentionGraph, AttentionInputs, AttentionParams
+from .types import (
+    AttentionGraph,
+    AttentionInputs,
+    AttentionParams,
+    projection_product,
+)
 
 __all__ = [
     'KERNELS',
@@ -26,4 +31,5 @@ __all__ = [
     'attention_kernel',
     'current_settings',
     'gate_attention',
+    'projection_product',
 ]

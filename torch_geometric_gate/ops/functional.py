@@ -238,7 +238,7 @@ def _reference(
 ) -> Tuple[Tensor, Tensor]:
     r"""The attention with PyG's softmax and scatter (autograd saves its
     :obj:`[E, H, C]` tensors)."""
-    q_src, q_dst, value, edge_attr = inputs
+    q_src, q_dst, value, edge_attr, _ = inputs
     src, dst = graph.src, graph.dst
     loop, masked = graph.flags()
     z = q_src.index_select(0, src) + q_dst.index_select(0, dst)

@@ -131,3 +131,34 @@ class AttentionInputs(NamedTuple):
     #: Edge features :obj:`[E, D]` (used with
     #: :attr:`AttentionParams.weight_edge`), or :obj:`None`.
     edge_attr: Optional[Tensor] = None
+    #: The :obj:`[N, 3 H C]` product whose views :obj:`value, q_src,
+    #: q_dst` are (:func:`projection_product`: the layer's one projection
+    #: product), or :obj:`None`. Given, a kernel may differentiate it in
+    #: their place (the Triton kernels write its gradient in place: no
+    #: stack of three gradients into a copy); so give it only where
+    #: nothing asks for the views' own gradients (their hooks, or
+    #: :func:`torch.autograd.grad` of the views).
+    product: Optional[Tensor] = None
+
+
+def projection_product(
+    q_src: Tensor, q_dst: Tensor, value: Tensor
+) -> Optional[Tensor]:
+    r"""The :obj:`[N, 3 H C]` tensor whose views :obj:`value, q_src, q_dst`
+    are, in this order and each :obj:`[N, H, C]` (as
+    :class:`~torch_geometric_gate.GATEConv` projects), or :obj:`None`: no
+    operator, the views' metadata alone."""
+    base = value._base
+    if base is None or q_src._base is not base or q_dst._base is not base:
+        return None
+    num, heads, channels = value.shape
+    width = heads * channels
+    if base.shape != (num, 3 * width) or not base.is_contiguous():
+        return None
+    first = base.storage_offset()
+    for i, t in enumerate((value, q_src, q_dst)):
+        if t.shape != value.shape or t.stride() != (3 * width, channels, 1):
+            return None
+        if t.storage_offset() != first + i * width:
+            return None
+    return base

@@ -42,6 +42,7 @@ from torch_geometric_gate.ops import (
     AttentionGraph,
     AttentionInputs,
     AttentionParams,
+    projection_product,
 )
 from torch_geometric_gate.ops.dispatch import attend
 from torch_geometric_gate.utils._validation import (
@@ -201,7 +202,13 @@ class KernelGATEConv(gate_conv.GATEConv):
                 training=self.training,
                 need_weights=need_weights,
             )
-            inputs = AttentionInputs(x[0], x[1], value, edge_attr)
+            # The layer's views of its one projection product (nothing
+            # else sees them): a kernel may differentiate the product
+            # (not under torch.compile, whose operators take the three).
+            product = None
+            if not torch.compiler.is_compiling():
+                product = projection_product(x[0], x[1], value)
+            inputs = AttentionInputs(x[0], x[1], value, edge_attr, product)
             result = attend(graph, params, inputs, self._reference_only())
             if result is not None:
                 return result

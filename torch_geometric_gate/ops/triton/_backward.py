@@ -25,7 +25,7 @@ def _bwd_dst(
     lse_ptr, gout_ptr, galpha_ptr,
     dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
-    g_v, g_h, g_c,
+    g_v, g_h, g_c, d_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -112,7 +112,7 @@ def _bwd_dst(
                 y_s += tl.sum((alpha - a_t_e)[:, :, None] * act, 0)
             if count == 1:
                 dqd = sum_a - delta[:, None] * sum_b
-                tl.store(dqd_ptr + v * HC + hc, dqd, mask=hc_mask)
+                tl.store(dqd_ptr + v * d_stride + hc, dqd, mask=hc_mask)
                 tl.store(delta_ptr + v * H + h, delta, mask=h_mask)
                 g_as += x_s - delta[:, None] * y_s
                 g_at += x_t - delta[:, None] * y_t
@@ -133,10 +133,10 @@ def gate_bwd_dst_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, kind_ptr, rowptr_ptr, lists_ptr, nodes_ptr,
     lse_ptr, gout_ptr, galpha_ptr,
-    dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
+    dproj_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
     g_v, g_h, g_c,
-    list_first, node_first, list_width,
+    list_first, node_first, list_width, dqd_first, d_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -153,11 +153,13 @@ def gate_bwd_dst_kernel(
       \alpha_e g_e` (one pass over the edges, no second loop),
     * :math:`d\mathbf{a}_k` likewise with :math:`\phi(z_e)` for the edges
       of kind :math:`k`, summed over this program's nodes into
-      :obj:`gatt[pid]` (reduced in PyTorch: deterministic, no atomics).
+      :obj:`gatt[pid]` (summed by :func:`gate_att_grad_kernel`:
+      deterministic, no atomics).
 
     A node of one segment gets :obj:`dqd[v]` and :obj:`delta[v]` for pass
     2; the segments of a split node write their sums to the partial slots
     :obj:`partptr[v] + k`, finished by :func:`gate_bwd_combine_kernel`."""
+    dqd_ptr = dproj_ptr + dqd_first  # (rows d_stride apart)
     segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
         lists_ptr, nodes_ptr, list_first, node_first, list_width
     )
@@ -167,7 +169,7 @@ def gate_bwd_dst_kernel(
         lse_ptr, gout_ptr, galpha_ptr,
         dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
         num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
-    g_v, g_h, g_c,
+        g_v, g_h, g_c, d_stride,
         H, C, H_PAD, C_PAD, BLOCK_E, SEG, HAS_EDGE, HAS_DROPOUT, HAS_GALPHA,
         lse_ptr, lse_ptr, lse_ptr, False,
     )  # fmt: skip
@@ -178,11 +180,11 @@ def gate_bwd_dst_rec_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, kind_ptr, rowptr_ptr, lists_ptr, nodes_ptr,
     lse_ptr, gout_ptr, galpha_ptr,
-    dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
+    dproj_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
     num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
     g_v, g_h, g_c,
-    list_first, node_first, list_width,
+    list_first, node_first, list_width, dqd_first, d_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -194,6 +196,7 @@ def gate_bwd_dst_rec_kernel(
     weight's gradient :math:`d\alpha_e` (after dropout) in float32, and the
     signs of :math:`z_e` as bits of an int64 (channel :obj:`c`: bit
     :obj:`c`; :obj:`C_PAD <= 64`): 16 bytes per edge and head."""
+    dqd_ptr = dproj_ptr + dqd_first  # (rows d_stride apart)
     segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
         lists_ptr, nodes_ptr, list_first, node_first, list_width
     )
@@ -203,7 +206,7 @@ def gate_bwd_dst_rec_kernel(
         lse_ptr, gout_ptr, galpha_ptr,
         dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
         num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
-    g_v, g_h, g_c,
+        g_v, g_h, g_c, d_stride,
         H, C, H_PAD, C_PAD, BLOCK_E, SEG, HAS_EDGE, HAS_DROPOUT, HAS_GALPHA,
         rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr, True,
     )  # fmt: skip
@@ -212,8 +215,8 @@ def gate_bwd_dst_rec_kernel(
 @triton.jit(do_not_specialize=['num_dst', 'gatt_first', *WORK_LIST])
 def gate_bwd_combine_kernel(
     lists_ptr, nodes_ptr, part_ptr, part_delta_ptr,
-    dqd_ptr, delta_ptr, gatt_ptr, gatt_first, num_dst,
-    list_first, node_first, list_width,
+    dproj_ptr, delta_ptr, gatt_ptr, gatt_first, num_dst,
+    list_first, node_first, list_width, dqd_first, d_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr,
 ):  # fmt: skip
@@ -222,6 +225,7 @@ def gate_bwd_combine_kernel(
     segment order, and finish it as :func:`gate_bwd_dst_kernel` finishes a
     node of one segment (its attention-vector gradients into
     :obj:`gatt[gatt_first + pid]`)."""
+    dqd_ptr = dproj_ptr + dqd_first  # (rows d_stride apart)
     segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
         lists_ptr, nodes_ptr, list_first, node_first, list_width
     )
@@ -256,7 +260,7 @@ def gate_bwd_combine_kernel(
                     other=0.0,
                 )  # fmt: skip
             dqd = sum_a - delta[:, None] * sum_b
-            tl.store(dqd_ptr + v * HC + hc, dqd, mask=hc_mask)
+            tl.store(dqd_ptr + v * d_stride + hc, dqd, mask=hc_mask)
             tl.store(delta_ptr + v * H + h, delta, mask=h_mask)
             g_as += x_s - delta[:, None] * y_s
             g_at += x_t - delta[:, None] * y_t
@@ -293,9 +297,10 @@ def gate_bwd_src_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     dst_ptr, kind_ptr, rev_rowptr_ptr, lists_ptr, nodes_ptr,
     rev_pos_ptr, lse_ptr, gout_ptr,
-    galpha_ptr, delta_ptr, dqs_ptr, dval_ptr, dep_ptr, part_ptr,
+    galpha_ptr, delta_ptr, dproj_ptr, dep_ptr, part_ptr,
     num_src, seed, p_drop, scale, slope, q_stride, g_v, g_h, g_c,
-    list_first, node_first, list_width,
+    list_first, node_first, list_width, dqs_first, dval_first,
+    d_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -312,6 +317,8 @@ def gate_bwd_src_kernel(
     atomics. The segments of a split node write their sums to the partial
     slots :obj:`partptr[u] + k`, added up by
     :func:`gate_bwd_src_combine_kernel`."""
+    dqs_ptr = dproj_ptr + dqs_first  # (rows d_stride apart)
+    dval_ptr = dproj_ptr + dval_first
     segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
         lists_ptr, nodes_ptr, list_first, node_first, list_width
     )
@@ -369,8 +376,8 @@ def gate_bwd_src_kernel(
         if HAS_EDGE:
             tl.store(dep_ptr + p[:, None, None] * HC + hc[None, :, :], dz, m3)
     if count == 1:
-        tl.store(dqs_ptr + u * HC + hc, dqs, mask=hc_mask)
-        tl.store(dval_ptr + u * HC + hc, dval, mask=hc_mask)
+        tl.store(dqs_ptr + u * d_stride + hc, dqs, mask=hc_mask)
+        tl.store(dval_ptr + u * d_stride + hc, dval, mask=hc_mask)
     else:
         slot = (tl.load(partptr_ptr + u) + k).to(tl.int64)
         tl.store(part_ptr + slot * 2 * HC + hc, dqs, mask=hc_mask)
@@ -379,13 +386,16 @@ def gate_bwd_src_kernel(
 
 @triton.jit(do_not_specialize=[*WORK_LIST])
 def gate_bwd_src_combine_kernel(
-    lists_ptr, nodes_ptr, part_ptr, dqs_ptr, dval_ptr,
-    list_first, node_first, list_width,
+    lists_ptr, nodes_ptr, part_ptr, dproj_ptr,
+    list_first, node_first, list_width, dqs_first, dval_first,
+    d_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr,
 ):  # fmt: skip
     r"""One program per source node: adds up the partial sums of a node
     split into several segments, in segment order."""
+    dqs_ptr = dproj_ptr + dqs_first  # (rows d_stride apart)
+    dval_ptr = dproj_ptr + dval_first
     segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
         lists_ptr, nodes_ptr, list_first, node_first, list_width
     )
@@ -402,8 +412,8 @@ def gate_bwd_src_combine_kernel(
         base = part_ptr + (first + k) * 2 * HC + hc
         dqs += tl.load(base, mask=hc_mask, other=0.0)
         dval += tl.load(base + HC, mask=hc_mask, other=0.0)
-    tl.store(dqs_ptr + u * HC + hc, dqs, mask=hc_mask)
-    tl.store(dval_ptr + u * HC + hc, dval, mask=hc_mask)
+    tl.store(dqs_ptr + u * d_stride + hc, dqs, mask=hc_mask)
+    tl.store(dval_ptr + u * d_stride + hc, dval, mask=hc_mask)
 
 
 @triton.jit(do_not_specialize=['num_src', 'seed', *WORK_LIST])
@@ -411,9 +421,10 @@ def gate_bwd_src_rec_kernel(
     as_ptr, at_ptr, dst_ptr, kind_ptr, rev_rowptr_ptr, lists_ptr,
     nodes_ptr, rev_pos_ptr, gout_ptr, delta_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
-    dqs_ptr, dval_ptr, dep_ptr, part_ptr,
+    dproj_ptr, dep_ptr, part_ptr,
     num_src, seed, p_drop, scale, slope, g_v, g_h, g_c,
-    list_first, node_first, list_width,
+    list_first, node_first, list_width, dqs_first, dval_first,
+    d_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -429,6 +440,8 @@ def gate_bwd_src_rec_kernel(
     \sum_e dz_e`, :math:`dW x_u = \sum_e \alpha'_e d\mathrm{out}_v`. The
     same segments, partial slots (:func:`gate_bwd_src_combine_kernel`)
     and per-edge :math:`dz_e` as :func:`gate_bwd_src_kernel`."""
+    dqs_ptr = dproj_ptr + dqs_first  # (rows d_stride apart)
+    dval_ptr = dproj_ptr + dval_first
     segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
         lists_ptr, nodes_ptr, list_first, node_first, list_width
     )
@@ -477,8 +490,8 @@ def gate_bwd_src_rec_kernel(
         if HAS_EDGE:
             tl.store(dep_ptr + p[:, None, None] * HC + hc[None, :, :], dz, m3)
     if count == 1:
-        tl.store(dqs_ptr + u * HC + hc, dqs, mask=hc_mask)
-        tl.store(dval_ptr + u * HC + hc, dval, mask=hc_mask)
+        tl.store(dqs_ptr + u * d_stride + hc, dqs, mask=hc_mask)
+        tl.store(dval_ptr + u * d_stride + hc, dval, mask=hc_mask)
     else:
         slot = (tl.load(partptr_ptr + u) + k).to(tl.int64)
         tl.store(part_ptr + slot * 2 * HC + hc, dqs, mask=hc_mask)

@@ -48,7 +48,11 @@ def _backward(
     :obj:`warps`: the two passes' warps (default: :obj:`settings.warps`,
     else Triton's, 4; the one-head layout's :data:`ONE_HEAD_WARPS`).
     :obj:`views`: the gradients may be views of one tensor (the autograd
-    function's; a custom operator returns none)."""
+    function's; a custom operator returns none). Where
+    :obj:`settings.fused` gives the shape of the product whose views the
+    projections are, its gradient (written by the kernels in place, rows
+    :obj:`3 H C` apart) comes in the place of :obj:`q_src`'s, :obj:`None`
+    in those of :obj:`q_dst` and :obj:`value`."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
     record = settings.record if record is None else record
@@ -105,13 +109,16 @@ def _backward(
     programs_c = _num_programs(device, num_dst) if slots > 0 else 0
     seg_s = _segment_length(block_s)
     slots_s = split_slots(num_edges, seg_s)
+    # Where the projections are the parts of one product (the autograd
+    # function's `settings.fused`: its shape), their gradients too:
+    fused = settings.fused
     (
-        d_q_dst, d_q_src, d_value, g_att, g_as, g_at, d_ep, delta, part,
-        part_delta, part_s,
+        proj, g_att, g_as, g_at, d_ep, delta, part, part_delta, part_s,
     ) = _backward_buffers(
         value, num_dst, num_edges, flags[0], programs + programs_c, slots,
-        slots_s,
+        slots_s, fused is not None,
     )  # fmt: skip
+    dproj, (dqd_first, dqs_first, dval_first), d_stride = proj[:3]
     ep_arg = ep if flags[0] else q_src_c
     ga_arg = grad_alpha if flags[2] else lse
     record = record and c_pad <= 64
@@ -128,9 +135,9 @@ def _backward(
                 q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
                 src_s, kind, rowptr, *work.buffers(),
                 lse, grad_out, ga_arg,
-                d_q_dst, delta, g_att, part, part_delta, *rec,
+                dproj, delta, g_att, part, part_delta, *rec,
                 num_dst, num_segments, *common, settings.slope, q_stride,
-                g_v, g_c, *work.offsets(),
+                g_v, g_c, *work.offsets(), dqd_first, d_stride,
                 channels, c_pad, block_d, seg, nodes, *flags, record,
                 num_warps=warps,
             )  # fmt: skip
@@ -143,17 +150,17 @@ def _backward(
                 q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
                 src_s, kind, rowptr, *work.buffers(),
                 lse, grad_out, ga_arg,
-                d_q_dst, delta, g_att, part, part_delta, *extra,
+                dproj, delta, g_att, part, part_delta, *extra,
                 num_dst, num_segments, *common, settings.slope, q_stride,
-                g_v, g_h, g_c, *work.offsets(),
+                g_v, g_h, g_c, *work.offsets(), dqd_first, d_stride,
                 heads, channels, h_pad, c_pad, block_d, seg, *flags,
                 **_warps(warps),
             )  # fmt: skip
         if num_dst > 0 and slots > 0:
             k.gate_bwd_combine_kernel[(programs_c,)](
-                *work.buffers(), part, part_delta, d_q_dst, delta,
-                g_att, programs, num_dst, *work.offsets(),
-                heads, channels, h_pad, c_pad,
+                *work.buffers(), part, part_delta, dproj, delta,
+                g_att, programs, num_dst, *work.offsets(), dqd_first,
+                d_stride, heads, channels, h_pad, c_pad,
             )  # fmt: skip
         if num_dst > 0:
             # The programs' sums into g_as and g_at (its next part):
@@ -164,26 +171,27 @@ def _backward(
             )  # fmt: skip
         if num_src > 0:
             seg, part = seg_s, part_s
+            src_firsts = (dqs_first, dval_first)
             work = segments_of(settings, rev_rowptr, num_src, num_edges, seg)
             grid, slots = work.grid, work.slots
             if one_head:
                 k.gate_bwd_src_1h_kernel[(_cdiv(grid, nodes),)](
                     q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
                     dst_s, kind, rev_rowptr, *work.buffers(),
-                    rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
-                    d_ep if flags[0] else d_q_src, part, *rec,
+                    rev_pos, lse, grad_out, ga_arg, delta, dproj,
+                    d_ep if flags[0] else dproj, part, *rec,
                     num_src, grid, *common, settings.slope, q_stride,
-                    g_v, g_c, *work.offsets(),
+                    g_v, g_c, *work.offsets(), *src_firsts, d_stride,
                     channels, c_pad, block_s, seg, nodes, *flags, record,
                     num_warps=warps,
                 )  # fmt: skip
             elif record:
                 k.gate_bwd_src_rec_kernel[(grid,)](
                     a_s, a_t, dst_s, kind, rev_rowptr, *work.buffers(),
-                    rev_pos, grad_out, delta, *rec, d_q_src,
-                    d_value, d_ep if flags[0] else d_q_src, part,
+                    rev_pos, grad_out, delta, *rec, dproj,
+                    d_ep if flags[0] else dproj, part,
                     num_src, *common, settings.slope,
-                    g_v, g_h, g_c, *work.offsets(),
+                    g_v, g_h, g_c, *work.offsets(), *src_firsts, d_stride,
                     heads, channels, h_pad, c_pad, block_s, seg, *flags[:2],
                     **_warps(warps),
                 )  # fmt: skip
@@ -191,17 +199,17 @@ def _backward(
                 k.gate_bwd_src_kernel[(grid,)](
                     q_src_c, q_dst_c, value_c, ep_arg, a_s, a_t,
                     dst_s, kind, rev_rowptr, *work.buffers(),
-                    rev_pos, lse, grad_out, ga_arg, delta, d_q_src, d_value,
-                    d_ep if flags[0] else d_q_src, part,
+                    rev_pos, lse, grad_out, ga_arg, delta, dproj,
+                    d_ep if flags[0] else dproj, part,
                     num_src, *common, settings.slope, q_stride,
-                    g_v, g_h, g_c, *work.offsets(),
+                    g_v, g_h, g_c, *work.offsets(), *src_firsts, d_stride,
                     heads, channels, h_pad, c_pad, block_s, seg, *flags,
                     **_warps(warps),
                 )  # fmt: skip
             if slots > 0:
                 k.gate_bwd_src_combine_kernel[(num_src,)](
-                    *work.buffers(), part, d_q_src, d_value,
-                    *work.offsets(), heads, channels, h_pad, c_pad,
+                    *work.buffers(), part, dproj, *work.offsets(),
+                    *src_firsts, d_stride, heads, channels, h_pad, c_pad,
                 )  # fmt: skip
     d_attr = d_weight = None
     if d_ep is not None:
@@ -216,10 +224,21 @@ def _backward(
                 weight_edge.dtype
             )
     # Views of one buffer where `views` allows them:
+    if fused is not None:  # The product's gradient in the place of q_src:
+        projections = (
+            proj[3].view(fused).to(value.dtype, copy=not views)
+            if need[0] else None,
+            None, None,
+        )  # fmt: skip
+    else:
+        d_q_dst, d_q_src, d_value = proj[3]
+        projections = (
+            d_q_src.to(q_src.dtype, copy=not views) if need[0] else None,
+            d_q_dst.to(q_dst.dtype, copy=not views) if need[1] else None,
+            d_value.to(value.dtype, copy=not views) if need[2] else None,
+        )  # fmt: skip
     return (
-        d_q_src.to(q_src.dtype, copy=not views) if need[0] else None,
-        d_q_dst.to(q_dst.dtype, copy=not views) if need[1] else None,
-        d_value.to(value.dtype, copy=not views) if need[2] else None,
+        *projections,
         d_attr,
         d_weight,
         *_att_grads(g_as, g_at, att_neighbor, att_self, need, views),
@@ -227,33 +246,46 @@ def _backward(
 
 
 def _backward_buffers(
-    value, num_dst, num_edges, edge, programs, slots, slots_s
+    value, num_dst, num_edges, edge, programs, slots, slots_s, fused
 ):
     r"""The backward's float32 outputs as parts of one zeroed buffer of
     :obj:`[H, C]` rows (one allocation; a :obj:`[N, H]` part takes
-    :obj:`ceil(N / C)` rows): the gradients of :obj:`q_dst, q_src, value`,
-    the attention vectors' sums of the :obj:`programs` (two rows each)
+    :obj:`ceil(N / C)` rows): the gradients of the projections, the
+    attention vectors' sums of the :obj:`programs` (two rows each)
     and their total, the gradients of :obj:`att_neighbor` and
     :obj:`att_self` (one row each, in this order), the edge projection's
-    gradient (with :obj:`edge`, else :obj:`None`),
-    :obj:`delta`, and the partial sums of the split nodes of both
-    passes (:obj:`slots`, :obj:`slots_s`; :obj:`delta` stands in where
-    there are none: not read)."""
+    gradient (with :obj:`edge`, else :obj:`None`), :obj:`delta`, and the
+    partial sums of the split nodes of both passes (:obj:`slots`,
+    :obj:`slots_s`; :obj:`delta` stands in where there are none: not
+    read). The projections' gradients come as :obj:`(buffer, (first of
+    q_dst's, of q_src's, of value's), row stride, gradients)` (the kernels
+    write them at :obj:`first + row * stride` of the buffer): three parts
+    :obj:`q_dst, q_src, value`, or with :obj:`fused` one part of
+    :obj:`N` rows of :obj:`value, q_src, q_dst` each, laid out as the
+    product :obj:`[N, 3, H, C]` they are the parts of."""
     num_src, heads, channels = value.shape
-    rows = [num_dst, num_src, num_src, 2 * programs, 1, 1]
-    rows += [num_edges * edge, _cdiv(num_dst, channels), 6 * slots]
-    rows += [_cdiv(slots, channels), 2 * slots_s]
-    parts = torch.zeros(
+    width = heads * channels
+    proj = [3 * num_src] if fused else [num_dst, num_src, num_src]
+    rows = proj + [2 * programs, 1, 1, num_edges * edge]
+    rows += [_cdiv(num_dst, channels), 6 * slots, _cdiv(slots, channels)]
+    rows += [2 * slots_s]
+    buffer = torch.zeros(
         sum(rows), heads, channels, device=value.device, dtype=torch.float32
-    ).split(rows)
-    d_q_dst, d_q_src, d_value, g_att, g_as, g_at, d_ep, delta = parts[:8]
+    )
+    parts = buffer.split(rows)
+    if fused:
+        grads, firsts, stride = parts[0], (2 * width, width, 0), 3 * width
+    else:
+        grads, stride = parts[:3], width
+        firsts = (0, num_dst * width, (num_dst + num_src) * width)
+    g_att, g_as, g_at, d_ep, delta = parts[len(proj) : len(proj) + 5]
     part = part_delta = part_s = delta
     if slots > 0:
-        part, part_delta = parts[8], parts[9]
+        part, part_delta = parts[len(proj) + 5], parts[len(proj) + 6]
     if slots_s > 0:
-        part_s = parts[10]
+        part_s = parts[len(proj) + 7]
     return (
-        d_q_dst, d_q_src, d_value, g_att, g_as, g_at,
+        (buffer, firsts, stride, grads), g_att, g_as, g_at,
         d_ep if edge else None, delta, part, part_delta, part_s,
     )  # fmt: skip
 

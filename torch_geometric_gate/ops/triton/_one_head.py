@@ -96,11 +96,11 @@ def gate_bwd_dst_1h_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, kind_ptr, rowptr_ptr, lists_ptr, nodes_ptr,
     lse_ptr, gout_ptr, galpha_ptr,
-    dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
+    dproj_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
     num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
     g_v, g_c,
-    list_first, node_first, list_width,
+    list_first, node_first, list_width, dqd_first, d_stride,
     C: tl.constexpr, C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
     SEG: tl.constexpr, NODES: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -112,6 +112,7 @@ def gate_bwd_dst_1h_kernel(
     :math:`\delta_v`, and :obj:`NODES` consecutive segments per program
     (:obj:`gatt[pid]` sums those). The same outputs, partial slots
     (:func:`gate_bwd_combine_kernel`) and record."""
+    dqd_ptr = dproj_ptr + dqd_first  # (rows d_stride apart)
     segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
         lists_ptr, nodes_ptr, list_first, node_first, list_width
     )
@@ -182,7 +183,8 @@ def gate_bwd_dst_1h_kernel(
                 x_s += tl.sum((w1 - w_t)[:, None] * act, 0)
                 y_s += tl.sum((alpha - a_t_e)[:, None] * act, 0)
             if count == 1:
-                tl.store(dqd_ptr + v * C + c, sum_a - delta * sum_b, c_mask)
+                dqd = sum_a - delta * sum_b
+                tl.store(dqd_ptr + v * d_stride + c, dqd, mask=c_mask)
                 tl.store(delta_ptr + v, delta)
                 g_as += x_s - delta * y_s
                 g_at += x_t - delta * y_t
@@ -203,11 +205,12 @@ def gate_bwd_src_1h_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     dst_ptr, kind_ptr, rev_rowptr_ptr, lists_ptr, nodes_ptr,
     rev_pos_ptr, lse_ptr, gout_ptr,
-    galpha_ptr, delta_ptr, dqs_ptr, dval_ptr, dep_ptr, part_ptr,
+    galpha_ptr, delta_ptr, dproj_ptr, dep_ptr, part_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
     num_src, num_segments, seed, p_drop, scale, slope, q_stride,
     g_v, g_c,
-    list_first, node_first, list_width,
+    list_first, node_first, list_width, dqs_first, dval_first,
+    d_stride,
     C: tl.constexpr, C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
     SEG: tl.constexpr, NODES: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -220,6 +223,8 @@ def gate_bwd_src_1h_kernel(
     :obj:`NODES` consecutive segments of source nodes per program. The
     same outputs, per-edge :math:`dz_e` and partial slots
     (:func:`gate_bwd_src_combine_kernel`)."""
+    dqs_ptr = dproj_ptr + dqs_first  # (rows d_stride apart)
+    dval_ptr = dproj_ptr + dval_first
     segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
         lists_ptr, nodes_ptr, list_first, node_first, list_width
     )
@@ -296,8 +301,8 @@ def gate_bwd_src_1h_kernel(
                 if HAS_EDGE:
                     tl.store(dep_ptr + p[:, None] * C + c[None, :], dz, m2)
             if count == 1:
-                tl.store(dqs_ptr + u * C + c, dqs, mask=c_mask)
-                tl.store(dval_ptr + u * C + c, dval, mask=c_mask)
+                tl.store(dqs_ptr + u * d_stride + c, dqs, mask=c_mask)
+                tl.store(dval_ptr + u * d_stride + c, dval, mask=c_mask)
             else:
                 slot = (tl.load(partptr_ptr + u) + k).to(tl.int64)
                 tl.store(part_ptr + slot * 2 * C + c, dqs, mask=c_mask)

@@ -125,18 +125,28 @@ from torch_geometric_gate.ops.types import (
     AttentionGraph,
     AttentionInputs,
     AttentionParams,
+    projection_product,
 )
 
 
 class TritonAttention(torch.autograd.Function):
     r"""The autograd function of :func:`triton_attention`; returns
-    :obj:`(alpha [E, H] or None, out [N_dst, H, C])`."""
+    :obj:`(alpha [E, H] or None, out [N_dst, H, C])`. Where the projections
+    are the views of one product (:attr:`AttentionInputs.product`), it
+    takes that
+    product in the place of :obj:`q_src` (:obj:`None` for :obj:`q_dst` and
+    :obj:`value`; the parts in :obj:`settings.parts`) and returns its
+    gradient, written in place by the kernels: autograd stacks no three
+    gradients into a copy of it."""
 
     @staticmethod
     def forward(
         ctx, q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
         att_self, perm, src_s, rowptr, settings,
     ):  # fmt: skip
+        if settings.fused is not None:
+            q_src, q_dst, value = settings.parts
+            settings.parts = None
         alpha, out, lse = _forward(
             q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
             att_self, perm, src_s, rowptr, settings,
@@ -155,13 +165,11 @@ class TritonAttention(torch.autograd.Function):
         settings = ctx.settings
         if torch.is_grad_enabled():
             return (*_double_backward(saved, settings, grad_alpha, grad_out),)
+        need = ctx.needs_input_grad
+        if settings.fused is not None:  # The product's, for all three:
+            need = (need[0],) * 3 + need[3:]
         grads = _backward(
-            saved,
-            settings,
-            grad_alpha,
-            grad_out,
-            ctx.needs_input_grad,
-            views=True,
+            saved, settings, grad_alpha, grad_out, need, views=True
         )
         return (*grads, None, None, None, None)
 
@@ -219,6 +227,13 @@ def _double_backward(saved, settings, grad_alpha, grad_out):
         next(result) if t is not None and t.requires_grad else None
         for t in inputs
     ]
+    if settings.fused is not None:  # The product's, as value, U, V:
+        parts = [
+            torch.zeros_like(t) if g is None else g
+            for g, t in zip(grads_in[:3], inputs[:3])
+        ]
+        fused = torch.stack([parts[2], parts[0], parts[1]], 1)
+        grads_in[:3] = [fused.view(settings.fused), None, None]
     return (*grads_in, None, None, None, None)
 
 
@@ -275,7 +290,15 @@ def triton_attention(
             :obj:`params.weight_edge`'s dtype.
         settings (KernelSettings): The switch's settings in force.
     """
-    q_src, q_dst, value, edge_attr = inputs
+    q_src, q_dst, value, edge_attr, product = inputs
+    if product is not None and product is not projection_product(
+        q_src, q_dst, value
+    ):
+        raise ValueError(
+            "'AttentionInputs.product' must be the [N, 3 * H * C] tensor "
+            "whose views 'value', 'q_src' and 'q_dst' are, in this order "
+            '(see projection_product), or None'
+        )
     if params.negative_slope < 0:
         raise ValueError('The Triton kernels need negative_slope >= 0')
     _check_dtypes(params, q_src, q_dst, value, edge_attr)
@@ -319,10 +342,14 @@ def triton_attention(
     launch.reverse, launch.dst = reverse, csr.dst
     # The chunks of the double backward (`_double_backward`):
     launch.chunk = settings.chunk_size(value.device)
+    projections = (q_src, q_dst, value)
+    product = inputs.product if backward else None
+    launch.fused = None if product is None else product.shape
+    if product is not None:
+        launch.parts, projections = projections, (product, None, None)
     alpha, out = TritonAttention.apply(
-        q_src, q_dst, value, edge_attr, params.weight_edge,
-        params.att_neighbor, params.att_self, csr.perm, csr.src, csr.rowptr,
-        launch,
+        *projections, edge_attr, params.weight_edge, params.att_neighbor,
+        params.att_self, csr.perm, csr.src, csr.rowptr, launch,
     )  # fmt: skip
     return out, alpha
 
