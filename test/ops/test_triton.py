@@ -457,14 +457,16 @@ def test_triton_two_edge_indices_of_one_shape(sort):
 
 @pytest.mark.parametrize(
     'num_src,num_dst,num_edges,strided',
-    [(7, 5, 40, False), (5, 9, 33, True), (4, 4, 0, False), (1, 3, 2, False)],
-)
+    [(7, 5, 40, False), (5, 9, 33, True), (4, 4, 0, False), (1, 3, 2, False),
+     (300, 200, 2500, False)],
+)  # fmt: skip
 def test_triton_csr_and_reverse_from_one_sort(
     num_src, num_dst, num_edges, strided
 ):
     # The two CSR kernels finish the sort's CSR and reverse CSR: the same
-    # as stable argsorts of the targets and of the sources (bipartite
-    # sizes, no edges, strided sources).
+    # as stable argsorts of the targets and of the sources, the row
+    # pointers as bincounts (bipartite sizes, no edges, strided sources,
+    # empty rows, several programs of the kernels' 1,024 positions).
     from torch_geometric_gate.ops.triton._csr import csr_and_reverse
 
     gen = torch.Generator().manual_seed(num_edges)
