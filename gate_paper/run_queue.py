@@ -324,6 +324,7 @@ def _loop(call, outputs, settings, work):
     try:
         while True:
             skipped = collections.deque()
+            broken = False
             while call.todo and len(running) < args.procs:
                 tier, study, c = call.todo.popleft()
                 need = call.expected(c)
@@ -331,10 +332,19 @@ def _loop(call, outputs, settings, work):
                     skipped.append((tier, study, c))
                     continue
                 folder = os.path.join(work, study)
-                future = pool.submit(runner.execute, task, c, folder)
+                try:
+                    future = pool.submit(runner.execute, task, c, folder)
+                except BrokenProcessPool:  # a worker died since the wait
+                    call.todo.appendleft((tier, study, c))  # not started
+                    broken = True
+                    break
                 running[future] = (tier, study, c)
                 outputs.log(f'start tier {tier}: {store.run_id(c)}')
             call.todo.extendleft(reversed(skipped))
+            if broken:
+                pool = _renew(call, outputs, pool, running, work)
+                running = {}
+                continue
             if not running:
                 break
             ready, _ = wait(
@@ -374,13 +384,19 @@ def _loop(call, outputs, settings, work):
                     f', {p["wall_s"]:.1f} s, {p.get("epochs_run")} epochs)'
                 )
             if broken:
-                for item in list(running.values()):
-                    _requeue(call, outputs, item, work)
+                pool = _renew(call, outputs, pool, running, work)
                 running = {}
-                _end(pool)
-                pool = _new_pool(args)
     finally:
         _end(pool)
+
+
+def _renew(call, outputs, pool, running, work):
+    r"""A new pool for one that a dead worker broke (its pool refuses
+    every run): the runs still going in it go again."""
+    for item in list(running.values()):
+        _requeue(call, outputs, item, work)
+    _end(pool)
+    return _new_pool(call.args)
 
 
 def _gpu_sample():

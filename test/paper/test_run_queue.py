@@ -196,6 +196,64 @@ def test_dry_call_with_a_killed_worker_and_the_time_running_out(tmp_path):
         assert len(r['provenance']['commit']) == 40
 
 
+def test_a_pool_broken_at_a_submit_is_renewed(tmp_path, monkeypatch):
+    # A worker that dies while the loop hands out runs breaks the pool at
+    # `submit` (not at a future's result): that run goes back to the
+    # queue unstarted, the one still going goes again, and a new pool runs
+    # them all.
+    import argparse
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    order = run_queue.plan(1)[:3]
+    pools = []
+
+    class Pool:  # The first breaks at its second submit.
+        def __init__(self):
+            self.configs = []
+            pools.append(self)
+
+        def submit(self, fn, task, config, folder):
+            if len(pools) == 1 and self.configs:
+                raise BrokenProcessPool('a child process terminated')
+            self.configs.append(config)
+            future = Future()
+            if len(pools) > 1:
+                provenance = {'wall_s': 0.1, 'epochs_run': 1}
+                future.set_result({
+                    'config': config, 'status': 'finished',
+                    'provenance': provenance,
+                })  # fmt: skip
+            return future  # (the first pool's never finishes)
+
+        def shutdown(self, wait, cancel_futures):
+            pass
+
+    class Outputs:
+        def __init__(self):
+            self.added = []
+
+        def log(self, text):
+            pass
+
+        def add(self, study, record):
+            self.added.append(store.run_id(record['config']))
+
+    monkeypatch.setattr(run_queue, '_new_pool', lambda args: Pool())
+    for study in {s for _, s, _ in order}:
+        (tmp_path / study).mkdir()
+    args = argparse.Namespace(procs=2, budget=60, dry=True)
+    call = run_queue._Call(args, order, set())
+    outputs = Outputs()
+    run_queue._loop(call, outputs, None, str(tmp_path))
+    ids = [store.run_id(c) for _, _, c in order]
+    assert call.done == set(ids) and sorted(outputs.added) == sorted(ids)
+    assert len(pools) == 2 and len(pools[1].configs) == 3
+    assert call.events == [
+        f'a worker died (SIGKILL?) during {ids[0]}: it goes again'
+    ]
+
+
 def test_unpack_refuses_what_is_not_a_run_of_the_queue(tmp_path):
     path = tmp_path / 'runs.tar'
     evil = tmp_path / 'x.json'
