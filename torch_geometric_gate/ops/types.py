@@ -147,7 +147,11 @@ def projection_product(
     r"""The :obj:`[N, 3 H C]` tensor whose views :obj:`value, q_src, q_dst`
     are, in this order and each :obj:`[N, H, C]` (as
     :class:`~torch_geometric_gate.GATEConv` projects), or :obj:`None`: no
-    operator, the views' metadata alone."""
+    operator, the views' metadata alone. :obj:`None` under
+    :func:`torch.compile`, whose operators take the three projections (and
+    whose graphs hold no storage offsets)."""
+    if torch.compiler.is_compiling():
+        return None
     base = value._base
     if base is None or q_src._base is not base or q_dst._base is not base:
         return None

@@ -203,11 +203,8 @@ class KernelGATEConv(gate_conv.GATEConv):
                 need_weights=need_weights,
             )
             # The layer's views of its one projection product (nothing
-            # else sees them): a kernel may differentiate the product
-            # (not under torch.compile, whose operators take the three).
-            product = None
-            if not torch.compiler.is_compiling():
-                product = projection_product(x[0], x[1], value)
+            # else sees them): a kernel may differentiate the product.
+            product = projection_product(x[0], x[1], value)
             inputs = AttentionInputs(x[0], x[1], value, edge_attr, product)
             result = attend(graph, params, inputs, self._reference_only())
             if result is not None:

@@ -42,7 +42,11 @@ class CSR(NamedTuple):
 
 def _check_int32(num_edges: int, *nums: int) -> None:
     if num_edges >= 2**31 or any(num >= 2**31 for num in nums):
-        raise RuntimeError('The Triton kernels index with int32')
+        raise RuntimeError(
+            f'The Triton kernels index with int32: expected fewer than '
+            f'2**31 edges and nodes, got {num_edges} edges and node counts '
+            f"{nums}; run attention_kernel('chunked')"
+        )
 
 
 def _pad_ptr(ptr: Tensor, num: int) -> Optional[Tensor]:
@@ -75,6 +79,7 @@ def edge_index_of(graph: AttentionGraph):
 def forward_csr(graph: AttentionGraph) -> CSR:
     r"""The CSR of :obj:`graph`: from its sorted :obj:`EdgeIndex` where it
     has one, else one stable sort of the targets."""
+    _check_int32(graph.src.numel(), graph.num_src, graph.num_dst)
     got = _edge_index_csr(graph, reverse=False)
     if got is not None:
         return got[0]
@@ -92,6 +97,7 @@ def csr_and_reverse(graph: AttentionGraph):
     edge (int32; :obj:`None` where the backward must sort,
     :func:`reverse_csr`). From plain tensors one sort gives both; from a
     sorted :obj:`EdgeIndex`, PyG's cached CSC and CSR."""
+    _check_int32(graph.src.numel(), graph.num_src, graph.num_dst)
     got = _edge_index_csr(graph, reverse=True)
     if got is None:
         return _both_csr(graph)
@@ -108,7 +114,6 @@ def _edge_index_csr(graph: AttentionGraph, reverse: bool):
 
     num_edges, num_dst = graph.src.numel(), graph.num_dst
     num_src = graph.num_src
-    _check_int32(num_edges, num_src, num_dst)
     ei = edge_index_of(graph)
     if ei is None:
         return None
@@ -223,19 +228,6 @@ class WorkList(NamedTuple):
 
     def offsets(self):
         return self.first, self.node_first, self.width
-
-    def segptr(self, num: int) -> Tensor:
-        r"""The segment pointer over :obj:`num` nodes (a view, to inspect)."""
-        return self.lists.view(-1)[self.first : self.first + num + 1]
-
-    def partptr(self, num: int) -> Tensor:
-        r"""The partial-slot pointer over :obj:`num` nodes (a view)."""
-        first = self.first + self.width
-        return self.lists.view(-1)[first : first + num]
-
-    def seg_node(self) -> Tensor:
-        r"""The node of every program (a view)."""
-        return self.nodes[self.node_first : self.node_first + self.grid]
 
 
 def segments(lists, num_edges: int, seg: int):

@@ -112,10 +112,10 @@ class _Settings:
             q_src, value, att_neighbor, att_self
         )
         self.kind = kind
-        # The shape of the product that the projections are the parts of,
-        # where the autograd function differentiates it instead (its
-        # `parts` until its forward reads them), else None:
-        self.fused, self.parts = None, None
+        # Whether the autograd function differentiates the product whose
+        # views the projections are, in their place (the views in `parts`
+        # until its forward reads them):
+        self.fused, self.parts = False, None
 
 
 # torch.promote_types is an ATen operator (a host operator per call):

@@ -48,11 +48,12 @@ def _backward(
     :obj:`warps`: the two passes' warps (default: :obj:`settings.warps`,
     else Triton's, 4; the one-head layout's :data:`ONE_HEAD_WARPS`).
     :obj:`views`: the gradients may be views of one tensor (the autograd
-    function's; a custom operator returns none). Where
-    :obj:`settings.fused` gives the shape of the product whose views the
-    projections are, its gradient (written by the kernels in place, rows
-    :obj:`3 H C` apart) comes in the place of :obj:`q_src`'s, :obj:`None`
-    in those of :obj:`q_dst` and :obj:`value`."""
+    function's; a custom operator returns none). With
+    :obj:`settings.fused` (the projections are the views of one
+    :obj:`[N, 3 H C]` product), the product's gradient (written by the
+    kernels in place, rows :obj:`3 H C` apart) comes in the place of
+    :obj:`q_src`'s, :obj:`None` in those of :obj:`q_dst` and
+    :obj:`value`."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
     record = settings.record if record is None else record
@@ -109,14 +110,14 @@ def _backward(
     programs_c = _num_programs(device, num_dst) if slots > 0 else 0
     seg_s = _segment_length(block_s)
     slots_s = split_slots(num_edges, seg_s)
-    # Where the projections are the parts of one product (the autograd
-    # function's `settings.fused`: its shape), their gradients too:
+    # Where the projections are the views of one product, their
+    # gradients too:
     fused = settings.fused
     (
         proj, g_att, g_as, g_at, d_ep, delta, part, part_delta, part_s,
     ) = _backward_buffers(
         value, num_dst, num_edges, flags[0], programs + programs_c, slots,
-        slots_s, fused is not None,
+        slots_s, fused,
     )  # fmt: skip
     dproj, (dqd_first, dqs_first, dval_first), d_stride = proj[:3]
     ep_arg = ep if flags[0] else q_src_c
@@ -224,9 +225,9 @@ def _backward(
                 weight_edge.dtype
             )
     # Views of one buffer where `views` allows them:
-    if fused is not None:  # The product's gradient in the place of q_src:
+    if fused:  # The product's gradient in the place of q_src:
         projections = (
-            proj[3].view(fused).to(value.dtype, copy=not views)
+            proj[3].view(num_src, -1).to(value.dtype, copy=not views)
             if need[0] else None,
             None, None,
         )  # fmt: skip

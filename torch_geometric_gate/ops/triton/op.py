@@ -144,7 +144,7 @@ class TritonAttention(torch.autograd.Function):
         ctx, q_src, q_dst, value, edge_attr, weight_edge, att_neighbor,
         att_self, perm, src_s, rowptr, settings,
     ):  # fmt: skip
-        if settings.fused is not None:
+        if settings.fused:
             q_src, q_dst, value = settings.parts
             settings.parts = None
         alpha, out, lse = _forward(
@@ -166,7 +166,7 @@ class TritonAttention(torch.autograd.Function):
         if torch.is_grad_enabled():
             return (*_double_backward(saved, settings, grad_alpha, grad_out),)
         need = ctx.needs_input_grad
-        if settings.fused is not None:  # The product's, for all three:
+        if settings.fused:  # The product's, for all three:
             need = (need[0],) * 3 + need[3:]
         grads = _backward(
             saved, settings, grad_alpha, grad_out, need, views=True
@@ -227,13 +227,13 @@ def _double_backward(saved, settings, grad_alpha, grad_out):
         next(result) if t is not None and t.requires_grad else None
         for t in inputs
     ]
-    if settings.fused is not None:  # The product's, as value, U, V:
+    if settings.fused:  # The product's, as value, U, V:
         parts = [
             torch.zeros_like(t) if g is None else g
             for g, t in zip(grads_in[:3], inputs[:3])
         ]
         fused = torch.stack([parts[2], parts[0], parts[1]], 1)
-        grads_in[:3] = [fused.view(settings.fused), None, None]
+        grads_in[:3] = [fused.view(fused.size(0), -1), None, None]
     return (*grads_in, None, None, None, None)
 
 
@@ -291,14 +291,6 @@ def triton_attention(
         settings (KernelSettings): The switch's settings in force.
     """
     q_src, q_dst, value, edge_attr, product = inputs
-    if product is not None and product is not projection_product(
-        q_src, q_dst, value
-    ):
-        raise ValueError(
-            "'AttentionInputs.product' must be the [N, 3 * H * C] tensor "
-            "whose views 'value', 'q_src' and 'q_dst' are, in this order "
-            '(see projection_product), or None'
-        )
     if params.negative_slope < 0:
         raise ValueError('The Triton kernels need negative_slope >= 0')
     _check_dtypes(params, q_src, q_dst, value, edge_attr)
@@ -343,9 +335,16 @@ def triton_attention(
     # The chunks of the double backward (`_double_backward`):
     launch.chunk = settings.chunk_size(value.device)
     projections = (q_src, q_dst, value)
-    product = inputs.product if backward else None
-    launch.fused = None if product is None else product.shape
-    if product is not None:
+    if product is not None and product is not projection_product(
+        q_src, q_dst, value
+    ):
+        raise ValueError(
+            "'AttentionInputs.product' must be the [N, 3 * H * C] tensor "
+            "whose views 'value', 'q_src' and 'q_dst' are, in this order "
+            '(see projection_product), or None'
+        )
+    launch.fused = product is not None and backward
+    if launch.fused:
         launch.parts, projections = projections, (product, None, None)
     alpha, out = TritonAttention.apply(
         *projections, edge_attr, params.weight_edge, params.att_neighbor,
