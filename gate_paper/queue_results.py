@@ -45,6 +45,11 @@ def unpack(path, store_root=STORE, dry_epochs=None):
                 raise ValueError(
                     f'{path}: {member.name} is not named by its run'
                 )
+            if not (record.get('provenance') or {}).get('recorded'):
+                raise ValueError(
+                    f'{path}: {member.name} records no provenance (commit, '
+                    'versions, device), as every run of the queue does'
+                )
             if planned.get(key) != study:
                 raise ValueError(
                     f"{path}: {member.name} is not a run of the queue's "

@@ -215,6 +215,18 @@ def depth_table(frame) -> pd.DataFrame:
     ].mean()
     out = []
     for (dataset, model), s in means.groupby(level=[0, 1], sort=False):
+        if s.isna().all():  # every run of the model diverged
+            out.append(
+                {
+                    'dataset': dataset,
+                    'model': model,
+                    'L': '-',
+                    'val (mean)': 'diverged',
+                    'test': '-',
+                    'paper': '-',
+                }
+            )
+            continue
         L = s.idxmax()[2]
         g = frame[
             (frame['dataset'] == dataset)

@@ -26,8 +26,10 @@ call, ``<study>/<file>.json``) and ``summary.json`` (the device, the
 processes, seconds per epoch per model, what finished, what is left), each
 rewritten atomically after every run, and ``log.txt``: three files. A
 worker that dies (SIGKILL) is reported and its run goes back into the
-queue once; when the time is up the runs still going are ended (none is
-written half) and the call ends with code 0.
+queue once; a run that raises (CUDA out of memory) is reported and not
+tried again in the call; when the time is up the runs still going are
+ended (none is written half; one whose file was written is kept) and the
+call ends with code 0.
 
 ``unpack OUT/runs.tar``: validates every run file and writes it into the
 store, then rebuilds the tables of the docs (:func:`rebuild_tables`).
@@ -374,20 +376,49 @@ def _loop(call, outputs, settings, work):
                     broken = True
                     _requeue(call, outputs, (tier, study, c), work)
                     continue
-                call.records.append(record)
-                call.done.add(store.run_id(c))
-                call.device_name = record['provenance'].get('device_name')
-                outputs.add(study, record)
-                p = record['provenance']
-                outputs.log(
-                    f'done tier {tier}: {store.run_id(c)} ({record["status"]}'
-                    f', {p["wall_s"]:.1f} s, {p.get("epochs_run")} epochs)'
-                )
+                except Exception as e:  # e.g. CUDA out of memory
+                    text = (
+                        f'{store.run_id(c)} failed ({type(e).__name__}: '
+                        f'{e}): not tried again in this call'
+                    )
+                    outputs.log(text)
+                    call.events.append(text)
+                    continue
+                _finished(call, outputs, tier, study, record)
             if broken:
                 pool = _renew(call, outputs, pool, running, work)
                 running = {}
     finally:
         _end(pool)
+        _collect(call, outputs, work)
+
+
+def _finished(call, outputs, tier, study, record):
+    call.records.append(record)
+    call.done.add(store.run_id(record['config']))
+    call.device_name = record['provenance'].get('device_name')
+    outputs.add(study, record)
+    p = record['provenance']
+    outputs.log(
+        f'done tier {tier}: {store.run_id(record["config"])} '
+        f'({record["status"]}, {p["wall_s"]:.1f} s, {p.get("epochs_run")} '
+        'epochs)'
+    )
+
+
+def _collect(call, outputs, work):
+    r"""The run files that workers wrote but whose results never reached
+    this process (a pool that broke, or the time that was up, just after
+    the run ended), as finished runs of this call."""
+    from gate_paper.real_graphs import RESULTS
+
+    for tier, study, c in call.order:
+        path = os.path.join(work, study, store.run_id(c) + '.json')
+        if store.run_id(c) not in call.done and os.path.exists(path):
+            _finished(call, outputs, tier, study, store.read(path, RESULTS))
+    call.todo = collections.deque(
+        item for item in call.todo if store.run_id(item[2]) not in call.done
+    )
 
 
 def _renew(call, outputs, pool, running, work):
@@ -422,7 +453,7 @@ def _requeue(call, outputs, item, work):
     tier, study, c = item
     key = store.run_id(c)
     if os.path.exists(os.path.join(work, study, key + '.json')):
-        return  # it finished before its worker died
+        return  # it finished before its worker died (_collect adds it)
     call.attempts[key] += 1
     if call.attempts[key] > 1:
         text = f'a worker died twice on {key}: not tried again in this call'

@@ -196,62 +196,136 @@ def test_dry_call_with_a_killed_worker_and_the_time_running_out(tmp_path):
         assert len(r['provenance']['commit']) == 40
 
 
-def test_a_pool_broken_at_a_submit_is_renewed(tmp_path, monkeypatch):
-    # A worker that dies while the loop hands out runs breaks the pool at
-    # `submit` (not at a future's result): that run goes back to the
-    # queue unstarted, the one still going goes again, and a new pool runs
-    # them all.
+class FakeOutputs:
+    def __init__(self):
+        self.added = []
+
+    def log(self, text):
+        pass
+
+    def add(self, study, record):
+        self.added.append(store.run_id(record['config']))
+
+
+def fake_loop(tmp_path, monkeypatch, order, outcome):
+    r"""``run_queue._loop`` over ``order`` with pools whose runs end as
+    ``outcome(pools, pool, config)`` says: a record (finished), an
+    exception (raised by the future), None (never ends); the outcome may
+    also raise at ``submit``. Returns the call, the outputs and the pools
+    (each with the configurations submitted to it)."""
     import argparse
     from concurrent.futures import Future
-    from concurrent.futures.process import BrokenProcessPool
 
-    order = run_queue.plan(1)[:3]
     pools = []
 
-    class Pool:  # The first breaks at its second submit.
+    class Pool:
         def __init__(self):
             self.configs = []
             pools.append(self)
 
         def submit(self, fn, task, config, folder):
-            if len(pools) == 1 and self.configs:
-                raise BrokenProcessPool('a child process terminated')
+            result = outcome(pools, self, config)  # may raise
             self.configs.append(config)
             future = Future()
-            if len(pools) > 1:
-                provenance = {'wall_s': 0.1, 'epochs_run': 1}
-                future.set_result({
-                    'config': config, 'status': 'finished',
-                    'provenance': provenance,
-                })  # fmt: skip
-            return future  # (the first pool's never finishes)
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            elif result is not None:
+                future.set_result(result)
+            return future
 
         def shutdown(self, wait, cancel_futures):
             pass
-
-    class Outputs:
-        def __init__(self):
-            self.added = []
-
-        def log(self, text):
-            pass
-
-        def add(self, study, record):
-            self.added.append(store.run_id(record['config']))
 
     monkeypatch.setattr(run_queue, '_new_pool', lambda args: Pool())
     for study in {s for _, s, _ in order}:
         (tmp_path / study).mkdir()
     args = argparse.Namespace(procs=2, budget=60, dry=True)
     call = run_queue._Call(args, order, set())
-    outputs = Outputs()
+    outputs = FakeOutputs()
     run_queue._loop(call, outputs, None, str(tmp_path))
+    return call, outputs, pools
+
+
+def finished(config):
+    provenance = {'wall_s': 0.1, 'epochs_run': 1, 'recorded': True}
+    return {'config': config, 'status': 'finished', 'provenance': provenance}
+
+
+def test_a_pool_broken_at_a_submit_is_renewed(tmp_path, monkeypatch):
+    # A worker that dies while the loop hands out runs breaks the pool at
+    # `submit` (not at a future's result): that run goes back to the
+    # queue unstarted, the one still going goes again, and a new pool runs
+    # them all.
+    from concurrent.futures.process import BrokenProcessPool
+
+    def outcome(pools, pool, config):  # The first breaks at its second.
+        if len(pools) == 1 and pool.configs:
+            raise BrokenProcessPool('a child process terminated')
+        return finished(config) if len(pools) > 1 else None
+
+    order = run_queue.plan(1)[:3]
+    call, outputs, pools = fake_loop(tmp_path, monkeypatch, order, outcome)
     ids = [store.run_id(c) for _, _, c in order]
     assert call.done == set(ids) and sorted(outputs.added) == sorted(ids)
     assert len(pools) == 2 and len(pools[1].configs) == 3
     assert call.events == [
         f'a worker died (SIGKILL?) during {ids[0]}: it goes again'
     ]
+
+
+def test_a_run_that_raises_is_reported_and_the_call_goes_on(
+    tmp_path, monkeypatch
+):
+    # A run that fails (CUDA out of memory, say) is an event of the call,
+    # not tried again in it; the other runs go on, in the same pool.
+    order = run_queue.plan(1)[:4]
+    ids = [store.run_id(c) for _, _, c in order]
+
+    def outcome(pools, pool, config):
+        if store.run_id(config) == ids[1]:
+            return RuntimeError('CUDA out of memory')
+        return finished(config)
+
+    call, outputs, pools = fake_loop(tmp_path, monkeypatch, order, outcome)
+    assert sorted(outputs.added) == sorted(ids[:1] + ids[2:])
+    assert call.done == set(outputs.added) and not call.todo
+    assert len(pools) == 1 and len(pools[0].configs) == 4
+    assert call.events == [
+        f'{ids[1]} failed (RuntimeError: CUDA out of memory): not tried '
+        'again in this call'
+    ]
+
+
+def test_a_run_written_before_its_pool_broke_is_in_the_call(
+    tmp_path, monkeypatch
+):
+    # The worker wrote the run's file, then the pool broke before its
+    # result reached the queue: the run is finished, in this call's
+    # outputs, not run again.
+    from concurrent.futures.process import BrokenProcessPool
+
+    order = run_queue.plan(1)[:2]
+    ids = [store.run_id(c) for _, _, c in order]
+
+    def outcome(pools, pool, config):
+        if len(pools) == 1 and store.run_id(config) == ids[0]:
+            record = finished(config)
+            folder = tmp_path / order[0][1]
+            store.save(str(folder), config, {'metric': 'roc_auc',
+                       'best_epoch': 1, 'val_metric': 0.5,
+                       'test_metric': 0.5, 'test_acc': 0.5,
+                       'test_bal_acc': 0.5, 'test_roc_auc': 0.5,
+                       'epochs_run': 1}, 'finished', None,
+                       record['provenance'])  # fmt: skip
+            return BrokenProcessPool('a child process terminated')
+        return finished(config)
+
+    call, outputs, pools = fake_loop(tmp_path, monkeypatch, order, outcome)
+    assert sorted(outputs.added) == sorted(ids)
+    assert [store.run_id(c) for p in pools for c in p.configs].count(
+        ids[0]
+    ) == 1
+    assert not call.events  # nobody died during a run
 
 
 def test_unpack_refuses_what_is_not_a_run_of_the_queue(tmp_path):
@@ -271,6 +345,16 @@ def test_unpack_refuses_what_is_not_a_run_of_the_queue(tmp_path):
         tar.add(good, 'real_graphs_tolokers/' + osp.basename(good))
     with pytest.raises(ValueError, match='without the results best_epoch'):
         queue_results.unpack(str(path), str(tmp_path / 'store'))
+    # A whole run without its provenance (commit, versions, device):
+    result = dict.fromkeys(real_graphs.RESULTS, 0.5)
+    for provenance in (None, {'recorded': False}):
+        whole = store.save(str(folder), config, result, 'finished', None,
+                           provenance)  # fmt: skip
+        with tarfile.open(path, 'w') as tar:
+            tar.add(whole, 'real_graphs_tolokers/' + osp.basename(whole))
+        with pytest.raises(ValueError, match='records no provenance'):
+            queue_results.unpack(str(path), str(tmp_path / 'store'))
+    assert not (tmp_path / 'store').exists()
 
 
 def test_the_strong_table_says_no_runs_yet_and_the_published_numbers():
@@ -321,6 +405,43 @@ def test_the_strong_table_of_runs():
     )
     assert table.loc[('Minesweeper', '3'), 'GAT-sep'] == 'no runs yet'
     assert table.loc[('Tolokers', '1'), 'GATE-sep'] == 'no runs yet'
+
+
+def test_the_depth_table_names_a_model_whose_runs_all_diverged():
+    # GATE's every run diverged: the strong recipe's depth table says so
+    # (the tables rebuilt by `unpack` raised on the all-NaN means).
+    from gate_paper.real_graphs_tables import tables
+
+    records = [
+        {
+            'config': {
+                'dataset': 'Minesweeper',
+                'recipe': 'strong',
+                'model': model,
+                'num_layers': L,
+                'split': split,
+                'edges': 'undirected',
+            },
+            'status': status,
+            'result': {}
+            if status == 'diverged'
+            else {
+                'metric': 'roc_auc',
+                'best_epoch': 3,
+                'test_metric': 0.9,
+                'val_metric': 0.8 + L / 100,
+                'alpha_vv_mean': [0.5] * L,
+            },
+        }  # fmt: skip
+        for model, status in (('GAT', 'finished'), ('GATE', 'diverged'))
+        for L in (1, 2)
+        for split in (0, 1)
+    ]
+    depth = dict((name, t) for name, _, t in tables(records))['depth']
+    depth = depth.set_index('model')
+    assert depth.loc['GAT', 'L'] == 2  # the best mean validation metric
+    assert depth.loc['GATE', 'val (mean)'] == 'diverged'
+    assert depth.loc['GATE', 'L'] == '-'
 
 
 def test_the_plan_estimates_from_the_measured_gpu_runs(tmp_path, capsys):
