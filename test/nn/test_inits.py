@@ -66,6 +66,16 @@ def test_seeded_and_in_place():
     )
 
 
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
+def test_half_precision_is_the_float32_draw_rounded(dtype):
+    # QR has no half-precision kernel: the blocks are drawn in float32.
+    torch.manual_seed(2)
+    w = looks_linear_orthogonal_(torch.empty(4, 6, dtype=dtype), 'hidden')
+    torch.manual_seed(2)
+    full = looks_linear_orthogonal_(torch.empty(4, 6), 'hidden')
+    assert w.dtype == dtype and torch.equal(w, full.to(dtype))
+
+
 def test_parameter_keeps_requires_grad():
     w = torch.nn.Parameter(torch.empty(4, 6))
     looks_linear_orthogonal_(w, 'first')

@@ -93,7 +93,9 @@ def looks_linear_orthogonal_(weight: Tensor, position: str) -> Tensor:
 
     rows = out_channels // 2 if halve_out else out_channels
     cols = in_channels // 2 if halve_in else in_channels
-    d = weight.new_empty(rows, cols)
+    # Drawn in at least float32 (no QR in half precision), then cast:
+    dtype = torch.promote_types(weight.dtype, torch.float32)
+    d = weight.new_empty(rows, cols, dtype=dtype)
     if d.numel() > 0:
         torch.nn.init.orthogonal_(d)
     if halve_in:

@@ -30,29 +30,34 @@ def _dense_mean_aggregation(edge_index, num_nodes):
     return adj / adj.sum(dim=1, keepdim=True)
 
 
+def _heads(conv, weight):
+    r"""``weight`` as ``[heads, out, in]`` when the layer averages its heads
+    (each head's block a layer of its own), else as ``[1, out, in]``."""
+    groups = 1 if conv.concat else conv.heads
+    return weight.view(groups, -1, weight.size(1))
+
+
 def _blocks(model):
     r"""The orthogonal blocks D_l of the looks-linear weights, one effective
-    (out, in) map per layer (heads of an averaging last layer averaged)."""
+    (out, in) map per layer (the blocks of averaged heads averaged)."""
     blocks = []
     num_layers = len(model.convs)
     for i, conv in enumerate(model.convs):
-        w = conv.lin.weight.detach().double()
-        out, inp = w.size()
+        w = _heads(conv, conv.lin.weight.detach().double())
+        _, out, inp = w.size()
         first, last = i == 0, i == num_layers - 1
         rows = out if last else out // 2
         cols = inp if first else inp // 2
-        d = w[:rows, :cols]
-        if last:
-            d = d.view(conv.heads, -1, cols).mean(dim=0)
-        blocks.append(d)
+        blocks.append(w[:, :rows, :cols].mean(dim=0))
     return blocks
 
 
 @pytest.mark.parametrize('num_layers', [1, 2, 3, 4])
-@pytest.mark.parametrize('heads', [1, 2])
+@pytest.mark.parametrize('heads,concat', [(1, True), (2, True), (2, False),
+                                          (3, False)])  # fmt: skip
 @pytest.mark.parametrize('share_weights', [False, True])
 def test_looks_linear_network_is_linear_at_init(
-    num_layers, heads, share_weights
+    num_layers, heads, concat, share_weights
 ):
     num_nodes, in_channels = 12, 5
     edge_index = _graph(num_nodes)
@@ -64,6 +69,7 @@ def test_looks_linear_network_is_linear_at_init(
         num_layers,
         out_channels=3,
         heads=heads,
+        concat=concat,
         share_weights=share_weights,
     )
     out = model(x, edge_index).double()
@@ -71,18 +77,21 @@ def test_looks_linear_network_is_linear_at_init(
     a = _dense_mean_aggregation(edge_index, num_nodes)
     expected = x.double()
     for d in _blocks(model):
+        # No layer maps to a lower rank (averaged heads that cancel did).
+        assert torch.linalg.matrix_rank(d) == min(d.size())
         expected = a @ expected @ d.t()
     assert torch.allclose(out, expected, atol=1e-5)
     # Linear, with no activation after the last layer: f(-x) = -f(x).
     assert torch.allclose(model(-x, edge_index).double(), -out, atol=1e-5)
 
-    # The weights are the mirrored blocks:
+    # The weights are the mirrored blocks (each averaged head's):
     for i, conv in enumerate(model.convs):
-        w = conv.lin.weight
-        if 0 < i < num_layers - 1:
+        for w in _heads(conv, conv.lin.weight) if i < num_layers - 1 else ():
             r, c = w.size(0) // 2, w.size(1) // 2
-            assert torch.equal(w[r:, c:], w[:r, :c])
-            assert torch.equal(w[:r, c:], -w[:r, :c])
+            assert torch.equal(w[r:], -w[:r])
+            if i > 0:
+                assert torch.equal(w[:r, c:], -w[:r, :c])
+        w = conv.lin.weight
         for lin in (conv.lin_src, conv.lin_dst):
             assert (lin is None) == share_weights  # GATE_S: `lin` only.
             lin = lin or conv.lin

@@ -60,7 +60,9 @@ class GATE(BasicGNN):
     \mathbf{D}_1^{\top} \cdots \mathbf{D}_L^{\top}`, with :math:`\mathbf{A}`
     the mean over each node's neighbors and itself. When :obj:`jk` is set,
     the last layer is initialised as a hidden one (an activation follows it)
-    and the final :class:`~torch.nn.Linear` keeps PyG's default. A layer
+    and the final :class:`~torch.nn.Linear` keeps PyG's default. Averaged
+    heads (:obj:`concat=False`) are each filled as a whole layer, so that
+    their mean is the mirrored pair of the mean of their blocks. A layer
     whose size the construction cannot take (odd :obj:`hidden_channels`, an
     odd input size of a last layer, lazy :obj:`in_channels=-1`) keeps the
     Glorot initialisation of
@@ -241,8 +243,16 @@ class GATE(BasicGNN):
                         stacklevel=3,
                     )
                     continue
+                # Averaged heads (`concat=False`) each get the whole
+                # construction: their mean keeps the mirrored pairs that
+                # the next layer reads (mirrored across the heads, one head
+                # would be the negative of another and their mean zero).
+                blocks = [weight]
+                if not conv.concat and position in ('first', 'hidden'):
+                    blocks = weight.view(conv.heads, -1, weight.size(1))
                 try:
-                    looks_linear_orthogonal_(weight, position)
+                    for block in blocks:
+                        looks_linear_orthogonal_(block, position)
                 except ValueError as e:
                     warnings.warn(
                         f'Layer {i} of GATE keeps the Glorot initialisation '
