@@ -9,34 +9,37 @@
 #     DRY=1 OUT=/tmp/dry bash benchmark/gpu_session.sh  # CPU, tiny sizes
 #
 # Each phase runs in its own process under its own `timeout`; the script
-# stops itself before TOTAL_SECONDS (default 530 s). Results are written
-# after every configuration; after every phase the whole work folder is
-# packed into $OUT/results.tar.gz and every table so far concatenated into
-# $OUT/tables.md, so that a fault or a kill loses at most the phase it hit.
+# stops itself before TOTAL_SECONDS (default 530 s, DRY 800 s). Results
+# are written after every configuration; after every phase the whole work
+# folder is packed into $OUT/results.tar.gz and every table so far
+# concatenated into $OUT/tables.md, so that a fault or a kill loses at
+# most the phase it hit.
 # $OUT holds 4 files: summary.txt (each phase's exit code and seconds),
 # env.txt, tables.md and results.tar.gz (CSVs, logs). Every table records
 # the commit, torch's and Triton's versions and the device.
 #
 # The default part (issue 48): `parity` (parity.py at 20,000 nodes; if it
 # fails the Triton rows are left out of the timing phases), `tests` (the
-# new kernels' tests and test_triton.py, compiled for the GPU), `host-ops`
-# (ATen ops and launches of a step, host_ops.py), `profile` (GPU time per
-# kernel next to wall time, syncs, gpu_profile.py: random-1e6 and
-# products-size, 1 and 8 heads, fp32 and bf16), `variants` (the new
-# kernels against those they may replace, triton_variants.py), `kernels`
-# (random-1e6 and arxiv-size: Triton GATE against GATv2Conv eager and
-# compiled, the baseline rerun in this call), `kernels-floor`
-# (random-1e4), `turbo` (GATE's attention beside turbo-gnn's GATv2
-# kernel, turbo.py) and
+# new kernels' tests and test_triton.py, compiled for the GPU), then the
+# phases that share the time left by weight (SHARE): `host-ops` (ATen ops
+# and launches of a step, host_ops.py), `profile` (GPU time per kernel
+# next to wall time, syncs, gpu_profile.py: random-1e6 and products-size,
+# 1 and 8 heads, fp32 and bf16), `variants` (the new kernels against those
+# they may replace, triton_variants.py), `kernels` (random-1e6 and
+# arxiv-size: Triton GATE against GATv2Conv eager and compiled, the
+# baseline rerun in this call), `kernels-floor` (random-1e4), `turbo`
+# (GATE's attention beside turbo-gnn's GATv2 kernel, turbo.py),
 # `kernels-products` (products-size, a plain and a sorted EdgeIndex
-# input). turbo-gnn's GATv2 kernel is built in the background from the
-# start (a CUDA source build: nvcc on the CPU while the GPU phases run,
-# so it costs device time only if the turbo phase has to wait for it; its
-# `timeout`, LIMIT_turbo_build, defaults to the time left before the last
-# 150 s of the call) in a temporary folder outside the checkout, from the
-# first of gpu-peers/turbo-gnn, shared/peers/turbo-gnn and
-# ../shared/peers/turbo-gnn that exists (TURBO_SRC overrides); its log
-# and time are results too.
+# input), `deep` (a 3 x 256 full-batch step at products-size, deep.py)
+# and `cuda-graphs` (a compiled step captured by CUDA graphs,
+# test_cuda_graphs.py). turbo-gnn's GATv2 kernel is built in the
+# background from the start (a CUDA source build: nvcc on the CPU while
+# the GPU phases run, so it costs device time only if the turbo phase has
+# to wait for it; its `timeout`, LIMIT_turbo_build, defaults to the time
+# left before the last 150 s of the call) in a temporary folder outside
+# the checkout, from the first of gpu-peers/turbo-gnn,
+# shared/peers/turbo-gnn and ../shared/peers/turbo-gnn that exists
+# (TURBO_SRC overrides); its log and time are results too.
 #
 # DRY=1 runs the same phases on the CPU, the Triton kernels under the
 # interpreter, at tiny sizes (turbo-gnn's build then fails at once: no
@@ -56,6 +59,9 @@ main | suite | compiled | tune) ;;
 esac
 DRY="${DRY:-0}"
 START=$(date +%s)
+# DRY: the interpreter on a CPU that tests share is slower than a GPU: more
+# time, each phase's weight doubled (below).
+[ "$DRY" = 1 ] && TOTAL_SECONDS=${TOTAL_SECONDS:-800}
 DEADLINE=$((START + ${TOTAL_SECONDS:-530}))
 mkdir -p "$OUT"
 WORK="$(mktemp -d)"
@@ -86,12 +92,27 @@ pack() {  # The work folder into $OUT/results.tar.gz and the tables into
     mv "$OUT/.tables.md" "$OUT/tables.md"
 }
 
-phase() {  # phase NAME DEFAULT_LIMIT COMMAND...: runs it in $WORK/NAME.
-    local name=$1 limit=$2 var="LIMIT_${1//-/_}" started rc
+# The phases that share the time left (a phase's name and its weight, its
+# limit when time is plenty): each gets its weight's share of the time
+# left for those still to run, so that a short TOTAL_SECONDS or a slow
+# phase shortens every later one instead of starving the last; time a
+# phase leaves unused goes to those after it.
+declare -A SHARE=()
+
+phase() {  # phase NAME LIMIT COMMAND...: runs it in $WORK/NAME; LIMIT
+    # "share": its share of the time left (SHARE).
+    local name=$1 limit=$2 var="LIMIT_${1//-/_}" started rc w weight total=0
     shift 2
-    limit=${!var:-$limit}
     local left=$((DEADLINE - $(date +%s) - 10))
-    if [ "$left" -lt 5 ]; then
+    if [ "$limit" = share ]; then
+        weight=${SHARE[$name]:?"$name has no weight in SHARE"}
+        unset "SHARE[$name]"
+        for w in "${SHARE[@]}"; do total=$((total + w)); done
+        limit=$((left * weight / (total + weight)))
+        [ "$limit" -gt "$weight" ] && limit=$weight
+    fi
+    limit=${!var:-$limit}
+    if [ "$left" -lt 5 ] || [ "$limit" -lt 1 ]; then
         echo "$name: skipped (no time left)" | tee -a "$OUT/summary.txt"
         return 124
     fi
@@ -182,6 +203,18 @@ else
 fi
 
 # shellcheck disable=SC2016
+tests() {  # tests NAME LIMIT PYTEST_ARGS...: a phase of pytest; its log's
+    # tail is the phase's table.
+    local name=$1 limit=$2
+    shift 2
+    phase "$name" "$limit" sh -c 'python3 -m pytest -q -p no:cacheprovider \
+        --durations=5 "$@" >"$PHASE_DIR/tests.log" 2>&1; rc=$?;
+        { echo "# Tests: pytest $*"; echo;
+          tail -n 15 "$PHASE_DIR/tests.log" | sed "s/^/    /"; } \
+          >"$PHASE_DIR/tests.md"; exit $rc' sh "$@"
+}
+
+# shellcheck disable=SC2016
 parity() {
     phase parity "$1" sh -c 'python3 benchmark/parity.py --out "$PHASE_DIR" "$@"' \
         sh "${PARITY[@]}"
@@ -221,48 +254,58 @@ main)
         echo "Triton left out: the parity check did not pass" |
             tee -a "$OUT/summary.txt"
     fi
-    phase tests 50 sh -c 'python3 -m pytest -q -x -p no:cacheprovider \
-        --durations=5 "$@" >"$PHASE_DIR/tests.log" 2>&1; rc=$?;
-        { echo "# Tests: pytest $*"; echo;
-          tail -n 15 "$PHASE_DIR/tests.log" | sed "s/^/    /"; } \
-          >"$PHASE_DIR/tests.md"; exit $rc' sh "${TESTS[@]}"
+    # Weights (SHARE) of the phases after the tests: those that time the
+    # layer's kernels only when the parity check passed.
+    SHARE=([host-ops]=30 [profile]=60 [turbo]=80 [cuda-graphs]=60)
+    [ ${#KERNELS[@]} -gt 0 ] && SHARE+=([variants]=45 [kernels]=120
+        [kernels-floor]=30 [kernels-products]=60 [deep]=45)
+    if [ "$DRY" = 1 ]; then
+        for w in "${!SHARE[@]}"; do SHARE[$w]=$((2 * SHARE[$w])); done
+    fi
+    tests tests 50 -x "${TESTS[@]}"
     # shellcheck disable=SC2016
-    phase host-ops 30 sh -c 'python3 benchmark/host_ops.py --out "$PHASE_DIR" \
-        "$@"' sh "${HOST[@]}"
+    phase host-ops share sh -c 'python3 benchmark/host_ops.py \
+        --out "$PHASE_DIR" "$@"' sh "${HOST[@]}"
     # shellcheck disable=SC2016
-    phase profile 60 sh -c 'python3 benchmark/gpu_profile.py \
+    phase profile share sh -c 'python3 benchmark/gpu_profile.py \
         --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" "$@"' sh \
         "${PROFILE[@]}"
     if [ ${#KERNELS[@]} -gt 0 ]; then
         # shellcheck disable=SC2016
-        phase variants 45 sh -c 'python3 benchmark/triton_variants.py \
+        phase variants share sh -c 'python3 benchmark/triton_variants.py \
             --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" "$@"' sh \
             "${VARIANTS[@]}"
         # shellcheck disable=SC2016
-        phase kernels 120 sh -c 'python3 benchmark/kernels.py \
+        phase kernels share sh -c 'python3 benchmark/kernels.py \
             --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" \
             --name kernels "$@"' sh "${SIZE[@]}" --graphs "${MAIN_GRAPHS[@]}" \
             --dtypes "${DTYPES[@]}" --gatv2 "${GATV2[@]}" \
             --kernels "${KERNELS[@]}"
         # shellcheck disable=SC2016
-        phase kernels-floor 30 sh -c 'python3 benchmark/kernels.py \
+        phase kernels-floor share sh -c 'python3 benchmark/kernels.py \
             --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" \
             --name kernels-floor "$@"' sh "${SIZE[@]}" --graphs "${FLOOR[@]}" \
             --dtypes "${DTYPES[@]}" --gatv2 eager --kernels triton reference
     fi
     [ -n "$BUILD_PID" ] && wait "$BUILD_PID"
     # shellcheck disable=SC2016
-    phase turbo 80 sh -c 'python3 benchmark/turbo.py --compare "$0" \
+    phase turbo share sh -c 'python3 benchmark/turbo.py --compare "$0" \
         --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" "$@"' \
         "$TURBO_DIR" "${TURBO[@]}"
     if [ ${#KERNELS[@]} -gt 0 ]; then
         # shellcheck disable=SC2016
-        phase kernels-products 60 sh -c 'python3 benchmark/kernels.py \
+        phase kernels-products share sh -c 'python3 benchmark/kernels.py \
             --max-seconds "$PHASE_SECONDS" --out "$PHASE_DIR" \
             --name kernels-products "$@"' sh "${SIZE[@]}" "${PRODUCTS[@]}" \
             --graphs products-size --inputs plain edge-index \
             --dtypes "${DTYPES[@]}" --gatv2 none --kernels triton
+        # shellcheck disable=SC2016
+        phase deep share sh -c 'python3 benchmark/deep.py \
+            --graph products-size --depth 3 --hidden 256 --heads 1 \
+            --layers GATE --out "$PHASE_DIR" "$@"' sh "${DEEP[@]}" \
+            --kernels triton
     fi
+    tests cuda-graphs share test/ops/test_cuda_graphs.py
     rm -rf "$TURBO_DIR"
     ;;
 suite)
@@ -273,10 +316,7 @@ suite)
         echo "Triton left out: the parity check did not pass" |
             tee -a "$OUT/summary.txt"
     fi
-    phase tests 180 sh -c 'python3 -m pytest -q -p no:cacheprovider \
-        --durations=10 "$@" >"$PHASE_DIR/tests.log" 2>&1; rc=$?;
-        tail -n 25 "$PHASE_DIR/tests.log" >"$PHASE_DIR/tests.md"; exit $rc' \
-        sh test/ops test/nn -k 'triton or cuda'
+    tests tests 180 test/ops test/nn -k 'triton or cuda'
     # shellcheck disable=SC2016
     phase deep 130 sh -c 'python3 benchmark/deep.py --graph products-size \
         --depth 3 --hidden 256 --heads 1 --out "$PHASE_DIR" "$@"' \

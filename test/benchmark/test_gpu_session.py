@@ -27,7 +27,7 @@ def run_dry(out, **hooks):
     env = dict(os.environ, DRY='1', OUT=str(out), PATH=PATH, **hooks)
     proc = subprocess.run(
         ['bash', SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=900,
+        timeout=1000,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return summary(out)
@@ -43,7 +43,8 @@ def test_dry_run_times_triton_and_keeps_what_faulting_phases_leave(tmp_path):
     assert 'rc=124 (timed out)' in phases['tests']
     assert 'rc=139' in phases['host-ops']  # SIGSEGV
     for name in ('parity', 'profile', 'variants', 'kernels', 'kernels-floor',
-                 'turbo', 'kernels-products'):  # fmt: skip
+                 'turbo', 'kernels-products', 'deep',
+                 'cuda-graphs'):  # fmt: skip
         assert 'rc=0' in phases[name], phases
     assert 'Triton left out' not in phases
     # turbo-gnn's build (in the background) fails at once without CUDA, a
@@ -56,13 +57,14 @@ def test_dry_run_times_triton_and_keeps_what_faulting_phases_leave(tmp_path):
         names = set(tar.getnames())
     for kept in ('parity/log.txt', 'host-ops/log.txt', 'profile/profile.csv',
                  'profile/profile-kernels.csv', 'turbo/turbo.csv',
-                 'turbo-build/log.txt', 'kernels/kernels.csv'):  # fmt: skip
+                 'turbo-build/log.txt', 'kernels/kernels.csv',
+                 'deep/deep.csv', 'cuda-graphs/tests.log'):  # fmt: skip
         assert f'./{kept}' in names, names
     tables = (out / 'tables.md').read_text()
     # The phases' tables in the order they ran, each naming its commit:
     order = [tables.index(f'<!-- {name}: ') for name in
              ('parity', 'profile', 'variants', 'kernels', 'kernels-floor',
-              'turbo', 'kernels-products')]  # fmt: skip
+              'turbo', 'kernels-products', 'deep', 'cuda-graphs')]  # fmt: skip
     assert order == sorted(order)
     assert tables.count('commit: ') >= len(order)
     profile = tables[tables.index('<!-- profile: ') :]
@@ -93,12 +95,39 @@ def test_dry_run_leaves_triton_out_when_parity_fails(tmp_path):
                      'turbo')  # fmt: skip
     assert 'rc=139' in phases['parity'], phases
     assert 'Triton left out' in phases
-    for name in ('variants', 'kernels', 'kernels-floor', 'kernels-products'):
+    for name in ('variants', 'kernels', 'kernels-floor', 'kernels-products',
+                 'deep'):  # fmt: skip
         assert name not in phases, phases
     for name in ('tests', 'host-ops', 'profile', 'turbo'):
         assert 'rc=139' in phases[name], phases
+    assert 'rc=0' in phases['cuda-graphs']  # skipped: no CUDA
     with tarfile.open(out / 'results.tar.gz') as tar:
         assert './parity/log.txt' in tar.getnames()
+
+
+def limit(line: str) -> int:  # "name: rc=0 (12 s of 45)" -> 45
+    return int(line.rsplit(' of ', 1)[1].rstrip(')'))
+
+
+@pytest.mark.slow
+def test_dry_run_shares_the_time_left_so_a_slow_phase_starves_none(tmp_path):
+    # 120 s in all: `kernels` (weight 120 s) hangs; it gets its share of
+    # what is left, not all of it, and every phase after it still runs
+    # (made to fault, to keep this short), within the total.
+    out = tmp_path / 'out'
+    after = ['kernels-floor', 'turbo', 'kernels-products', 'deep',
+             'cuda-graphs']  # fmt: skip
+    phases = run_dry(out, TOTAL_SECONDS='120', GATE_HANG_PHASE='kernels',
+                     GATE_FAULT_PHASE=' '.join(['tests', 'host-ops',
+                                                'profile', 'variants',
+                                                *after]))  # fmt: skip
+    assert 'rc=0' in phases['parity'], phases
+    assert 'rc=124 (timed out)' in phases['kernels'], phases
+    assert limit(phases['kernels']) < 120
+    for name in after:
+        assert 'rc=139' in phases[name], phases
+    total = int(phases['total'].split()[1])
+    assert total <= 120
 
 
 def test_an_unknown_part_is_a_usage_error(tmp_path):
