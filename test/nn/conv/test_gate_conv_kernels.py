@@ -237,3 +237,33 @@ def test_compile_traces_the_chunked_kernels_as_the_reference_computes(
     assert 'torch_geometric_gate.chunked_attention' in targets
     for got, expected in zip(*results):
         assert torch.allclose(got, expected, atol=1e-10)
+
+
+@pytest.mark.parametrize('kernel', ['reference', 'chunked', 'triton'])
+@pytest.mark.parametrize('add_self_loops', [True, False])
+@pytest.mark.parametrize('sort', [None, 'col'])
+def test_an_edge_index_input_is_the_plain_tensor_on_every_kernel(
+    kernel, add_self_loops, sort
+):
+    # Without appended loops the kernels took the input EdgeIndex's rows
+    # as they are (Index tensors, which Triton cannot read).
+    from torch_geometric import EdgeIndex
+
+    if kernel == 'triton':
+        pytest.importorskip('triton')
+    torch.manual_seed(0)
+    conv = GATEConv(5, 4, heads=2, add_self_loops=add_self_loops)
+    randomize_attention(conv)
+    x = torch.randn(NUM_NODES, 5, requires_grad=True)
+    ei = EdgeIndex(EDGE_INDEX, sparse_size=(NUM_NODES, NUM_NODES))
+    if sort is not None:
+        ei = ei.sort_by(sort)[0]
+    plain = ei.as_tensor()
+    with attention_kernel(kernel):
+        got, (_, got_alpha) = conv(x, ei, return_attention_weights=True)
+        want, (_, alpha) = conv(x, plain, return_attention_weights=True)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_alpha, alpha)
+    (grad,) = torch.autograd.grad(got.square().sum(), x)
+    (want_grad,) = torch.autograd.grad(want.square().sum(), x)
+    torch.testing.assert_close(grad, want_grad)

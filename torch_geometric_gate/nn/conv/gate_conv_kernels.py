@@ -177,6 +177,8 @@ class KernelGATEConv(gate_conv.GATEConv):
             # are the appended self-loops; the kernels then derive the flags
             # where they read the edges.
             appended = loop is None
+            if isinstance(edge_index, EdgeIndex):  # The input's, no loops
+                edge_index = edge_index.as_tensor()  # appended: plain rows.
             src, dst = edge_index.unbind(0)
             graph = AttentionGraph(
                 src=src,
