@@ -263,6 +263,17 @@ def test_edge_cases(kernel, device):
         (dict(loop=torch.zeros(2)), "'loop' of booleans"),
         (dict(edge_index=(torch.tensor([0, 2]), torch.tensor([0, 1]))),
          r"CSR 'rowptr' of 4 entries"),
+        (dict(edge_index=(torch.tensor([0, 1, 2, 2]), torch.zeros(2))),
+         r"CSR 'src' of integers"),
+        (dict(query_src=torch.zeros(3, 1, 3)),
+         "'query_src', 'query_dst' and 'value' with the same heads and "
+         'channels'),
+        (dict(query_dst=torch.zeros(3, 2, 2)), 'the same heads'),
+        (dict(negative_slope=float('nan')), "finite non-negative"),
+        (dict(edge_attr=torch.zeros(2, 3), weight_edge=torch.zeros(2, 2)),
+         r"'weight_edge' of shape \[2, 3\]"),
+        (dict(edge_attr=torch.zeros(2), weight_edge=torch.zeros(2, 1)),
+         r"'edge_attr' of shape \[2, edge_dim\]"),
     ],
 )  # fmt: skip
 def test_bad_input_is_refused_naming_the_problem(kwargs, match):
@@ -273,6 +284,33 @@ def test_bad_input_is_refused_naming_the_problem(kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         gate_attention(**args)
+
+
+@pytest.mark.parametrize('kernel', KERNELS)
+@pytest.mark.parametrize(
+    'edge_index,match',
+    [
+        (torch.tensor([[0, 1], [1, -1]]), r'row 1 \(targets\) in \[0, 3\)'),
+        (torch.tensor([[0, 4], [1, 2]]), r'row 0 \(sources\) in \[0, 4\)'),
+        (torch.tensor([[0, 1], [1, 3]]), 'out of range'),
+        ((torch.tensor([0, 1, 2, 2]), torch.tensor([0, 4])),
+         "CSR 'src' holds node indices out of range"),
+        ((torch.tensor([0, 2, 1, 2]), torch.tensor([0, 1])),
+         r"'rowptr' that starts at 0, ends at the number of edges \(2\)"),
+        ((torch.tensor([0, 1, 1, 1]), torch.tensor([0, 1])), "'rowptr'"),
+    ],
+)  # fmt: skip
+def test_node_indices_out_of_range_are_refused_on_every_kernel(
+    kernel, edge_index, match
+):
+    # 4 source nodes, 3 targets: checked before any kernel reads them (the
+    # chunked kernels wrapped a negative index around; Triton read past
+    # the rows).
+    skip_unless_runs(kernel, torch.device('cpu'))
+    q_src, q_dst = torch.randn(4, 1, 2), torch.randn(3, 1, 2)
+    with attention_kernel(**KERNELS[kernel]):
+        with pytest.raises(RuntimeError, match=match):
+            gate_attention(q_src, q_dst, q_src, edge_index, torch.ones(1, 2))
 
 
 @pytest.mark.parametrize('kernel', ['reference', 'chunked-loops'])

@@ -12,6 +12,8 @@ from torch_geometric import EdgeIndex
 from torch_geometric.index import ptr2index
 from torch_geometric.utils import scatter, softmax
 
+from torch_geometric_gate.ops._checks import assert_rows_in_range
+from torch_geometric_gate.ops._compat import assert_async
 from torch_geometric_gate.ops.dispatch import attend
 from torch_geometric_gate.ops.types import (
     AttentionGraph,
@@ -119,7 +121,6 @@ def gate_attention(
         >>> out.shape, alpha.shape
         (torch.Size([3, 2, 4]), torch.Size([4, 2]))
     """
-    src, dst, num_dst, ei = _edges(edge_index, query_dst)
     for name, t in (('query_src', query_src), ('query_dst', query_dst),
                     ('value', value)):  # fmt: skip
         if t.dim() != 3:
@@ -127,6 +128,14 @@ def gate_attention(
                 f"Expected '{name}' of shape [num_nodes, heads, channels] "
                 f'(got {list(t.shape)})'
             )
+    if not query_src.shape[1:] == query_dst.shape[1:] == value.shape[1:]:
+        raise ValueError(
+            "Expected 'query_src', 'query_dst' and 'value' with the same "
+            'heads and channels [num_nodes, heads, channels] (got '
+            f'{list(query_src.shape)}, {list(query_dst.shape)} and '
+            f'{list(value.shape)})'
+        )
+    src, dst, num_dst, ei = _edges(edge_index, query_src.size(0), query_dst)
     heads, channels = value.shape[1:]
     att_src = _vector(att_src, 'att_src', heads, channels)
     gatv2 = att_self is None
@@ -138,9 +147,10 @@ def gate_attention(
             "Expected 'query_src' and 'value' to have a row per source node "
             f'(got {query_src.size(0)} and {value.size(0)})'
         )
-    if negative_slope < 0:
+    if not 0 <= negative_slope < float('inf'):  # NaN too
         raise ValueError(
-            f"Expected a non-negative 'negative_slope' (got {negative_slope})"
+            "Expected a finite non-negative 'negative_slope' (got "
+            f'{negative_slope})'
         )
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"Expected 'dropout_p' in [0, 1] (got {dropout_p})")
@@ -155,11 +165,18 @@ def gate_attention(
                 f"Expected '{name}' of booleans of shape [{num_edges}] "
                 f'(got {t.dtype} of shape {list(t.shape)})'
             )
-    if edge_attr is not None and edge_attr.size(0) != num_edges:
-        raise ValueError(
-            f"Expected 'edge_attr' with a row per edge ({num_edges}), got "
-            f'{edge_attr.size(0)}'
-        )
+    if edge_attr is not None and weight_edge is not None:
+        if edge_attr.dim() != 2 or edge_attr.size(0) != num_edges:
+            raise ValueError(
+                f"Expected 'edge_attr' of shape [{num_edges}, edge_dim] (a "
+                f'row per edge), got {list(edge_attr.shape)}'
+            )
+        expected = [heads * channels, edge_attr.size(1)]
+        if list(weight_edge.shape) != expected:
+            raise ValueError(
+                f"Expected 'weight_edge' of shape {expected} (heads * "
+                f'channels, edge_dim), got {list(weight_edge.shape)}'
+            )
     if mask_loops_before is not None and not (
         0 <= mask_loops_before <= num_edges
     ):
@@ -200,9 +217,10 @@ def _vector(att: Tensor, name: str, heads: int, channels: int) -> Tensor:
     return att
 
 
-def _edges(edge_index, query_dst: Tensor):
+def _edges(edge_index, num_src: int, query_dst: Tensor):
     r"""The sources, targets, number of targets and the caller's
-    :class:`EdgeIndex` (or :obj:`None`) of :obj:`edge_index`."""
+    :class:`EdgeIndex` (or :obj:`None`) of :obj:`edge_index`, its node
+    indices checked on the device (no host sync)."""
     num_dst = query_dst.size(0)
     if isinstance(edge_index, (tuple, list)):
         if len(edge_index) != 2:
@@ -216,6 +234,22 @@ def _edges(edge_index, query_dst: Tensor):
                 f"Expected a CSR 'rowptr' of {num_dst + 1} entries (the "
                 f'target nodes + 1), got shape {list(rowptr.shape)}'
             )
+        if src.dim() != 1 or src.is_floating_point():
+            raise ValueError(
+                "Expected a CSR 'src' of integers of shape [num_edges] (got "
+                f'{src.dtype} of shape {list(src.shape)})'
+            )
+        assert_rows_in_range(
+            src.view(1, -1), (num_src,),
+            "The CSR 'src' holds node indices out of range: expected "
+            f'0 <= src < {num_src} (the source nodes)',
+        )  # fmt: skip
+        ends = torch.stack([rowptr[0], rowptr[-1] - src.numel()])
+        assert_async(
+            (ends == 0).all() & (rowptr.diff() >= 0).all(),
+            f"Expected a CSR 'rowptr' that starts at 0, ends at the number "
+            f'of edges ({src.numel()}) and never decreases',
+        )
         dst = ptr2index(rowptr, output_size=src.numel())
         return src.long(), dst.long(), num_dst, None
     if (
@@ -230,6 +264,11 @@ def _edges(edge_index, query_dst: Tensor):
         )
     ei = edge_index if isinstance(edge_index, EdgeIndex) else None
     plain = edge_index.as_tensor() if ei is not None else edge_index
+    assert_rows_in_range(
+        plain, (num_src, num_dst),
+        "'edge_index' holds node indices out of range: expected row 0 "
+        f'(sources) in [0, {num_src}) and row 1 (targets) in [0, {num_dst})',
+    )  # fmt: skip
     return plain[0].long(), plain[1].long(), num_dst, ei
 
 

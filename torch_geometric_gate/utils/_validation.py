@@ -13,7 +13,7 @@ from torch_geometric import is_compiling
 from torch_geometric.typing import SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor
 
-from torch_geometric_gate.ops._compat import assert_async
+from torch_geometric_gate.ops._checks import assert_rows_in_range
 
 
 def check_edge_index(
@@ -243,18 +243,7 @@ def _check_conv_edge_index(edge_index, num_src: int, num_dst: int, flow: str):
             'nodes, the number of target nodes) and row 1 < the number of '
             'source nodes'
         )
-    if edge_index.numel() == 0:
-        return
-    # No host sync (asynchronous); one reduction where both rows have the
-    # same bound (5 host operators per call):
-    if rows[0] == rows[1]:
-        low, high = torch.aminmax(edge_index)
-        valid = (low >= 0) & (high < rows[0])
-    else:
-        high = edge_index.amax(dim=1)
-        valid = (edge_index.min() >= 0) & (high[0] < rows[0])
-        valid = valid & (high[1] < rows[1])
-    assert_async(valid, error)
+    assert_rows_in_range(edge_index, rows, error)
 
 
 def _num_edges(edge_index) -> int:
