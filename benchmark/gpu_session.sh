@@ -204,12 +204,15 @@ fi
 
 # shellcheck disable=SC2016
 tests() {  # tests NAME LIMIT PYTEST_ARGS...: a phase of pytest; its log's
-    # tail is the phase's table.
+    # tail, under the machine's lines (commit, versions, device), is the
+    # phase's table.
     local name=$1 limit=$2
     shift 2
     phase "$name" "$limit" sh -c 'python3 -m pytest -q -p no:cacheprovider \
         --durations=5 "$@" >"$PHASE_DIR/tests.log" 2>&1; rc=$?;
         { echo "# Tests: pytest $*"; echo;
+          PYTHONPATH="$PWD/benchmark:$PYTHONPATH" python3 -c "import report
+print(chr(10).join(report.machine_info()))"; echo;
           tail -n 15 "$PHASE_DIR/tests.log" | sed "s/^/    /"; } \
           >"$PHASE_DIR/tests.md"; exit $rc' sh "$@"
 }

@@ -79,6 +79,9 @@ def test_dry_run_times_triton_and_keeps_what_faulting_phases_leave(tmp_path):
         assert variant in variants
     section = tables[tables.index('<!-- kernels-products: ') :]
     assert '| plain |' in section and '| edge-index |' in section
+    graphs = tables[tables.index('<!-- cuda-graphs: ') :]
+    assert '# Tests: pytest test/ops/test_cuda_graphs.py' in graphs
+    assert '- commit: ' in graphs and 'skipped' in graphs  # no CUDA
     floor = tables[tables.index('<!-- kernels-floor: ') :]
     assert '| GATE | triton | ok |' in floor
     assert '| GATv2 | eager | ok |' in floor
