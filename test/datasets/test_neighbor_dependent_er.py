@@ -190,6 +190,7 @@ def test_neighbor_dependent_er_file_name(tmp_path):
         (dict(split=(0.5, 0.5, 0.5)), 'sum to 1'),
         (dict(split=(0.5, 0.75, -0.25)), 'negative'),
         (dict(split=[0.5, 0.5]), 'three numbers'),
+        (dict(split=(0.5, float('nan'), 0.5)), 'finite'),
         (dict(num_features=0), 'num_features'),
         (dict(num_layers=0), 'num_layers'),
         (dict(act='gelu'), 'act'),
@@ -198,6 +199,8 @@ def test_neighbor_dependent_er_file_name(tmp_path):
         (dict(negative_slope=float('inf')), "'negative_slope' must be a fin"),
         (dict(init='kaiming'), 'init'),
         (dict(seed=-3), 'seed'),
+        # Raised OSError 'File name too long' after creating 'root':
+        (dict(num_nodes=10, seed=10**240), r"'seed' must be below 2\*\*64"),
     ],
 )
 def test_neighbor_dependent_er_value_errors(tmp_path, kwargs, match):

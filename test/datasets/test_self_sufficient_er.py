@@ -158,7 +158,13 @@ def test_self_sufficient_er_pre_transform(tmp_path):
         (dict(split=(0.5, 0.25, 0.3)), 'sum to 1'),
         (dict(split=(1.25, -0.25, 0.0)), 'negative'),
         (dict(split='abc'), 'three numbers'),
+        # NaN was called negative, infinity was reported as a wrong sum:
+        (dict(split=(float('nan'), 0.5, 0.5)), 'finite.*NaN'),
+        (dict(split=(float('inf'), 0.0, 0.0)), 'finite.*infinite'),
         (dict(seed=-1), 'seed'),
+        # Raised OSError 'File name too long' after creating 'root':
+        (dict(num_nodes=10, seed=10**240), r"'seed' must be below 2\*\*64"),
+        (dict(num_nodes=10, seed=2**64), r"'seed' must be below 2\*\*64"),
     ],
 )
 def test_self_sufficient_er_value_errors(tmp_path, kwargs, match):

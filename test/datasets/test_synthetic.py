@@ -5,6 +5,7 @@ import os.path as osp
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 import torch
@@ -94,6 +95,23 @@ def test_dense_er_graph_in_chunks(monkeypatch):
         torch.manual_seed(3)
         expected = erdos_renyi_graph(3000, 0.002)
     assert torch.equal(er_graph(3000, 0.002, 3), expected)
+
+
+def test_seed_range(tmp_path):
+    # Seeds are bounded as in the transforms, before anything is written: a
+    # seed of 2**64 raised 'Overflow when unpacking long long' in er_graph
+    # and 10**240 'File name too long' after the dataset created 'root'.
+    for method in ('dense', 'sparse'):
+        with pytest.raises(ValueError, match=r"'seed' must be below 2\*\*64"):
+            er_graph(5, 0.5, 2**64, method)
+        assert er_graph(5, 1.0, 2**64 - 1, method).size(1) == 20
+    root = tmp_path / 'root'
+    for seed in (2**64, 10**240):
+        with pytest.raises(ValueError, match=r'below 2\*\*64.*\(got \d+\)'):
+            SelfSufficientER(str(root), num_nodes=10, seed=seed)
+        assert not osp.exists(root)
+    data = SelfSufficientER(str(root), num_nodes=10, seed=2**64 - 1)[0]
+    assert data.num_nodes == 10
 
 
 def test_sparse_er_graph_structure():
@@ -241,8 +259,8 @@ def test_processed_file_is_replaced_atomically(tmp_path, monkeypatch):
         # The temporary file is complete and in the final name's folder:
         assert osp.dirname(src) == osp.dirname(dst)
         torch.load(src, weights_only=False)
-        if dst.endswith('_graph-dense.pt'):
-            assert osp.exists(dst) == (len(seen) > 3)
+        if dst.endswith('_graph-dense_pre-none.pt'):
+            assert osp.exists(dst) == (len(seen) > 1)
             if osp.exists(dst):
                 SelfSufficientER(str(tmp_path), num_nodes=30, edge_prob=0.1)
         real_replace(src, dst)
@@ -255,10 +273,77 @@ def test_processed_file_is_replaced_atomically(tmp_path, monkeypatch):
             edge_prob=0.1,
             force_reload=force_reload,
         )
-    assert len(seen) == 6  # data, pre_transform, pre_filter; twice
+    assert len(seen) == 2  # the data, twice
     assert all(
         not f.endswith('.tmp') for f in os.listdir(tmp_path / 'processed')
     )
+
+
+def test_processed_file_of_another_pre_transform_is_not_reused(tmp_path):
+    # All parameter sets share one 'processed' folder, and PyG's one record
+    # of the pre_transform per folder ('pre_transform.pt') held the last
+    # one processed: B warned that its pre_transform differed (writing a new
+    # file), and A2 loaded A's file, built with P1, without a warning.
+    from torch_geometric_gate.transforms import RandomLabels
+
+    root = str(tmp_path)
+    P1, P2 = RandomLabels(2, seed=1), RandomLabels(2, seed=2)
+    kwargs = dict(num_nodes=50, edge_prob=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        a = SelfSufficientER(root, seed=0, pre_transform=P1, **kwargs)[0]
+        b = SelfSufficientER(root, seed=1, pre_transform=P2, **kwargs)[0]
+        a2 = SelfSufficientER(root, seed=0, pre_transform=P2, **kwargs)[0]
+        plain = SelfSufficientER(root, seed=0, **kwargs)[0]
+        a3 = SelfSufficientER(root, seed=0, pre_transform=P1, **kwargs)[0]
+    assert torch.equal(a.y, P1(plain.clone()).y)
+    assert torch.equal(a2.y, P2(plain.clone()).y)
+    assert torch.equal(b.y, a2.y)  # P2's labels on 50 nodes
+    assert not torch.equal(a2.y, a.y)
+    assert torch.equal(a3.y, a.y)
+    assert torch.equal(plain.x.argmax(dim=-1), plain.y)  # the raw task
+    assert len(os.listdir(tmp_path / 'processed')) == 4  # 4 pairs
+
+    # Functions are told apart by their names (PyG records '<function>'):
+    def double(data):
+        data.x = 2 * data.x
+        return data
+
+    def triple(data):
+        data.x = 3 * data.x
+        return data
+
+    x2 = SelfSufficientER(root, seed=0, pre_transform=double, **kwargs)[0].x
+    x3 = SelfSufficientER(root, seed=0, pre_transform=triple, **kwargs)[0].x
+    assert torch.equal(x2, 2 * plain.x) and torch.equal(x3, 3 * plain.x)
+
+    # NeighborDependentER names its file by the pre_transform too:
+    kwargs = dict(num_nodes=30, edge_prob=0.2)
+    plain = NeighborDependentER(root, **kwargs)[0]
+    for pre_transform in (P1, P2, P1):
+        data = NeighborDependentER(root, pre_transform=pre_transform, **kwargs)
+        assert torch.equal(data[0].y, pre_transform(plain.clone()).y)
+    assert not torch.equal(P1(plain.clone()).y, P2(plain.clone()).y)
+    assert not torch.equal(P1(plain.clone()).y, plain.y)
+
+
+def test_processed_file_without_a_pre_transform_record_is_not_read(tmp_path):
+    # Files named before the name recorded the pre_transform may hold the
+    # data of any pre_transform; they are not read.
+    from torch_geometric_gate.transforms import RandomLabels
+
+    kwargs = dict(num_nodes=50, edge_prob=0.1)
+    dataset = SelfSufficientER(str(tmp_path), **kwargs)
+    path = dataset.processed_paths[0]
+    assert path.endswith('_graph-dense_pre-none.pt')
+    old = SelfSufficientER(
+        str(tmp_path / 'old'), pre_transform=RandomLabels(2, 1), **kwargs
+    )
+    os.replace(old.processed_paths[0], path.replace('_pre-none', ''))
+    os.remove(path)
+    data = SelfSufficientER(str(tmp_path), **kwargs)[0]
+    assert torch.equal(data.x.argmax(dim=-1), data.y)
+    assert torch.equal(data.y, dataset[0].y)
 
 
 def test_atomic_save_of_a_long_legal_file_name(tmp_path):

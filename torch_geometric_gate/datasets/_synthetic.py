@@ -1,19 +1,20 @@
 """Shared pieces of the synthetic test-bed datasets (private)."""
 
+import hashlib
 import math
 import numbers
 import os
 import os.path as osp
+import re
 import sys
 import tempfile
-import warnings
 from typing import Any, List, Sequence, Tuple, Type
 
 import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
-from torch_geometric.data.dataset import _repr, files_exist
+from torch_geometric.data.dataset import files_exist
 
 
 def check_int(value, name: str, minimum: int) -> None:
@@ -23,6 +24,15 @@ def check_int(value, name: str, minimum: int) -> None:
         raise ValueError(f"'{name}' must be at least {minimum} (got {value})")
 
 
+def check_seed(seed) -> None:
+    check_int(seed, 'seed', 0)
+    if seed >= 2**64:
+        raise ValueError(
+            f"'seed' must be below 2**64, the range of torch.Generator "
+            f'(got {seed})'
+        )
+
+
 def check_er_args(
     num_nodes, edge_prob, num_classes, split, seed
 ) -> Tuple[float, Tuple[float, float, float]]:
@@ -30,7 +40,7 @@ def check_er_args(
     :obj:`edge_prob` and :obj:`split` as floats."""
     check_int(num_nodes, 'num_nodes', 1)
     check_int(num_classes, 'num_classes', 2)
-    check_int(seed, 'seed', 0)
+    check_seed(seed)
     if num_nodes < num_classes:
         raise ValueError(
             f"'num_nodes' ({num_nodes}) must be at least "
@@ -48,6 +58,14 @@ def check_er_args(
     ):
         raise ValueError(
             f"'split' must be three numbers (train, val, test) (got {split!r})"
+        )
+    if any(
+        not (isinstance(s, numbers.Integral) or math.isfinite(s))
+        for s in split
+    ):
+        raise ValueError(
+            f"'split' must be three finite numbers (train, val, test), not "
+            f'NaN or infinite (got {split})'
         )
     if any(not s >= 0 for s in split):
         raise ValueError(
@@ -125,7 +143,7 @@ def er_graph(
     Args:
         num_nodes (int): The number of nodes :math:`N`.
         edge_prob (float): The probability :math:`p` of each edge.
-        seed (int): The seed of the draw.
+        seed (int): The seed of the draw, in :math:`[0, 2^{64})`.
         method (str, optional): :obj:`"dense"` or :obj:`"sparse"`.
             (default: :obj:`"dense"`)
 
@@ -136,7 +154,7 @@ def er_graph(
                 [1, 2, 3, 4, 0, 2, 3, 4, 0, 1, 3, 4, 0, 1, 2, 4, 0, 1, 2, 3]])
     """
     check_int(num_nodes, 'num_nodes', 1)
-    check_int(seed, 'seed', 0)
+    check_seed(seed)
     _check_probability(edge_prob)
     num_pairs = num_nodes * (num_nodes - 1) // 2
     gen = torch.Generator().manual_seed(seed)
@@ -281,11 +299,22 @@ def atomic_torch_save(obj: Any, path: str) -> None:
         raise
 
 
+def transform_key(transform: Any) -> str:
+    r"""A representation of :obj:`transform` that is the same in every
+    process: its :func:`repr` without memory addresses (PyG's record of a
+    :obj:`pre_transform` also drops the rest of the text in angle brackets,
+    so that every function reads :obj:`'<function>'`; here a function keeps
+    its qualified name)."""
+    return re.sub(r' at 0x[0-9a-fA-F]+', '', repr(transform))
+
+
 class SyntheticDataset(InMemoryDataset):
     r"""What the synthetic datasets share (private): the :obj:`root` check,
-    :obj:`num_classes` as the argument :math:`C`, atomic writes of the
-    processed files and a clear error for an unreadable one. A subclass
-    sets :obj:`_num_classes` and its other attributes, then calls
+    :obj:`num_classes` as the argument :math:`C`, the :obj:`pre_transform`
+    in the processed file name (:meth:`pre_transform_tag`), atomic writes
+    of the processed files and a clear error for an unreadable one. A
+    subclass sets :obj:`_num_classes` and its other attributes, ends its
+    :obj:`processed_file_names` with :meth:`pre_transform_tag`, then calls
     :meth:`__init__`, which processes (if needed) and loads."""
 
     def __init__(self, root, transform, pre_transform, force_reload):
@@ -303,6 +332,23 @@ class SyntheticDataset(InMemoryDataset):
         :obj:`num_classes` argument), also when a small graph draws no node
         of some class (PyG's default counts the classes present)."""
         return self._num_classes
+
+    def pre_transform_tag(self) -> str:
+        r"""The end of the processed file name that stands for
+        :obj:`pre_transform`: :obj:`'_pre-none'` without one, else
+        :obj:`'_pre-'` and a hash of its :func:`transform_key`.
+
+        All parameter sets share one :obj:`processed` folder, where PyG's
+        single record of the :obj:`pre_transform` (:obj:`pre_transform.pt`)
+        compared each file with the :obj:`pre_transform` of whichever file
+        was processed last: a file built with another :obj:`pre_transform`
+        could be reused without a warning. Named by it, it never is (the
+        names before this tag, which did not record the
+        :obj:`pre_transform`, are not read either)."""
+        if self.pre_transform is None:
+            return '_pre-none'
+        key = transform_key(self.pre_transform).encode()
+        return f'_pre-{hashlib.sha256(key).hexdigest()[:16]}'
 
     @classmethod
     def save(cls, data_list: Sequence[Data], path: str) -> None:
@@ -323,23 +369,11 @@ class SyntheticDataset(InMemoryDataset):
             ) from e
 
     def _process(self) -> None:
-        # `Dataset._process` of PyG 2.8, with every file written atomically
-        # (in place, a concurrent reader could load a partial file).
-        path = osp.join(self.processed_dir, 'pre_transform.pt')
-        if not self.force_reload and osp.exists(path):
-            try:
-                stored = torch.load(path, weights_only=False)
-            except Exception:
-                stored = None
-            if stored != _repr(self.pre_transform):
-                warnings.warn(
-                    'The `pre_transform` argument differs from the one used '
-                    'in the pre-processed version of this dataset. If you '
-                    'want to make use of another pre-processing technique, '
-                    'pass `force_reload=True` explicitly to reload the '
-                    'dataset.',
-                    stacklevel=3,
-                )
+        # `Dataset._process` of PyG 2.8, with the file written atomically
+        # (in place, a concurrent reader could load a partial file) and
+        # without the folder's `pre_transform.pt` and `pre_filter.pt`: the
+        # processed file name holds the `pre_transform` (see
+        # `pre_transform_tag`), and there is no `pre_filter`.
         if not self.force_reload and files_exist(self.processed_paths):
             return
         log = self.log and 'PYTEST_CURRENT_TEST' not in os.environ
@@ -347,11 +381,6 @@ class SyntheticDataset(InMemoryDataset):
             print('Processing...', file=sys.stderr)
         os.makedirs(self.processed_dir, exist_ok=True)
         self.process()
-        atomic_torch_save(_repr(self.pre_transform), path)
-        atomic_torch_save(
-            _repr(self.pre_filter),
-            osp.join(self.processed_dir, 'pre_filter.pt'),
-        )
         if log:
             print('Done!', file=sys.stderr)
 

@@ -42,10 +42,14 @@ class NeighborDependentER(SyntheticDataset):
     The same arguments give the same graph bit for bit: every random step
     draws from its own generator, seeded from :obj:`seed`, and the caller's
     global random state is left alone. The processed file name encodes every
-    argument, those of the label generator included, so a changed argument
-    never reuses a stale file (a changed :obj:`pre_transform` is only warned
-    about, as in PyG; pass :obj:`force_reload=True`). Invalid arguments
-    raise before anything is written to :obj:`root`.
+    argument, those of the label generator included, and the
+    :obj:`pre_transform` (a hash of its :func:`repr`, memory addresses left
+    out), so a changed argument or :obj:`pre_transform` never reuses a
+    stale file (PyG only warns about a changed :obj:`pre_transform`). A
+    :obj:`pre_transform` of your own is told apart by its :func:`repr`: a
+    function by its qualified name, a class by its :meth:`__repr__`, which
+    should show its parameters. Invalid arguments raise before anything is
+    written to :obj:`root`.
 
     Args:
         root (str): Root directory where the dataset should be saved.
@@ -63,9 +67,10 @@ class NeighborDependentER(SyntheticDataset):
             random GAT, i.e. the number of hops the labels depend on.
             (default: :obj:`1`)
         split (tuple, optional): The fractions of training, validation and
-            test nodes; non-negative and summing to :obj:`1`.
+            test nodes; finite, non-negative and summing to :obj:`1`.
             (default: :obj:`(0.5, 0.25, 0.25)`)
-        seed (int, optional): The random seed. (default: :obj:`0`)
+        seed (int, optional): The random seed, in :math:`[0, 2^{64})`.
+            (default: :obj:`0`)
         graph_method (str, optional): How the graph is drawn.
             :obj:`'dense'`: one uniform number per node pair, the graph of
             PyG's :func:`~torch_geometric.utils.erdos_renyi_graph` after
@@ -161,7 +166,8 @@ class NeighborDependentER(SyntheticDataset):
             f'_d{self._num_features}_k{self.num_layers}_split{split}'
             f'_seed{self.seed}'
             f'_graph-{self.graph_method}_act-{t.act}_slope{fmt(t.negative_slope)}'
-            f'_init-{t.init}_ninit{t.n_init}.pt'
+            f'_init-{t.init}_ninit{t.n_init}'
+            f'{self.pre_transform_tag()}.pt'
         )
 
     def process(self) -> None:

@@ -37,10 +37,13 @@ class SelfSufficientER(SyntheticDataset):
     The same arguments give the same graph bit for bit: every random step
     draws from its own generator, seeded from :obj:`seed`, and the caller's
     global random state is left alone. The processed file name encodes every
-    argument, so a changed argument never reuses a stale file (a changed
-    :obj:`pre_transform` is only warned about, as in PyG; pass
-    :obj:`force_reload=True`). Invalid arguments raise before anything is
-    written to :obj:`root`.
+    argument and the :obj:`pre_transform` (a hash of its :func:`repr`,
+    memory addresses left out), so a changed argument or
+    :obj:`pre_transform` never reuses a stale file (PyG only warns about a
+    changed :obj:`pre_transform`). A :obj:`pre_transform` of your own is
+    told apart by its :func:`repr`: a function by its qualified name, a
+    class by its :meth:`__repr__`, which should show its parameters.
+    Invalid arguments raise before anything is written to :obj:`root`.
 
     Args:
         root (str): Root directory where the dataset should be saved.
@@ -53,9 +56,10 @@ class SelfSufficientER(SyntheticDataset):
             :obj:`num_classes` is :math:`C`, also when a small graph draws
             no node of some class. (default: :obj:`2`)
         split (tuple, optional): The fractions of training, validation and
-            test nodes; non-negative and summing to :obj:`1`.
+            test nodes; finite, non-negative and summing to :obj:`1`.
             (default: :obj:`(0.5, 0.25, 0.25)`)
-        seed (int, optional): The random seed. (default: :obj:`0`)
+        seed (int, optional): The random seed, in :math:`[0, 2^{64})`.
+            (default: :obj:`0`)
         graph_method (str, optional): How the graph is drawn.
             :obj:`'dense'`: one uniform number per node pair, the graph of
             PyG's :func:`~torch_geometric.utils.erdos_renyi_graph` after
@@ -132,7 +136,8 @@ class SelfSufficientER(SyntheticDataset):
         return (
             f'self_sufficient_er_n{self.num_nodes}_p{fmt(self.edge_prob)}'
             f'_c{self._num_classes}_split{split}_seed{self.seed}'
-            f'_graph-{self.graph_method}.pt'
+            f'_graph-{self.graph_method}'
+            f'{self.pre_transform_tag()}.pt'
         )
 
     def process(self) -> None:
