@@ -80,17 +80,57 @@ def test_self_loop_attention_leaves_uncoalesced_input_alone():
     assert not adj.is_coalesced()
 
 
-def test_self_loop_attention_rejects_the_attention_pair_passed_whole():
+def test_self_loop_attention_takes_the_attention_pair_whole():
     # Passing the (edge_index, alpha) pair of return_attention_weights=True
-    # as one argument said "'alpha' is required with an edge index tensor".
+    # as one argument said "'alpha' is required with an edge index tensor",
+    # then a TypeError asking for self_loop_attention(*attention).
     edge_index = torch.tensor([[0, 1, 0, 1], [1, 0, 0, 1]])
     alpha = torch.tensor([0.25, 0.5, 0.75, 0.5])
     attention = (edge_index, alpha)
-    with pytest.raises(TypeError, match=r'two arguments.*\*attention'):
-        self_loop_attention(attention)
+    expected = torch.tensor([0.75, 0.5])
+    assert torch.equal(self_loop_attention(attention), expected)
+    assert torch.equal(self_loop_attention(*attention), expected)
     assert torch.equal(
-        self_loop_attention(*attention), torch.tensor([0.75, 0.5])
+        self_loop_attention(attention, num_nodes=3)[:2], expected
     )
+    with pytest.raises(TypeError, match="got the pair and 'alpha'"):
+        self_loop_attention(attention, alpha)
     # A list edge index still gets the tensor message:
     with pytest.raises(TypeError, match='torch.Tensor'):
         self_loop_attention(edge_index.tolist(), alpha)
+
+
+@pytest.mark.parametrize('layout', [torch.sparse_coo, torch.sparse_csr])
+@pytest.mark.parametrize('heads', [1, 2])
+def test_self_loop_attention_of_the_sparse_attention_pair(layout, heads):
+    # For a torch.sparse adjacency, GATEConv returns the pair (adj, values):
+    # self_loop_attention(attention) asked for self_loop_attention(
+    # *attention), which raised "'alpha' must be None for a sparse
+    # adjacency"; only self_loop_attention(attention[0]) worked.
+    from torch_geometric_gate.nn.conv import GATEConv
+
+    torch.manual_seed(0)
+    x = torch.randn(6, 4)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5, 1], [1, 2, 3, 4, 5, 0, 3]])
+    conv = GATEConv(4, 3, heads=heads)
+    # The dense weights of the same layer:
+    _, (ei, alpha) = conv(x, edge_index, return_attention_weights=True)
+    expected = self_loop_attention(ei, alpha, num_nodes=6)
+    assert expected.shape == (6, heads)
+
+    adj = to_torch_sparse_tensor(
+        edge_index.flip(0), size=(6, 6), layout=layout
+    )
+    _, attention = conv(x, adj, return_attention_weights=True)
+    assert isinstance(attention, tuple) and attention[0].layout == layout
+    assert torch.allclose(self_loop_attention(attention), expected)
+    assert torch.allclose(self_loop_attention(*attention), expected)
+    assert torch.allclose(self_loop_attention(attention[0]), expected)
+    # The values may be a copy, but not other weights:
+    adj_t, values = attention
+    assert torch.allclose(self_loop_attention(adj_t, values.clone()), expected)
+    jit = torch.jit.script(self_loop_attention)
+    assert torch.allclose(jit(adj_t, values, None), expected)
+    for other in (values + 1.0, values[1:], values.view(-1)):
+        with pytest.raises(ValueError, match="'alpha' must be None or the"):
+            self_loop_attention(adj_t, other)

@@ -1,5 +1,5 @@
 import numbers
-from typing import List, Optional, Union
+from typing import List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -31,14 +31,22 @@ def self_loop_attention(
     Several loop edges of the same node are summed (masked duplicates carry
     zero weight).
 
+    The attention weights returned with
+    :obj:`return_attention_weights=True` may be passed as they come,
+    :obj:`self_loop_attention(attention)`, for any adjacency; a pair
+    :obj:`(edge_index, alpha)` or :obj:`(adj, adj.values())` may also be
+    unpacked, :obj:`self_loop_attention(*attention)`.
+
     Args:
         edge_index (torch.Tensor or SparseTensor): The edge indices
             :obj:`[2, num_edges]` returned with the attention weights, or the
-            (transposed) sparse adjacency that carries them as values.
+            (transposed) sparse adjacency that carries them as values, or
+            the whole :obj:`(edge_index, alpha)` pair returned.
         alpha (torch.Tensor, optional): The attention weights
-            :obj:`[num_edges]` or :obj:`[num_edges, heads]`. Must be
-            :obj:`None` for sparse input, whose values are used.
-            (default: :obj:`None`)
+            :obj:`[num_edges]` or :obj:`[num_edges, heads]`. For sparse
+            input, whose values are used, :obj:`None` or those values (the
+            second item of the :obj:`(adj, adj.values())` pair returned for
+            a :class:`torch.sparse.Tensor` adjacency). (default: :obj:`None`)
         num_nodes (int, optional): The number of (target) nodes, more than
             the largest target index. Inferred from :obj:`edge_index` if not
             given. (default: :obj:`None`)
@@ -54,23 +62,23 @@ def self_loop_attention(
     """
     if not torch.jit.is_scripting():
         # TorchScript enforces these types itself:
-        num_nodes = _check_python_args(edge_index, alpha, num_nodes)
+        edge_index, alpha, num_nodes = _check_python_args(
+            edge_index, alpha, num_nodes
+        )
 
     if isinstance(edge_index, SparseTensor):
-        if alpha is not None:
-            raise ValueError(
-                "'alpha' must be None for a sparse adjacency: "
-                'its values are the attention weights'
-            )
         num_nodes = edge_index.size(0) if num_nodes is None else num_nodes
         adj_index, weights = to_edge_index(edge_index)  # `adj_t`: row = dst
+        if alpha is not None:
+            _check_sparse_values(alpha, weights)
         index = adj_index.flip(0)
     elif is_torch_sparse_tensor(edge_index):
         if alpha is not None:
-            raise ValueError(
-                "'alpha' must be None for a sparse adjacency: "
-                'its values are the attention weights'
-            )
+            # The values in the caller's order (before any coalescing):
+            if edge_index.layout == torch.sparse_coo:
+                _check_sparse_values(alpha, edge_index._values())
+            else:
+                _check_sparse_values(alpha, edge_index.values())
         num_nodes = edge_index.size(0) if num_nodes is None else num_nodes
         if (
             edge_index.layout == torch.sparse_coo
@@ -129,20 +137,41 @@ def self_loop_attention(
     return scatter(weights * is_loop, index[1], 0, num_nodes, 'sum')
 
 
+def _check_sparse_values(alpha: Tensor, values: Tensor) -> None:
+    # `alpha` beside a sparse adjacency must be its values: the second item
+    # of the `(adj, adj.values())` pair of `return_attention_weights=True`.
+    # (NaN weights, of a diverged model, count as equal.)
+    same = alpha.size() == values.size() and bool(
+        ((alpha == values) | (alpha.isnan() & values.isnan())).all()
+    )
+    if not same:
+        raise ValueError(
+            "'alpha' must be None or the values of the sparse adjacency, "
+            'which are the attention weights (as in the (adj, adj.values()) '
+            "pair of 'return_attention_weights=True'); got weights of shape "
+            f'{list(alpha.size())} that differ from its values of shape '
+            f'{list(values.size())}'
+        )
+
+
 @torch.jit.unused
-def _check_python_args(edge_index, alpha, num_nodes) -> Optional[int]:
+def _check_python_args(
+    edge_index, alpha, num_nodes
+) -> Tuple[Union[Tensor, SparseTensor], Optional[Tensor], Optional[int]]:
     if (
         isinstance(edge_index, tuple)
         and len(edge_index) == 2
+        and isinstance(edge_index[0], (Tensor, SparseTensor))
         and isinstance(edge_index[1], Tensor)
     ):
         # The pair `return_attention_weights=True` returns, passed whole:
-        raise TypeError(
-            "Expected 'edge_index' and 'alpha' as two arguments (got a "
-            'tuple of two tensors); unpack the '
-            "(edge_index, alpha) pair of 'return_attention_weights=True': "
-            'self_loop_attention(*attention)'
-        )
+        if alpha is not None:
+            raise TypeError(
+                'Expected either the (edge_index, alpha) pair of '
+                "'return_attention_weights=True' or 'edge_index' and "
+                "'alpha' as two arguments (got the pair and 'alpha')"
+            )
+        edge_index, alpha = edge_index
     if alpha is not None and not isinstance(alpha, Tensor):
         raise TypeError(
             f"Expected 'alpha' to be a torch.Tensor (got "
@@ -155,4 +184,5 @@ def _check_python_args(edge_index, alpha, num_nodes) -> Optional[int]:
         raise TypeError(
             f"'num_nodes' must be an int (got {type(num_nodes).__name__})"
         )
-    return None if num_nodes is None else int(num_nodes)
+    num_nodes = None if num_nodes is None else int(num_nodes)
+    return edge_index, alpha, num_nodes
