@@ -58,3 +58,37 @@ def test_one_hot_label_features_rejects_non_tensor_labels():
     # Raised "AttributeError: 'list' object has no attribute 'dim'".
     with pytest.raises(TypeError, match=r'torch.Tensor.*\[num_nodes\]'):
         OneHotLabelFeatures(num_classes=2)(Data(y=[0, 1]))
+
+
+@pytest.mark.parametrize(
+    'dtype',
+    [
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.uint16,
+        torch.uint32,
+        torch.uint64,
+    ],
+    ids=str,
+)
+def test_one_hot_label_features_integer_dtypes(dtype):
+    # uint8, int8 and int16 labels raised "scatter(): Expected dtype
+    # int32/int64 for index" inside PyG's one_hot; the other unsigned types
+    # '"min_all" not implemented'.
+    y = torch.tensor([2, 0, 1, 2])
+    data = Data(y=y.to(dtype))
+    out = OneHotLabelFeatures()(data)
+    assert torch.equal(out.x, torch.eye(3)[y])
+    out = OneHotLabelFeatures(num_classes=4)(data)
+    assert torch.equal(out.x, torch.eye(4)[y])
+    assert out.y.dtype == dtype  # The labels are left alone.
+    with pytest.raises(ValueError, match='does not fit'):
+        OneHotLabelFeatures(num_classes=2)(data)
+
+
+def test_one_hot_label_features_large_uint64_labels():
+    # A uint64 label of 2**63 or more wraps around to a negative int64:
+    y = torch.tensor([0, 2**63], dtype=torch.uint64)
+    with pytest.raises(ValueError, match=r'below 2\*\*63'):
+        OneHotLabelFeatures()(Data(y=y))

@@ -19,7 +19,8 @@ class OneHotLabelFeatures(BaseTransform):
 
     Combine it with :class:`RandomLabels` (labels first) for the
     random-label variant. The input :class:`~torch_geometric.data.Data` is
-    not modified; the returned copy differs from it in :obj:`x` only.
+    not modified; the returned copy differs from it in :obj:`x` only. The
+    labels may have any integer dtype (:obj:`torch.uint8` included).
 
     A graph without nodes (empty :obj:`data.y`) gets features of shape
     :obj:`[0, num_classes]` when :obj:`num_classes` is given, so that such a
@@ -88,6 +89,10 @@ class OneHotLabelFeatures(BaseTransform):
                 "Expected integer node labels 'data.y' of shape "
                 f'[num_nodes] (got {y.dtype} {list(y.shape)})'
             )
+        # PyG's `one_hot` scatters with the labels as indices, which must be
+        # int32 or int64 (uint8, int8 and int16 raised inside `scatter`):
+        unsigned = not y.dtype.is_signed
+        y = y.long()
         if y.numel() == 0 and self.num_classes is None:
             raise ValueError(
                 "Cannot infer 'num_classes' from empty node labels "
@@ -96,6 +101,11 @@ class OneHotLabelFeatures(BaseTransform):
                 'shape [0, num_classes]'
             )
         if y.numel() > 0 and int(y.min()) < 0:
+            if unsigned:  # uint64 labels of 2**63 and above wrapped around
+                raise ValueError(
+                    "Node labels 'data.y' must be below 2**63 (got a uint64 "
+                    'label of at least 2**63)'
+                )
             raise ValueError("Node labels 'data.y' must be non-negative")
         if (
             self.num_classes is not None

@@ -280,6 +280,13 @@ def test_bad_arguments():
         GATE(4, 8.0, 2)
     with pytest.raises(ValueError, match="'out_channels' must be None or"):
         GATE(4, 8, 2, out_channels=0)
+    # PyG's BasicGNN raised a bare AssertionError (an AttributeError for a
+    # non-string):
+    for jk in ('foo', 'LAST', 'none', 1):
+        with pytest.raises(ValueError, match="'jk' must be one of.*'cat'"):
+            GATE(4, 8, 2, jk=jk)
+    for jk in (None, 'last', 'cat', 'max', 'lstm'):
+        assert GATE(4, 8, 2, out_channels=3, jk=jk).jk_mode == jk
 
 
 # Mini-batches with PyG's loaders #############################################

@@ -12,6 +12,8 @@ from torch_geometric_gate.nn.inits import looks_linear_orthogonal_
 from torch_geometric_gate.utils import self_loop_attention
 
 _INITS = ('looks_linear', 'glorot')
+# The Jumping Knowledge modes PyG's `BasicGNN` accepts:
+_JK_MODES = (None, 'last', 'cat', 'max', 'lstm')
 
 
 class GATE(BasicGNN):
@@ -159,6 +161,9 @@ class GATE(BasicGNN):
             )
         if init not in _INITS:
             raise ValueError(f"'init' must be one of {_INITS} (got {init!r})")
+        jk = conv_kwargs.get('jk')
+        if not isinstance(jk, (str, type(None))) or jk not in _JK_MODES:
+            raise ValueError(f"'jk' must be one of {_JK_MODES} (got {jk!r})")
         if conv_kwargs.get('concat', True) and hidden_channels % heads != 0:
             raise ValueError(
                 f"With concatenated heads, 'hidden_channels' (got "
