@@ -311,9 +311,28 @@ def _new_pool(args):
 
 
 def _end(pool):
-    for process in list(getattr(pool, '_processes', {}).values()):
+    # (`_processes` is None once the pool is shut down.)
+    for process in list((getattr(pool, '_processes', None) or {}).values()):
         process.kill()  # a run still going: nothing of it is written
     pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _pid_file(folder, config):
+    return os.path.join(folder, f'.{store.run_id(config)}.pid')
+
+
+def _attempt(task, config, folder):
+    r"""One run in a worker (:func:`runner.execute`), with its worker's
+    process id in a file of the run while it runs: when a worker dies and
+    the pool ends the others, the queue tells the run it died on from the
+    runs the pool ended (:func:`_renew`)."""
+    path = _pid_file(folder, config)
+    with open(path, 'w') as f:
+        f.write(str(os.getpid()))
+    try:
+        return runner.execute(task, config, folder)
+    finally:
+        os.remove(path)
 
 
 def _loop(call, outputs, settings, work):
@@ -335,7 +354,7 @@ def _loop(call, outputs, settings, work):
                     continue
                 folder = os.path.join(work, study)
                 try:
-                    future = pool.submit(runner.execute, task, c, folder)
+                    future = pool.submit(_attempt, task, c, folder)
                 except BrokenProcessPool:  # a worker died since the wait
                     call.todo.appendleft((tier, study, c))  # not started
                     broken = True
@@ -367,14 +386,13 @@ def _loop(call, outputs, settings, work):
                 call.events.append(f'time up, {len(running)} runs ended')
                 call.todo.extendleft(reversed(list(running.values())))
                 break
-            broken = False
+            broken = []
             for future in ready:
                 tier, study, c = running.pop(future)
                 try:
                     record = future.result()
                 except BrokenProcessPool:
-                    broken = True
-                    _requeue(call, outputs, (tier, study, c), work)
+                    broken.append((tier, study, c))
                     continue
                 except Exception as e:  # e.g. CUDA out of memory
                     text = (
@@ -386,7 +404,7 @@ def _loop(call, outputs, settings, work):
                     continue
                 _finished(call, outputs, tier, study, record)
             if broken:
-                pool = _renew(call, outputs, pool, running, work)
+                pool = _renew(call, outputs, pool, running, work, broken)
                 running = {}
     finally:
         _end(pool)
@@ -421,12 +439,25 @@ def _collect(call, outputs, work):
     )
 
 
-def _renew(call, outputs, pool, running, work):
+def _renew(call, outputs, pool, running, work, broken=()):
     r"""A new pool for one that a dead worker broke (its pool refuses
-    every run): the runs still going in it go again."""
-    for item in list(running.values()):
-        _requeue(call, outputs, item, work)
-    _end(pool)
+    every run): the runs still going in it, and ``broken`` (those whose
+    results said so), go again. The pool ends its other workers with
+    SIGTERM: a run whose worker died otherwise (SIGKILL, SIGSEGV) is the
+    one that broke it, and counts an attempt; the others do not."""
+    processes = list((getattr(pool, '_processes', None) or {}).values())
+    pool.shutdown(wait=True, cancel_futures=True)  # its workers ended
+    ended = {p.pid for p in processes if p.exitcode == -signal.SIGTERM}
+    for item in [*broken, *running.values()]:
+        _, study, c = item
+        try:
+            with open(_pid_file(os.path.join(work, study), c)) as f:
+                pid = int(f.read())
+            os.remove(f.name)
+        except (OSError, ValueError):  # not started
+            pid = None
+        _requeue(call, outputs, item, work, died=pid is not None
+                 and pid not in ended)  # fmt: skip
     return _new_pool(call.args)
 
 
@@ -449,11 +480,17 @@ def _gpu_sample():
         return []
 
 
-def _requeue(call, outputs, item, work):
+def _requeue(call, outputs, item, work, died=True):
+    r"""``item`` back into the queue after its pool broke, once if its own
+    worker ``died`` during it, always if another's did."""
     tier, study, c = item
     key = store.run_id(c)
     if os.path.exists(os.path.join(work, study, key + '.json')):
         return  # it finished before its worker died (_collect adds it)
+    if not died:
+        call.todo.appendleft(item)
+        outputs.log(f'{key} goes again (another worker died)')
+        return
     call.attempts[key] += 1
     if call.attempts[key] > 1:
         text = f'a worker died twice on {key}: not tried again in this call'

@@ -207,25 +207,39 @@ class FakeOutputs:
         self.added.append(store.run_id(record['config']))
 
 
-def fake_loop(tmp_path, monkeypatch, order, outcome):
+def fake_loop(tmp_path, monkeypatch, order, outcome, exitcode=None):
     r"""``run_queue._loop`` over ``order`` with pools whose runs end as
     ``outcome(pools, pool, config)`` says: a record (finished), an
     exception (raised by the future), None (never ends); the outcome may
-    also raise at ``submit``. Returns the call, the outputs and the pools
-    (each with the configurations submitted to it)."""
+    also raise at ``submit``. Each run has a worker of its own, which
+    writes its process id as a worker does and, when its pool breaks, ends
+    with ``exitcode(config)`` (default: SIGKILL, as if it died). Returns the
+    call, the outputs and the pools (each with the configurations submitted
+    to it)."""
     import argparse
+    import itertools
+    import signal
     from concurrent.futures import Future
 
-    pools = []
+    pools, pids = [], itertools.count(1000)
 
     class Pool:
         def __init__(self):
             self.configs = []
+            self._processes = {}
             pools.append(self)
 
         def submit(self, fn, task, config, folder):
+            assert fn is run_queue._attempt
             result = outcome(pools, self, config)  # may raise
             self.configs.append(config)
+            pid = next(pids)
+            with open(run_queue._pid_file(folder, config), 'w') as f:
+                f.write(str(pid))
+            code = exitcode(config) if exitcode else -signal.SIGKILL
+            self._processes[pid] = argparse.Namespace(
+                pid=pid, exitcode=code, kill=lambda: None
+            )
             future = Future()
             if isinstance(result, BaseException):
                 future.set_exception(result)
@@ -234,7 +248,7 @@ def fake_loop(tmp_path, monkeypatch, order, outcome):
             return future
 
         def shutdown(self, wait, cancel_futures):
-            pass
+            self._processes = None  # as ProcessPoolExecutor's does
 
     monkeypatch.setattr(run_queue, '_new_pool', lambda args: Pool())
     for study in {s for _, s, _ in order}:
@@ -271,6 +285,41 @@ def test_a_pool_broken_at_a_submit_is_renewed(tmp_path, monkeypatch):
     assert call.events == [
         f'a worker died (SIGKILL?) during {ids[0]}: it goes again'
     ]
+
+
+def test_a_broken_pool_blames_the_run_its_worker_died_on(
+    tmp_path, monkeypatch
+):
+    # Two runs in flight; the first one's worker dies (SIGKILL) twice, and
+    # each time the pool ends the second one's worker (SIGTERM): the second
+    # goes again without an attempt counted and finishes; the first is not
+    # tried a third time.
+    import signal
+    from concurrent.futures.process import BrokenProcessPool
+
+    order = run_queue.plan(1)[:2]
+    ids = [store.run_id(c) for _, _, c in order]
+
+    def outcome(pools, pool, config):
+        if len(pools) <= 2:
+            return BrokenProcessPool('a child process terminated')
+        return finished(config)
+
+    def exitcode(config):
+        killed = store.run_id(config) == ids[0]
+        return -signal.SIGKILL if killed else -signal.SIGTERM
+
+    call, outputs, pools = fake_loop(tmp_path, monkeypatch, order, outcome,
+                                     exitcode)  # fmt: skip
+    assert outputs.added == [ids[1]] and call.done == {ids[1]}
+    assert [len(p.configs) for p in pools] == [2, 2, 1]
+    assert call.events == [
+        f'a worker died (SIGKILL?) during {ids[0]}: it goes again',
+        f'a worker died twice on {ids[0]}: not tried again in this call',
+    ]
+    # The dead worker's file was read and removed (a finished run's worker
+    # removes its own; these fake ones do not):
+    assert not (tmp_path / order[0][1] / f'.{ids[0]}.pid').exists()
 
 
 def test_a_run_that_raises_is_reported_and_the_call_goes_on(
