@@ -94,11 +94,15 @@ def float_in(
     low_open: bool = False,
 ) -> Callable[[str], float]:
     r"""An argparse type: a finite number in ``[low, high]`` (``(low,
-    high]`` with ``low_open=True``; :obj:`None`: no bound)."""
-    left = '(' if low_open else '['
+    high]`` with ``low_open=True``; :obj:`None`: no bound). Its usage error
+    says ``a finite number in (low, inf)`` when a side has no bound, never
+    an infinite bound that looks allowed."""
+    left = '(' if low_open or low is None else '['
+    right = ')' if high is None else ']'
     expected = (
-        f'a number in {left}{"-inf" if low is None else low}, '
-        f'{"inf" if high is None else high}]'
+        f'a {"finite " if low is None or high is None else ""}number in '
+        f'{left}{"-inf" if low is None else low}, '
+        f'{"inf" if high is None else high}{right}'
     )
 
     def parse(text: str) -> float:
@@ -123,6 +127,8 @@ def float_in(
 
 positive_float = float_in(0.0, low_open=True)
 probability = float_in(0.0, 1.0)
+#: The :obj:`--scale` of the sized graphs: a fraction in ``(0, 1]``.
+fraction = float_in(0.0, 1.0, low_open=True)
 
 
 def count_at_least(minimum: int) -> Callable[[str], int]:
@@ -202,6 +208,44 @@ def parse_checked(parser, argv=None):
 #: The help of a :obj:`--device` option whose default is
 #: :func:`default_device`'s.
 DEVICE_HELP = 'default: cuda when available, else cpu'
+
+
+def device_name(text: str) -> str:
+    r"""An argparse type: a device the scripts run on, :obj:`cpu`,
+    :obj:`cuda` or :obj:`cuda:N` (whether it is there:
+    :func:`check_devices`, after parsing)."""
+    kind, colon, index = text.partition(':')
+    if (kind == 'cpu' and not colon) or (
+        kind == 'cuda' and (not colon or index.isdecimal())
+    ):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"expected 'cpu', 'cuda' or 'cuda:N' (N >= 0), got {text!r}"
+    )
+
+
+def check_devices(parser, devices: Sequence[str], flag: str = '--devices'):
+    r"""A usage error (:meth:`parser.error`) when a device of
+    :func:`device_name` is not on this machine: :obj:`cuda` without a
+    CUDA device, or :obj:`cuda:N` past the last one (it imports torch)."""
+    cuda = [d for d in devices if d.startswith('cuda')]
+    if not cuda:
+        return
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    for device in cuda:
+        index = int(device.partition(':')[2] or 0)
+        if index >= count:
+            expected = (
+                f"'cpu', 'cuda' or 'cuda:0' to 'cuda:{count - 1}' ({count} "
+                f'CUDA device(s) here)'
+                if count
+                else "'cpu' (no CUDA device is available here)"
+            )
+            parser.error(
+                f'argument {flag}: expected {expected}, got {device!r}'
+            )
 
 
 def default_device() -> str:

@@ -10,23 +10,32 @@ host floor of issue 48 (goal: at most 0.6). Operators that make the host
 wait for the device (:obj:`aten._local_scalar_dense`, :obj:`aten.nonzero`
 ...) are counted apart. On CPU the Triton kernels run under the
 interpreter (:obj:`TRITON_INTERPRET=1`, set here before Triton is
-imported)::
+imported). Written after every configuration::
 
     python benchmark/host_ops.py --out benchmark/results
 """
 
 import argparse
 import os
-from typing import List
+from typing import Callable, List
 
-from cli import DEVICE_HELP, default_device, graph_name
-from report import output_folder, result_notes, write_results
+from cli import (
+    DEVICE_HELP,
+    check_devices,
+    default_device,
+    device_name,
+    graph_name,
+    int_at_least,
+    parse_checked,
+)
+from report import result_notes, write_results
 
 COLUMNS = [
-    'device', 'graph', 'num_nodes', 'num_edges', 'heads', 'input', 'layer',
-    'kernel', 'aten_ops', 'launches', 'host_ops', 'host_vs_gatv2',
+    'device', 'graph', 'num_nodes', 'num_edges', 'heads', 'hidden', 'input',
+    'layer', 'kernel', 'aten_ops', 'launches', 'host_ops', 'host_vs_gatv2',
     'sync_ops', 'sorts', 'top_ops',
 ]  # fmt: skip
+TITLE = 'Host operators per training step'
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -34,20 +43,36 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         '--graphs', nargs='+', type=graph_name, default=['random-200']
     )
-    parser.add_argument('--heads', nargs='+', type=int, default=[1, 8])
-    parser.add_argument('--hidden', type=int, default=16)
-    parser.add_argument('--channels', type=int, default=8)
+    parser.add_argument(
+        '--heads', nargs='+', type=int_at_least(1), default=[1, 8]
+    )
+    parser.add_argument(
+        '--hidden',
+        type=int_at_least(1),
+        default=16,
+        help='heads * out_channels (a multiple of --heads)',
+    )
+    parser.add_argument('--channels', type=int_at_least(1), default=8)
     parser.add_argument(
         '--kernels', nargs='+', default=['triton', 'chunked', 'reference'],
         choices=['triton', 'chunked', 'reference'],
     )  # fmt: skip
-    parser.add_argument('--device', help=DEVICE_HELP)
+    parser.add_argument(
+        '--device',
+        type=device_name,
+        help=f'cpu, cuda or cuda:N ({DEVICE_HELP})',
+    )
     parser.add_argument('--out', default='benchmark/results')
     parser.add_argument('--name', default='host-ops')
-    parser.add_argument('--top', type=int, default=8)
-    args = parser.parse_args(argv)
-    output_folder(parser, args.out)
+    parser.add_argument(
+        '--top',
+        type=int_at_least(0),
+        default=8,
+        help='the most frequent operators listed per row',
+    )
+    args = parse_checked(parser, argv)
     args.device = args.device or default_device()
+    check_devices(parser, [args.device], '--device')
     return args
 
 
@@ -60,7 +85,11 @@ def _inputs(edge_index, num_nodes, kind):
     return ei.sort_by('col')[0]
 
 
-def measure(args) -> List[dict]:
+def measure(
+    args, written: Callable[[List[dict]], None] = lambda rows: None
+) -> List[dict]:
+    r"""The rows of every graph, heads, input, layer and kernel;
+    :obj:`written` is called with the rows so far after each of them."""
     # op_counter first: it picks Triton's interpreter before common's
     # imports load Triton.
     from op_counter import count_step  # isort: skip
@@ -77,7 +106,8 @@ def measure(args) -> List[dict]:
                 ei = _inputs(edge_index, num_nodes, kind)
                 base = dict(
                     device=device.type, graph=graph, num_nodes=num_nodes,
-                    num_edges=edge_index.size(1), heads=heads, input=kind,
+                    num_edges=edge_index.size(1), heads=heads,
+                    hidden=args.hidden, input=kind,
                 )  # fmt: skip
                 runs = [('GATv2', 'eager', None)] + [
                     ('GATE', k, k) for k in args.kernels
@@ -102,6 +132,7 @@ def measure(args) -> List[dict]:
                         sync_ops=got['sync_ops'], sorts=got['sorts'],
                         top_ops=top,
                     ))  # fmt: skip
+                    written(rows)
                     print(
                         f'{graph} heads={heads} {kind} {layer} {name}: '
                         f'{got["aten_ops"]} ATen ops + {got["launches"]} '
@@ -114,12 +145,13 @@ def measure(args) -> List[dict]:
 
 def main(argv=None):
     args = parse_args(argv)
-    rows = measure(args)
+    stem = os.path.join(args.out, args.name)
     notes = result_notes('host_ops.py', argv, __doc__)
-    write_results(
-        rows, os.path.join(args.out, args.name), COLUMNS,
-        'Host operators per training step', notes,
-    )  # fmt: skip
+    # Written after every configuration: a kill (the GPU session's time
+    # limit) keeps the rows measured before it.
+    return measure(
+        args, lambda rows: write_results(rows, stem, COLUMNS, TITLE, notes)
+    )
 
 
 if __name__ == '__main__':

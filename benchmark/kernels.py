@@ -27,7 +27,10 @@ from cli import (
     DTYPE_NAMES,
     GATE_KERNELS,
     add_layer_args,
+    check_devices,
     default_device,
+    device_name,
+    fraction,
     parse_checked,
     positive_float,
 )
@@ -78,12 +81,17 @@ def parse_args(argv=None) -> argparse.Namespace:
         help='GATv2Conv eager and/or compiled (Inductor '
         'compiles for 30-60 s per heads and dtype)',
     )
-    parser.add_argument('--devices', nargs='+', help=DEVICE_HELP)
+    parser.add_argument(
+        '--devices',
+        nargs='+',
+        type=device_name,
+        help=f'cpu, cuda or cuda:N ({DEVICE_HELP})',
+    )
     parser.add_argument(
         '--scale',
-        type=float,
+        type=fraction,
         default=1.0,
-        help='scales the sized graphs (tests)',
+        help='scales the sized graphs, in (0, 1] (tests)',
     )
     parser.add_argument(
         '--max-seconds',
@@ -101,6 +109,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--plot', action='store_true')
     args = parse_checked(parser, argv)
     args.devices = args.devices or [default_device()]
+    check_devices(parser, args.devices)
     return args
 
 

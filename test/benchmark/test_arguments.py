@@ -23,7 +23,11 @@ def usage_error(capsys, main, argv):
         (['--heads', '0'], 'argument --heads: expected an integer >= 1'),
         (['--channels', '-3'], 'argument --channels: expected an integer'),
         (['--in-channels', '0'], 'argument --in-channels: expected an'),
-        (['--degree', '0'], 'argument --degree: expected a number in (0'),
+        (
+            ['--degree', '0'],
+            'argument --degree: expected a finite number in (0.0, inf), '
+            "got '0'",
+        ),
         (['--dropout', '1.5'], 'argument --dropout: expected a number in'),
         (['--threads', '0'], 'argument --threads: expected an integer'),
         (
@@ -51,9 +55,111 @@ def test_compiled_memory_bad_arguments_are_usage_errors(
         (['--heads', '0'], 'argument --heads: expected an integer >= 1'),
         (['--edges', '0'], 'argument --edges: expected an integer >= 10'),
         (['--channels', '-3'], 'argument --channels: expected an integer'),
-        (['--power-law', '-1'], 'argument --power-law: expected a number'),
+        (
+            ['--power-law', '-1'],
+            'argument --power-law: expected a finite number in [0.0, inf), '
+            "got '-1'",
+        ),
     ],
 )
 def test_parity_bad_arguments_are_usage_errors(capsys, argv, expected):
     parse_args = load_benchmark('parity').parse_args
     assert expected in usage_error(capsys, parse_args, argv)
+
+
+@pytest.mark.parametrize(
+    'argv, expected',
+    [
+        (
+            ['--heads', '0'],
+            "argument --heads: expected an integer >= 1, got '0'",
+        ),
+        (['--heads', '-1'], 'argument --heads: expected an integer >= 1'),
+        (['--hidden', '0'], 'argument --hidden: expected an integer >= 1'),
+        (
+            ['--heads', '1', '4', '--hidden', '6'],
+            'argument --hidden: expected a multiple of every --heads '
+            'value, got 6 for --heads 4',
+        ),
+        (['--channels', '0'], 'argument --channels: expected an integer'),
+        (['--top', '-1'], 'argument --top: expected an integer >= 0'),
+        (
+            ['--device', 'gpu'],
+            "argument --device: expected 'cpu', 'cuda' or 'cuda:N' (N >= 0), "
+            "got 'gpu'",
+        ),
+        (
+            ['--device', 'cuda'],
+            "argument --device: expected 'cpu' (no CUDA device is available "
+            "here), got 'cuda'",
+        ),
+    ],
+)
+def test_host_ops_bad_arguments_are_usage_errors(
+    capsys, monkeypatch, tmp_path, argv, expected
+):
+    # --heads 0 ended in a ZeroDivisionError, --heads -1 in a torch error,
+    # --hidden 0 (or not a multiple of --heads) ran.
+    import torch
+
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    parse_args = load_benchmark('host_ops').parse_args
+    argv = argv + ['--out', str(tmp_path)]
+    assert expected in usage_error(capsys, parse_args, argv)
+
+
+@pytest.mark.parametrize(
+    'argv, expected',
+    [
+        (
+            ['--scale', '0'],
+            "argument --scale: expected a number in (0.0, 1.0], got '0'",
+        ),
+        (['--scale', '-1'], 'argument --scale: expected a number in (0.0,'),
+        (['--scale', 'nan'], 'argument --scale: expected a number in (0.0,'),
+        (['--scale', '2'], 'argument --scale: expected a number in (0.0,'),
+        (
+            ['--devices', 'cpu', 'gpu'],
+            "argument --devices: expected 'cpu', 'cuda' or 'cuda:N' "
+            "(N >= 0), got 'gpu'",
+        ),
+        (['--devices', 'cuda:x'], "argument --devices: expected 'cpu', 'cu"),
+        (
+            ['--devices', 'cpu', 'cuda'],
+            "argument --devices: expected 'cpu' (no CUDA device is "
+            "available here), got 'cuda'",
+        ),
+    ],
+)
+def test_kernels_bad_arguments_are_usage_errors(
+    capsys, monkeypatch, tmp_path, argv, expected
+):
+    # --scale 0 or -1 timed a 2-node graph labelled arxiv-size, --scale nan
+    # recorded "no graph"; --devices gpu ended in a RuntimeError, cuda
+    # without CUDA in an AssertionError before anything was written.
+    import torch
+
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    main = load_benchmark('kernels').main
+    argv = argv + ['--out', str(tmp_path)]
+    assert expected in usage_error(capsys, main, argv)
+    assert not list(tmp_path.iterdir())
+
+
+def test_kernels_take_the_cuda_devices_there_are(
+    capsys, monkeypatch, tmp_path
+):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'device_count', lambda: 2)
+    parse_args = load_benchmark('kernels').parse_args
+    argv = ['--scale', '1e-3', '--out', str(tmp_path)]
+    args = parse_args(argv + ['--devices', 'cpu', 'cuda', 'cuda:1'])
+    assert args.devices == ['cpu', 'cuda', 'cuda:1']
+    assert args.scale == 1e-3
+    last = usage_error(capsys, parse_args, argv + ['--devices', 'cuda:2'])
+    assert last.endswith(
+        "error: argument --devices: expected 'cpu', 'cuda' or 'cuda:0' to "
+        "'cuda:1' (2 CUDA device(s) here), got 'cuda:2'"
+    )

@@ -2,6 +2,7 @@ r"""``benchmark/host_ops.py``: the ATen operators and Triton launches of
 one training step, the interpreter's own operators left out; the host
 floor of issue 48 (a Triton step at most 0.6x GATv2Conv's operators)."""
 
+import collections
 import csv
 import importlib.util
 
@@ -132,3 +133,35 @@ def test_triton_step_within_the_host_floor_goal(rows):
     for r in rows:
         if r['kernel'] == 'triton':
             assert float(r['host_vs_gatv2']) <= 0.6, r
+
+
+def test_rows_written_after_every_configuration(tmp_path, monkeypatch):
+    # A kill of the GPU session's host-ops phase kept nothing: the rows were
+    # written once, at the end. Here the second heads' first step fails:
+    # the first heads' rows are on disk already.
+    calls = []
+
+    def count_step(step):
+        calls.append(step)
+        if len(calls) > 4:  # heads 1: 2 inputs x (GATv2, GATE reference)
+            raise RuntimeError('killed')
+        return dict(aten_ops=10, launches=0, host_ops=10, sync_ops=0,
+                    sorts=0, ops=collections.Counter(x=10),
+                    launch_names={})  # fmt: skip
+
+    monkeypatch.setattr(op_counter, 'count_step', count_step)
+    with pytest.raises(RuntimeError, match='killed'):
+        host_ops.main(['--graphs', 'random-100', '--heads', '1', '2',
+                       '--hidden', '4', '--kernels', 'reference',
+                       '--device', 'cpu', '--out', str(tmp_path)])  # fmt: skip
+    with open(tmp_path / 'host-ops.csv') as f:
+        rows = list(csv.DictReader(f))
+    got = [(r['heads'], r['hidden'], r['input'], r['layer']) for r in rows]
+    assert got == [
+        ('1', '4', i, layer)
+        for i in ('plain', 'edge_index')
+        for layer in ('GATv2', 'GATE')
+    ]
+    table = (tmp_path / 'host-ops.md').read_text()
+    assert '| heads | hidden | input |' in table
+    assert not list(tmp_path.glob('*.tmp'))  # moved into place
