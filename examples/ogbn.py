@@ -44,18 +44,23 @@ def int_at_least(minimum):  # an argparse type with a range
     return parse
 
 
-def float_in(low, high=math.inf, low_open=False):  # an argparse type
+def float_in(low, high=math.inf, low_open=False, high_open=False):
+    # An argparse type: a finite number in [low, high] (or open sides)
+    unbounded = math.isinf(high)  # then "a finite number in (low, inf)"
+
     def parse(text):
         try:
             value = float(text)
         except ValueError:
             value = math.nan
         if not (low < value if low_open else low <= value) or not (
-            value <= high and math.isfinite(value)
+            (value < high if high_open else value <= high)
+            and math.isfinite(value)
         ):
             raise argparse.ArgumentTypeError(
-                f'expected a number in {"(" if low_open else "["}{low}, '
-                f'{high}], got {text!r}'
+                f'expected a {"finite " * unbounded}number in '
+                f'{"(" if low_open else "["}{low}, {high}'
+                f'{")" if unbounded or high_open else "]"}, got {text!r}'
             )
         return value
 
@@ -87,7 +92,9 @@ parser.add_argument('--loader', choices=('full', 'neighbor'), default='full')
 parser.add_argument('--num-layers', type=int_at_least(1), default=3)
 parser.add_argument('--hidden-channels', type=int_at_least(1), default=256)
 parser.add_argument('--heads', type=int_at_least(1), default=1)
-parser.add_argument('--dropout', type=float_in(0.0, 1.0), default=0.0)
+parser.add_argument(
+    '--dropout', type=float_in(0.0, 1.0, high_open=True), default=0.0
+)
 parser.add_argument('--lr', type=positive_float, default=0.005)
 parser.add_argument('--epochs', type=int_at_least(1), default=100)
 parser.add_argument('--batch-size', type=int_at_least(1), default=1024)
@@ -101,6 +108,11 @@ parser.add_argument(
 parser.add_argument('--num-workers', type=int_at_least(0), default=0)
 parser.add_argument('--seed', type=int_at_least(0), default=0)
 args = parser.parse_args()
+if args.hidden_channels % args.heads:  # concatenated heads split it
+    parser.error(
+        f'argument --hidden-channels: expected a multiple of --heads '
+        f'({args.heads}), got {args.hidden_channels}'
+    )
 if len(args.num_neighbors) == 1:
     args.num_neighbors *= args.num_layers
 if len(args.num_neighbors) != args.num_layers:

@@ -39,6 +39,8 @@ def int_at_least(minimum):  # an argparse type with a range
 
 
 def float_in(low, high=math.inf, low_open=False):  # an argparse type
+    unbounded = math.isinf(high)  # then "a finite number in (low, inf)"
+
     def parse(text):
         try:
             value = float(text)
@@ -48,8 +50,9 @@ def float_in(low, high=math.inf, low_open=False):  # an argparse type
             value <= high and math.isfinite(value)
         ):
             raise argparse.ArgumentTypeError(
-                f'expected a number in {"(" if low_open else "["}{low}, '
-                f'{high}], got {text!r}'
+                f'expected a {"finite " * unbounded}number in '
+                f'{"(" if low_open else "["}{low}, {high}'
+                f'{")" if unbounded else "]"}, got {text!r}'
             )
         return value
 
@@ -87,15 +90,16 @@ def forward(convs, x, edge_index):
 def make_graph(num_nodes, edge_prob, num_classes, seed):
     from torch_geometric_gate.datasets import SelfSufficientER
 
-    root = tempfile.mkdtemp()  # generated here, nothing is downloaded
-    dataset = SelfSufficientER(
-        root,
-        num_nodes=num_nodes,
-        edge_prob=edge_prob,
-        num_classes=num_classes,
-        seed=seed,
-    )
-    return dataset[0]
+    # Generated here, nothing is downloaded; the folder is removed after.
+    with tempfile.TemporaryDirectory() as root:
+        dataset = SelfSufficientER(
+            root,
+            num_nodes=num_nodes,
+            edge_prob=edge_prob,
+            num_classes=num_classes,
+            seed=seed,
+        )
+        return dataset[0]
 
 
 def train(convs, data, epochs, lr, desc, progress=True):

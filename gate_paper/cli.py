@@ -32,11 +32,15 @@ def float_in(
     low_open: bool = False,
 ) -> Callable[[str], float]:
     r"""An argparse type: a finite number in ``[low, high]`` (``(low,
-    high]`` with ``low_open=True``; :obj:`None`: no bound)."""
-    left = '(' if low_open else '['
+    high]`` with ``low_open=True``; :obj:`None`: no bound). Its usage error
+    says ``a finite number in (low, inf)`` when a side has no bound, never
+    an infinite bound that looks allowed."""
+    left = '(' if low_open or low is None else '['
+    right = ')' if high is None else ']'
     expected = (
-        f'a number in {left}{"-inf" if low is None else low}, '
-        f'{"inf" if high is None else high}]'
+        f'a {"finite " if low is None or high is None else ""}number in '
+        f'{left}{"-inf" if low is None else low}, '
+        f'{"inf" if high is None else high}{right}'
     )
 
     def parse(text: str) -> float:

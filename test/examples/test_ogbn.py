@@ -174,3 +174,33 @@ def test_neighbor_loader_without_a_sampler_is_a_usage_error(tmp_path):
     proc = _run('--root', str(tmp_path), '--loader', 'neighbor')
     assert proc.returncode == 2
     assert 'the sampling needs pyg-lib or torch-sparse' in proc.stderr
+
+
+@pytest.mark.parametrize(
+    'argv, expected',
+    [
+        # GATEConv takes a dropout in [0, 1): 1 passed, then failed after
+        # the dataset was loaded (or downloaded).
+        (
+            ['--dropout', '1'],
+            "argument --dropout: expected a number in [0.0, 1.0), got '1'",
+        ),
+        (
+            ['--hidden-channels', '7', '--heads', '2'],
+            'argument --hidden-channels: expected a multiple of --heads (2), '
+            'got 7',
+        ),
+        (
+            ['--lr', 'inf'],
+            "argument --lr: expected a finite number in (0.0, inf), got 'inf'",
+        ),
+    ],
+)
+def test_bad_arguments_fail_before_the_dataset(tmp_path, argv, expected):
+    root = tmp_path / 'OGB'  # missing: a download would be tried
+    proc = _run('--root', str(root), *argv)
+    assert proc.returncode == 2
+    assert (
+        proc.stderr.strip().splitlines()[-1] == f'ogbn.py: error: {expected}'
+    )
+    assert not root.exists()

@@ -92,3 +92,14 @@ def test_one_thread_unless_told():
     assert '; 1 CPU thread(s).' in proc.stdout
     assert re.search(r'^GATv2 ', proc.stdout, re.M)
     assert _quickstart().parse_args(['--threads', '2']).threads == 2
+
+
+def test_generated_graph_leaves_no_folder(tmp_path, monkeypatch):
+    # The graph was generated into a `tempfile.mkdtemp()` folder that was
+    # never removed: one more per run.
+    import tempfile
+
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
+    data = _quickstart().make_graph(40, 0.1, 4, seed=0)
+    assert data.num_nodes == 40 and data.x.size(1) == 4
+    assert list(tmp_path.iterdir()) == []

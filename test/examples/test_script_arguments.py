@@ -25,7 +25,9 @@ BAD = [
     ('quickstart', ['--epochs', '0'], '--epochs', 'integer >= 1'),
     ('quickstart', ['--hidden', '-5'], '--hidden', 'integer >= 1'),
     ('quickstart', ['--edge-prob', '1.5'], '--edge-prob', r'\[0.0, 1.0\]'),
-    ('quickstart', ['--lr', '0'], '--lr', r'\(0.0, inf\]'),
+    ('quickstart', ['--lr', '0'], '--lr', r'finite number in \(0.0, inf\)'),
+    # Not "in (0.0, inf]", which said that inf was allowed:
+    ('quickstart', ['--lr', 'inf'], '--lr', r"\(0.0, inf\), got 'inf'$"),
     ('quickstart', ['--num-classes', '1'], '--num-classes', '>= 2'),
     ('quickstart', ['--num-nodes', '5'], '--num-classes', 'at most'),
     ('quickstart', ['--seed', '-1'], '--seed', '>= 0'),

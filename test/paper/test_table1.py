@@ -70,11 +70,16 @@ def test_quick_downloads_cora(tmp_path, monkeypatch):
         ),
         (
             ['--stop-loss', '-1'],
-            'argument --stop-loss: expected a number in (0.0',
+            'argument --stop-loss: expected a finite number in (0.0, inf)',
         ),
         (
             ['--stop-loss', 'nan'],
-            'argument --stop-loss: expected a number in (0.0',
+            'argument --stop-loss: expected a finite number in (0.0, inf)',
+        ),
+        (  # Not "in (0.0, inf]", which said that inf was allowed:
+            ['--stop-loss', 'inf'],
+            'argument --stop-loss: expected a finite number in (0.0, inf), '
+            "got 'inf'",
         ),
         (
             ['--max-epochs', '0'],
