@@ -19,7 +19,7 @@ after every model::
 import argparse
 import os
 
-from cli import GATE_KERNELS, LAYERS, SIZED_GRAPHS, int_at_least
+from cli import GATE_KERNELS, LAYERS, SIZED_GRAPHS, fraction, int_at_least
 from report import (
     output_folder,
     result_notes,
@@ -38,9 +38,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument(
         '--scale',
-        type=float,
+        type=fraction,
         default=1.0,
-        help="fraction of the graph's nodes and edges",
+        help="fraction of the graph's nodes and edges, in (0, 1]",
     )
     parser.add_argument('--depth', type=int_at_least(1), default=12)
     parser.add_argument('--hidden', type=int_at_least(1), default=256)

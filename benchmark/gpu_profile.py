@@ -27,6 +27,7 @@ from cli import (
     DTYPE_NAMES,
     add_layer_args,
     default_device,
+    fraction,
     parse_checked,
     positive_float,
 )
@@ -56,7 +57,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument('--device', help=DEVICE_HELP)
     parser.add_argument(
-        '--scale', type=float, default=1.0, help='scales the sized graphs'
+        '--scale', type=fraction, default=1.0, help='scales the sized graphs'
     )
     parser.add_argument(
         '--max-seconds', type=positive_float, default=1e9,

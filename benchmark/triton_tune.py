@@ -17,7 +17,7 @@ timed afresh in every process would make results differ between runs::
 import argparse
 import os
 
-from cli import DTYPE_NAMES
+from cli import DTYPE_NAMES, fraction
 
 COLUMNS = ['device', 'graph', 'edges', 'heads', 'dtype', 'forward_tile',
            'backward_tile', 'step_ms', 'peak_mb', 'x_gatv2conv',
@@ -59,7 +59,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--warmup', type=int, default=1)
     parser.add_argument('--reps', type=int, default=5)
     parser.add_argument(
-        '--scale', type=float, default=1.0,
+        '--scale', type=fraction, default=1.0,
         help='scales the sized graphs (tests: tiny graphs on a CPU)',
     )  # fmt: skip
     parser.add_argument(

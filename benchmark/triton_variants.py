@@ -32,6 +32,7 @@ from cli import (
     DTYPE_NAMES,
     add_layer_args,
     default_device,
+    fraction,
     parse_checked,
     positive_float,
 )
@@ -59,7 +60,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         choices=list(DTYPE_NAMES),
     )  # fmt: skip
     parser.add_argument('--device', help=DEVICE_HELP)
-    parser.add_argument('--scale', type=float, default=1.0)
+    parser.add_argument('--scale', type=fraction, default=1.0)
     parser.add_argument(
         '--max-seconds', type=positive_float, default=1e9,
         help='skip the configurations left after this long',

@@ -35,7 +35,14 @@ import time
 import traceback
 from functools import partial
 
-from cli import DEVICE_HELP, DTYPE_NAMES, default_device, graph_name
+from cli import (
+    DEVICE_HELP,
+    DTYPE_NAMES,
+    default_device,
+    fraction,
+    graph_name,
+    positive_float,
+)
 
 #: The binding of turbo-gnn's two GATv2 launchers (declared as in its
 #: ``csrc/kernels.cuh``; defined in ``csrc/gatv2/gatv2_kernel.cu``).
@@ -102,8 +109,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         choices=list(DTYPE_NAMES),
     )  # fmt: skip
     parser.add_argument('--reps', type=int, default=5)
-    parser.add_argument('--scale', type=float, default=1.0)
-    parser.add_argument('--max-seconds', type=float, default=1e9)
+    parser.add_argument('--scale', type=fraction, default=1.0)
+    parser.add_argument('--max-seconds', type=positive_float, default=1e9)
     parser.add_argument('--device', help=DEVICE_HELP)
     parser.add_argument('--out', default='benchmark/results')
     parser.add_argument('--name', default='turbo')

@@ -45,6 +45,8 @@ def int_at_least(minimum):  # an argparse type with a range
 
 
 def float_in(low, high=math.inf, low_open=False):  # an argparse type
+    unbounded = math.isinf(high)  # then "a finite number in (low, inf)"
+
     def parse(text):
         try:
             value = float(text)
@@ -54,8 +56,9 @@ def float_in(low, high=math.inf, low_open=False):  # an argparse type
             value <= high and math.isfinite(value)
         ):
             raise argparse.ArgumentTypeError(
-                f'expected a number in {"(" if low_open else "["}{low}, '
-                f'{high}], got {text!r}'
+                f'expected a {"finite " * unbounded}number in '
+                f'{"(" if low_open else "["}{low}, {high}'
+                f'{")" if unbounded else "]"}, got {text!r}'
             )
         return value
 

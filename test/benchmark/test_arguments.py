@@ -163,3 +163,19 @@ def test_kernels_take_the_cuda_devices_there_are(
         "error: argument --devices: expected 'cpu', 'cuda' or 'cuda:0' to "
         "'cuda:1' (2 CUDA device(s) here), got 'cuda:2'"
     )
+
+
+@pytest.mark.parametrize(
+    'script',
+    ['deep', 'gpu_profile', 'triton_tune', 'triton_variants', 'turbo'],
+)
+@pytest.mark.parametrize('scale', ['0', '-1', 'nan', '1.5'])
+def test_every_scale_is_a_fraction(capsys, script, scale):
+    # A --scale outside (0, 1] timed a two-node graph under a sized
+    # graph's name.
+    module = load_benchmark(script)
+    parse = getattr(module, 'parse_args', None) or module.main
+    expected = (
+        f"argument --scale: expected a number in (0.0, 1.0], got '{scale}'"
+    )
+    assert expected in usage_error(capsys, parse, ['--scale', scale])

@@ -34,6 +34,7 @@ BAD = [
     ('distributed', ['--num-nodes', '0'], '--num-nodes', '>= 1'),
     ('distributed', ['--num-classes', '0'], '--num-classes', '>= 2'),
     ('distributed', ['--epochs', '0'], '--epochs', '>= 1'),
+    ('distributed', ['--lr', 'inf'], '--lr', r"\(0.0, inf\), got 'inf'$"),
 ]
 
 
