@@ -151,17 +151,16 @@ def count_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def add_layer_args(
+def add_shape_args(
     parser,
     graphs: Sequence[str],
-    reps: int = 5,
-    warmup: int = 1,
+    hidden: int = 64,
+    channels: int = 64,
     channels_help: str = 'input features of the random graphs',
 ):
-    r"""The options the pair-style benchmarks share: :obj:`--graphs`,
-    :obj:`--heads`, :obj:`--hidden`, :obj:`--channels`, :obj:`--warmup`,
-    :obj:`--reps`, :obj:`--threads`, :obj:`--data-root` and :obj:`--out`
-    (checked by :func:`parse_checked`)."""
+    r"""The options of the layers' shapes: :obj:`--graphs`, :obj:`--heads`,
+    :obj:`--hidden` and :obj:`--channels` (checked by
+    :func:`parse_checked`)."""
     parser.add_argument(
         '--graphs', nargs='+', type=graph_name, default=list(graphs)
     )
@@ -171,12 +170,29 @@ def add_layer_args(
     parser.add_argument(
         '--hidden',
         type=int_at_least(1),
-        default=64,
+        default=hidden,
         help='heads * out_channels (a multiple of --heads)',
     )
     parser.add_argument(
-        '--channels', type=int_at_least(1), default=64, help=channels_help
+        '--channels',
+        type=int_at_least(1),
+        default=channels,
+        help=channels_help,
     )
+
+
+def add_layer_args(
+    parser,
+    graphs: Sequence[str],
+    reps: int = 5,
+    warmup: int = 1,
+    channels_help: str = 'input features of the random graphs',
+):
+    r"""The options the pair-style benchmarks share: those of
+    :func:`add_shape_args`, :obj:`--warmup`, :obj:`--reps`,
+    :obj:`--threads`, :obj:`--data-root` and :obj:`--out` (checked by
+    :func:`parse_checked`)."""
+    add_shape_args(parser, graphs, channels_help=channels_help)
     parser.add_argument('--warmup', type=int_at_least(0), default=warmup)
     parser.add_argument(
         '--reps', type=int_at_least(1), default=reps, help='timed steps'

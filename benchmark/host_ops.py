@@ -21,10 +21,10 @@ from typing import Callable, List
 
 from cli import (
     DEVICE_HELP,
+    add_shape_args,
     check_devices,
     default_device,
     device_name,
-    graph_name,
     int_at_least,
     parse_checked,
 )
@@ -40,19 +40,7 @@ TITLE = 'Host operators per training step'
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument(
-        '--graphs', nargs='+', type=graph_name, default=['random-200']
-    )
-    parser.add_argument(
-        '--heads', nargs='+', type=int_at_least(1), default=[1, 8]
-    )
-    parser.add_argument(
-        '--hidden',
-        type=int_at_least(1),
-        default=16,
-        help='heads * out_channels (a multiple of --heads)',
-    )
-    parser.add_argument('--channels', type=int_at_least(1), default=8)
+    add_shape_args(parser, ['random-200'], hidden=16, channels=8)
     parser.add_argument(
         '--kernels', nargs='+', default=['triton', 'chunked', 'reference'],
         choices=['triton', 'chunked', 'reference'],

@@ -418,23 +418,28 @@ def test_the_strong_table_says_no_runs_yet_and_the_published_numbers():
     assert best.loc['Minesweeper', 'GATE paper GATE-sep'] == '94.18 ± 0.43'
 
 
+def strong_run(model, L, split, status, result):
+    r"""A run record of the strong recipe on Minesweeper."""
+    config = {
+        'dataset': 'Minesweeper',
+        'recipe': 'strong',
+        'model': model,
+        'num_layers': L,
+        'split': split,
+        'edges': 'undirected',
+    }
+    return {'config': config, 'status': status, 'result': result}
+
+
 def test_the_strong_table_of_runs():
     records = [
-        {
-            'config': {
-                'dataset': 'Minesweeper',
-                'recipe': 'strong',
-                'model': model,
-                'num_layers': L,
-                'split': split,
-                'edges': 'undirected',
-            },
-            'status': 'finished',
-            'result': {
-                'test_metric': test + split / 100,
-                'val_metric': val,
-            },
-        }
+        strong_run(
+            model,
+            L,
+            split,
+            'finished',
+            {'test_metric': test + split / 100, 'val_metric': val},
+        )
         for model, L, test, val in [
             ('GAT-sep', 1, 0.90, 0.9),
             ('GAT-sep', 2, 0.80, 0.8),
@@ -461,28 +466,21 @@ def test_the_depth_table_names_a_model_whose_runs_all_diverged():
     # (the tables rebuilt by `unpack` raised on the all-NaN means).
     from gate_paper.real_graphs_tables import tables
 
+    def result(L):
+        return dict(
+            metric='roc_auc',
+            best_epoch=3,
+            test_metric=0.9,
+            val_metric=0.8 + L / 100,
+            alpha_vv_mean=[0.5] * L,
+        )
+
     records = [
-        {
-            'config': {
-                'dataset': 'Minesweeper',
-                'recipe': 'strong',
-                'model': model,
-                'num_layers': L,
-                'split': split,
-                'edges': 'undirected',
-            },
-            'status': status,
-            'result': {}
-            if status == 'diverged'
-            else {
-                'metric': 'roc_auc',
-                'best_epoch': 3,
-                'test_metric': 0.9,
-                'val_metric': 0.8 + L / 100,
-                'alpha_vv_mean': [0.5] * L,
-            },
-        }  # fmt: skip
-        for model, status in (('GAT', 'finished'), ('GATE', 'diverged'))
+        strong_run('GAT', L, split, 'finished', result(L))
+        for L in (1, 2)
+        for split in (0, 1)
+    ] + [
+        strong_run('GATE', L, split, 'diverged', {})
         for L in (1, 2)
         for split in (0, 1)
     ]
