@@ -171,6 +171,44 @@ def test_outputs_and_gradients_equal_dense(kernel, case, device):
 
 @withCUDA
 @pytest.mark.parametrize('kernel', KERNELS)
+def test_one_tensor_in_every_role_has_the_gradients_of_all_its_roles(
+    kernel, device
+):
+    # gate_attention(q, q, q, ..., a, a): the projections of shared weights
+    # and GATv2's one vector. First- and second-order gradients of each
+    # tensor are the sums over its roles, as the float64 reference's
+    # (Triton's double backward counted each role's whole sum in every
+    # role: 2-3x).
+    skip_unless_runs(kernel, device)
+    dtype = torch.float32 if kernel.startswith('triton') else torch.double
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(6, 2, 3, generator=gen, dtype=torch.double)
+    a = torch.randn(2, 3, generator=gen, dtype=torch.double)
+    src, dst, masked, _, _ = make_graph(False)
+    edge_index = torch.stack([src, dst])
+
+    def penalty(name, q, a):
+        q, a = q.requires_grad_(), a.requires_grad_()
+        with attention_kernel(**KERNELS[name]):
+            out, alpha = gate_attention(
+                q, q, q, edge_index.to(q.device), a, a, negative_slope=0.2,
+                need_weights=True, masked=masked.to(q.device),
+            )  # fmt: skip
+        loss = out.square().sum() + alpha.square().sum()
+        first = torch.autograd.grad(loss, [q, a], create_graph=True)
+        total = sum(g.square().sum() for g in first)
+        return [*first, *torch.autograd.grad(total, [q, a])]
+
+    got = penalty(kernel, q.to(device, dtype), a.to(device, dtype))
+    want = penalty('reference', q.clone(), a.clone())
+    atol = 1e-3 if dtype == torch.float32 else 1e-10
+    for what, g, w in zip(['dq', 'da', 'ddq', 'dda'], got, want):
+        torch.testing.assert_close(g.cpu().double(), w, atol=atol,
+                                   rtol=1e-3, msg=what)  # fmt: skip
+
+
+@withCUDA
+@pytest.mark.parametrize('kernel', KERNELS)
 def test_dropout_is_seeded_and_the_output_uses_the_kept_weights(
     kernel, device
 ):

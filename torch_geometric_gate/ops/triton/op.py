@@ -185,13 +185,17 @@ def _double_backward(saved, settings, grad_alpha, grad_out):
         EdgeScore,
     )
 
+    *inputs, perm, src_s, rowptr, kind, _ = saved
+    # Each input through a view of its own: one tensor in several roles (a
+    # GATv2 call's att_self = att_neighbor, shared weights' q_src = value)
+    # gets each role's gradient, not the sum of all its roles' in each.
+    inputs = [
+        t.view_as(t) if t is not None and t.requires_grad else t
+        for t in inputs
+    ]
     (
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
-        perm, src_s, rowptr, kind, _,
-    ) = saved  # fmt: skip
-    inputs = (
-        q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
-    )  # fmt: skip
+    ) = inputs  # fmt: skip
     num_edges = perm.numel()
     src = src_s.long()
     dst = ptr2index(rowptr.long(), output_size=num_edges)
@@ -202,8 +206,10 @@ def _double_backward(saved, settings, grad_alpha, grad_out):
         q_src, q_dst, attr, weight_edge, src, dst, loop,
         att_neighbor, att_self, settings.slope, chunk,
     )  # fmt: skip
-    e = e.masked_fill((kind >= 2).view(-1, 1), float('-inf'))
-    alpha = softmax(e, dst, num_nodes=settings.num_dst)
+    masked = (kind >= 2).view(-1, 1)
+    e = e.masked_fill(masked, float('-inf'))
+    # A node whose every edge is masked: no NaN (as the kernels give).
+    alpha = softmax(e, dst, num_nodes=settings.num_dst).masked_fill(masked, 0)
     if settings.p_drop > 0:
         keep = _keep_mask(settings, num_edges, alpha.size(1), alpha.device)
         alpha = alpha * keep.to(alpha.dtype) * settings.scale
