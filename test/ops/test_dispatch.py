@@ -182,6 +182,11 @@ def test_auto_on_cuda_runs_triton_from_its_size(monkeypatch):
     # float64 (the Triton kernels compute in float32 and refuse it):
     double = types.SimpleNamespace(device=cuda.device, dtype=torch.float64)
     assert dispatch.select(KernelSettings(), double, [], large) == 'reference'
+    # ... in any of the call's tensors (a float64 attention vector):
+    assert (
+        dispatch.select(KernelSettings(), cuda, [], large, [torch.float64])
+        == 'reference'
+    )
     assert (
         dispatch.select(KernelSettings(), cuda, ['hooks'], large)
         == 'reference'
@@ -199,7 +204,10 @@ def test_triton_missing_says_why(monkeypatch):
     assert dispatch._triton_missing(x) == 'Triton is not installed'
     monkeypatch.setattr(dispatch, '_TRITON_INSTALLED', True)
     monkeypatch.delenv('TRITON_INTERPRET', raising=False)
-    assert dispatch._triton_missing(x) == 'the input is not on a CUDA device'
+    assert dispatch._triton_missing(x).startswith(
+        'the input is not on a CUDA device (on a CPU the Triton kernels run '
+        'under the interpreter: TRITON_INTERPRET=1'
+    )
     monkeypatch.setenv('TRITON_INTERPRET', '1')
     assert dispatch._triton_missing(x) is None
 
@@ -395,7 +403,11 @@ def test_options_of_the_switch_nest_and_are_checked():
         (dict(triton_backward_tile=True),
          "Expected 'triton_backward_tile' to be a power of two (got True)"),
         (dict(triton_one_head_nodes=3),
-         "Expected 'triton_one_head_nodes' to be a power of two (got 3)"),
+         "Expected 'triton_one_head_nodes' to be a power of two up to 64 "
+         '(got 3)'),
+        (dict(triton_one_head_nodes=128),
+         "Expected 'triton_one_head_nodes' to be a power of two up to 64 "
+         '(got 128)'),
         (dict(triton_warps=64),
          "Expected 'triton_warps' to be a power of two up to 32 (got 64)"),
         (dict(triton_warps=2.0),
@@ -533,3 +545,38 @@ def test_a_block_exited_in_another_thread_restores_its_own_thread():
     thread.join(20)
     assert seen == ['auto']  # That thread's own selection is untouched,
     assert current_settings().kernel == 'auto'  # and this one's restored.
+
+
+def test_one_block_entered_in_two_threads_at_once():
+    # Thread A enters, B enters, A exits, B exits the same instance: each
+    # exit restores its own thread (LIFO over the instance popped B's
+    # entry at A's exit: A kept 'reference', B lost it).
+    block = attention_kernel('reference')
+    entered, b_entered, a_left = (threading.Event() for _ in range(3))
+    seen = {}
+
+    def thread_a():
+        block.__enter__()
+        entered.set()
+        b_entered.wait(20)
+        block.__exit__(None, None, None)
+        seen['A after'] = current_settings().kernel
+        a_left.set()
+
+    def thread_b():
+        entered.wait(20)
+        block.__enter__()
+        b_entered.set()
+        a_left.wait(20)
+        seen['B inside'] = current_settings().kernel
+        block.__exit__(None, None, None)
+        seen['B after'] = current_settings().kernel
+
+    threads = [threading.Thread(target=f) for f in (thread_a, thread_b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert seen == {'A after': 'auto', 'B inside': 'reference',
+                    'B after': 'auto'}  # fmt: skip
+    assert current_settings().kernel == 'auto'

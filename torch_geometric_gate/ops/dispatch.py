@@ -36,7 +36,11 @@ def _triton_missing(x: Tensor) -> Optional[str]:
     if not _TRITON_INSTALLED:
         return 'Triton is not installed'
     if x.device.type != 'cuda' and not _interpreting():
-        return 'the input is not on a CUDA device'
+        return (
+            'the input is not on a CUDA device (on a CPU the Triton '
+            'kernels run under the interpreter: TRITON_INTERPRET=1, set '
+            'before Triton is imported)'
+        )
     return None
 
 
@@ -45,13 +49,19 @@ def _interpreting() -> bool:
 
 
 def select(
-    settings: KernelSettings, value: Tensor, why: Sequence[str], num_edges: int
+    settings: KernelSettings,
+    value: Tensor,
+    why: Sequence[str],
+    num_edges: int,
+    dtypes: Sequence[torch.dtype] = (),
 ) -> str:
     r"""The kernel that :obj:`settings` run a call on projections like
     :obj:`value` and :obj:`num_edges` edges (self-loops included) with,
     :obj:`'reference'` included; :obj:`why` holds the caller's reasons why
-    the call cannot leave the reference. Forcing a kernel that cannot run
-    the call raises a :class:`RuntimeError` that says why."""
+    the call cannot leave the reference, :obj:`dtypes` those of its other
+    floating-point tensors (all must be Triton's for :obj:`'auto'` to pick
+    it). Forcing a kernel that cannot run the call raises a
+    :class:`RuntimeError` that says why."""
     name = settings.kernel
     if name == 'reference':
         return name
@@ -68,7 +78,7 @@ def select(
         if (
             value.device.type == 'cuda'
             and num_edges >= settings.triton_min_edges
-            and value.dtype in _TRITON_DTYPES
+            and all(d in _TRITON_DTYPES for d in (value.dtype, *dtypes))
             and _triton_missing(value) is None
         ):
             return 'triton'
@@ -98,7 +108,10 @@ def attend(
     :obj:`params.need_weights`); :obj:`None` where the reference must run
     (selected, or :obj:`'auto'` and a kernel cannot serve the call)."""
     settings = current_settings()
-    kernel = select(settings, inputs.value, why, graph.src.numel())
+    others = (inputs.q_src, inputs.q_dst, params.att_neighbor,
+              params.att_self, params.weight_edge)  # fmt: skip
+    dtypes = [t.dtype for t in others if t is not None]
+    kernel = select(settings, inputs.value, why, graph.src.numel(), dtypes)
     if kernel == 'chunked':
         from torch_geometric_gate.ops.chunked import chunked_attention
 

@@ -87,8 +87,9 @@ class KernelSettings(NamedTuple):
     #: measures it (``benchmark/triton_variants.py``).
     triton_one_head_layout: bool = False
     #: Segments of nodes (targets; sources in the backward's second pass)
-    #: per program of the one-head layout, a power of two (low-degree
-    #: nodes share a program).
+    #: per program of the one-head layout, a power of two up to 64
+    #: (low-degree nodes share a program; each is a step of the program's
+    #: loop).
     triton_one_head_nodes: int = 4
     #: Whether the Triton backward's first (target-side) pass writes a
     #: record per edge and head (16 bytes) that the second (source-side)
@@ -233,7 +234,7 @@ class attention_kernel:
         for option, value, largest in (
             ('triton_forward_tile', triton_forward_tile, None),
             ('triton_backward_tile', triton_backward_tile, None),
-            ('triton_one_head_nodes', triton_one_head_nodes, None),
+            ('triton_one_head_nodes', triton_one_head_nodes, 64),
             ('triton_warps', triton_warps, 32),
         ):
             if value is not None and not _power_of_two(value, largest):
@@ -302,10 +303,17 @@ class attention_kernel:
         # exits it.
         state = _STATE.__dict__
         settings = state['settings']
-        self._saved.append((state, settings))
+        # (A token of its own: an entry compares equal to no other.)
+        self._saved.append((object(), state, settings))
         state['settings'] = settings._replace(**self._options)
         return state['settings']
 
     def __exit__(self, *exc) -> None:
-        state, settings = self._saved.pop()
-        state['settings'] = settings
+        # The last entry of this thread (one instance may be entered in
+        # several threads at once), else the last (a block that another
+        # thread exits); removed by identity, whatever others remove.
+        own = _STATE.__dict__
+        saved = list(self._saved)
+        entry = next((e for e in reversed(saved) if e[1] is own), saved[-1])
+        self._saved.remove(entry)
+        entry[1]['settings'] = entry[2]
