@@ -242,7 +242,7 @@ def _backward(
         *projections,
         d_attr,
         d_weight,
-        *_att_grads(g_as, g_at, att_neighbor, att_self, need, views),
+        *_att_grads(g_as, g_at, att_neighbor, att_self, need),
     )  # fmt: skip
 
 
@@ -295,12 +295,12 @@ def _backward_buffers(
 ATT_GRAD_BLOCK, ATT_GRAD_ROWS = 128, 32
 
 
-def _att_grads(g_as, g_at, att_neighbor, att_self, need, views):
+def _att_grads(g_as, g_at, att_neighbor, att_self, need):
     r"""The gradients of the attention vectors (:obj:`[1, H, C]` parts of
-    the backward's buffer) in their dtypes: the parts themselves where
-    :obj:`views` (the autograd function's), else copies (a custom operator
-    returns no views of one tensor)."""
+    the backward's buffer) in their dtypes, copies: they are parameters'
+    :obj:`.grad`, which would keep the whole buffer (the projections'
+    gradients, partial sums) alive as views of it."""
     return (
-        g_as.to(att_neighbor.dtype, copy=not views) if need[5] else None,
-        g_at.to(att_self.dtype, copy=not views) if need[6] else None,
+        g_as.to(att_neighbor.dtype, copy=True) if need[5] else None,
+        g_at.to(att_self.dtype, copy=True) if need[6] else None,
     )
