@@ -133,6 +133,10 @@ def measure(
 
 def main(argv=None):
     args = parse_args(argv)
+    # op_counter first: it picks Triton's interpreter before the notes
+    # (Triton's version) import Triton.
+    import op_counter  # noqa: F401
+
     stem = os.path.join(args.out, args.name)
     notes = result_notes('host_ops.py', argv, __doc__)
     # Written after every configuration: a kill (the GPU session's time

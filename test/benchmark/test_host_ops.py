@@ -165,3 +165,27 @@ def test_rows_written_after_every_configuration(tmp_path, monkeypatch):
     table = (tmp_path / 'host-ops.md').read_text()
     assert '| heads | hidden | input |' in table
     assert not list(tmp_path.glob('*.tmp'))  # moved into place
+
+
+@pytest.mark.slow
+def test_the_command_line_runs_triton_on_a_cpu(tmp_path):
+    # As the docs run it, without TRITON_INTERPRET in the environment: the
+    # script picks the interpreter before anything imports Triton (the
+    # results' notes imported it first, and the Triton rows failed).
+    import os
+    import subprocess
+    import sys
+
+    from benchmark_testing import ROOT
+
+    if torch.cuda.is_available():
+        pytest.skip('on a GPU the kernels compile for it')
+    env = {k: v for k, v in os.environ.items() if k != 'TRITON_INTERPRET'}
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'benchmark', 'host_ops.py'),
+         '--graphs', 'random-100', '--heads', '1', '--kernels', 'triton',
+         '--out', str(tmp_path)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert '| GATE | triton |' in (tmp_path / 'host-ops.md').read_text()
