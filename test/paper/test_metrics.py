@@ -43,3 +43,15 @@ def test_nan_logits_give_nan_metrics(where):
 
 def test_roc_auc_of_one_class_is_nan():
     assert math.isnan(roc_auc(torch.rand(5), torch.zeros(5)).item())
+
+
+def test_roc_auc_of_confident_logits():
+    # The score was the float32 softmax probability of class 1, which is
+    # 1.0 for every logit gap above about 16.6: the most confident nodes
+    # tied, and a model that ranks them well scored 0.5.
+    y = torch.tensor([0, 0, 0, 0, 0, 1, 1, 1, 1, 1])
+    gap = torch.tensor([20.0, 22, 24, 26, 28, 21, 30, 32, 34, 36])
+    out = torch.stack([torch.full_like(gap, -5.0), gap - 5.0], dim=1)
+    value = as_python(metrics(out, y, torch.arange(10)))['roc_auc']
+    assert roc_auc_score(y, gap) == pytest.approx(0.84)
+    assert value == pytest.approx(0.84)
