@@ -157,11 +157,14 @@ def run_epochs(
     once every selector with a stopping rule has stopped, which it reads
     back every ``check_every`` epochs (each selector freezes at its own
     stop, so the results are those of stopping at once). ``finite()`` (a
-    device bool, read at the same points) false raises :class:`Diverged`.
-    ``pbar`` (:mod:`tqdm`) shows the values every 50 epochs. Returns the
-    epochs run.
+    device bool) false after an epoch in which a selector still ran raises
+    :class:`Diverged`, read back at the same points; the epochs run after
+    every stopping selector has stopped change no result, so a NaN then
+    does not count. ``pbar`` (:mod:`tqdm`) shows the values every 50
+    epochs. Returns the epochs run.
     """
     running = torch.ones((), dtype=torch.bool, device=device)
+    ok = torch.ones((), dtype=torch.bool, device=device)
     stopping = [s for s in selectors if s.stops]
     shown: Dict[str, Tensor] = {}
     epoch = 0
@@ -173,10 +176,12 @@ def run_epochs(
 
     for epoch in range(1, max_epochs + 1):
         step(epoch, observe)
+        if finite is not None:  # ``running`` as this epoch's selectors saw it
+            ok = ok & (finite() | ~running)
         if stopping:
             running = ~torch.stack([s.stopped for s in stopping]).all()
         if epoch % check_every == 0 or epoch == max_epochs:
-            if finite is not None and not bool(finite()):
+            if finite is not None and not bool(ok):
                 raise Diverged(epoch, 'the loss is NaN or infinite')
             if pbar is not None and shown and (epoch % 50 == 0 or epoch == 1):
                 pbar.set_postfix(
@@ -218,10 +223,11 @@ def train(
     :class:`~torch_geometric_gate.utils.SelfAttentionRecorder`) records
     alpha_vv of every training forward.
 
-    Raises :class:`Diverged` once the loss or a recorded alpha_vv is NaN or
-    infinite. With ``compile_after=n``, a run still going after ``n``
-    epochs switches to :func:`torch.compile` of the forward pass, compiled
-    afresh whatever ran before it in the process. The epochs run in
+    Raises :class:`Diverged` once the loss (of an epoch in which a
+    selector still ran) or a recorded alpha_vv is NaN or infinite. With
+    ``compile_after=n``, a run still going after ``n`` epochs switches to
+    :func:`torch.compile` of the forward pass, compiled afresh whatever ran
+    before it in the process. The epochs run in
     :func:`run_epochs` (on a GPU reading the stopping rules back every 25
     epochs); returns the epochs run.
     """

@@ -4,7 +4,13 @@ import pytest
 import torch
 
 from gate_paper.models import build_model
-from gate_paper.training import Diverged, Selector, mask_index, train
+from gate_paper.training import (
+    Diverged,
+    Selector,
+    mask_index,
+    run_epochs,
+    train,
+)
 
 
 def select(better, values, **kwargs):
@@ -100,3 +106,44 @@ def test_train_raises_diverged_on_nan(recorder):
     # ended the sweep (issue 35, item 8): now it is a Diverged run.
     with pytest.raises(Diverged, match='diverged at epoch'):
         fit(1e9, recorder=recorder, epochs=50)
+
+
+def stop_then_nan(check_every, nan_from):
+    r"""The validation value improves until epoch 3 (patience 2: the
+    selector stops at epoch 5); the loss is NaN from epoch ``nan_from``,
+    accumulated as :func:`train` does."""
+    selector = Selector('val', 'max', patience=2)
+    finite = torch.ones((), dtype=torch.bool)
+
+    def step(epoch, observe):
+        nonlocal finite
+        loss = torch.tensor(math.nan if epoch >= nan_from else 1.0)
+        finite = finite & loss.isfinite()
+        observe({'val': torch.tensor(min(epoch, 3) / 10)})
+
+    epochs = run_epochs(
+        step,
+        [selector],
+        100,
+        torch.device('cpu'),
+        check_every,
+        finite=lambda: finite,
+    )
+    return epochs, selector.result()
+
+
+@pytest.mark.parametrize('check_every', [1, 25])
+def test_a_nan_after_every_selector_stopped_is_no_divergence(check_every):
+    # On a GPU (check_every 25) training goes on until the stop is read
+    # back; a NaN loss in those epochs made a finished run a diverged one.
+    epochs, result = stop_then_nan(check_every, nan_from=10)
+    assert epochs == (5 if check_every == 1 else 25)
+    assert result['epoch'] == 3 and result['stopped'] and result['last'] == 5
+
+
+@pytest.mark.parametrize('check_every', [1, 25])
+def test_a_nan_before_the_stop_is_a_divergence(check_every):
+    with pytest.raises(Diverged, match=f'diverged at epoch {check_every}:'):
+        stop_then_nan(check_every, nan_from=1)
+    with pytest.raises(Diverged):  # the epoch of the stop still counts
+        stop_then_nan(check_every, nan_from=5)
