@@ -67,6 +67,16 @@ positive_float = float_in(0.0, low_open=True)
 probability = float_in(0.0, 1.0)
 
 
+def check_heads(parser: argparse.ArgumentParser, hidden: int, heads: int):
+    r"""A usage error unless ``hidden`` (``--hidden``) divides into
+    ``heads`` (``--heads``) heads of equal width."""
+    if hidden % heads:
+        parser.error(
+            f'argument --heads: --hidden ({hidden}) must be divisible by '
+            f'--heads ({heads})'
+        )
+
+
 def outputs(args, stem: str) -> str:
     r"""Where a script's invocation wrote: its run files (``--out-dir``)
     and tables (``--tables-dir``, ``<stem>.md`` and ``<stem>_*.csv``)."""

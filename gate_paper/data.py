@@ -295,16 +295,52 @@ def split_masks(
 
 
 GRAPH_ARRAYS = ('x', 'edge_index', 'y', 'train_mask', 'val_mask', 'test_mask')
+# What each array of an .npz graph may hold (numpy's dtype kinds: b bool, i
+# signed, u unsigned integers, f floats) and the dtype the models get.
+GRAPH_DTYPES = {
+    'x': ('biuf', np.float32, 'numbers'),
+    'edge_index': ('iu', np.int64, 'integers'),
+    'y': ('iu', np.int64, 'integers'),
+    **{
+        k: ('biu', np.bool_, 'booleans or 0/1 integers')
+        for k in ('train_mask', 'val_mask', 'test_mask')
+    },
+}
 
 
 def npz_graph(path: str) -> 'Data':
     r"""A graph with one split from the ``.npz`` file ``path`` (arrays
     ``x``, ``edge_index``, ``y``, ``train_mask``, ``val_mask``,
-    ``test_mask``: the authors' synthetic graphs), its masks checked."""
+    ``test_mask``: the authors' synthetic graphs), its masks checked.
+    ``x`` becomes float32 (the models' dtype), ``edge_index`` and ``y``
+    int64, the masks booleans; an array of another kind (``y`` of floats,
+    say) is a :class:`ValueError` naming the file, the array and the kinds
+    expected."""
     import torch
     from torch_geometric.data import Data
 
     arrays = load_npz(path, GRAPH_ARRAYS)
+    for key, (kinds, dtype, what) in GRAPH_DTYPES.items():
+        if arrays[key].dtype.kind not in kinds:
+            raise ValueError(
+                f'{path!r}: the array {key!r} must hold {what} (it becomes '
+                f'{np.dtype(dtype).name}), got {arrays[key].dtype}'
+            )
+        arrays[key] = arrays[key].astype(dtype, copy=False)
     data = Data(**{k: torch.from_numpy(v) for k, v in arrays.items()})
     check_masks(data.train_mask, data.val_mask, data.test_mask, repr(path))
     return data
+
+
+def graph_digest(data: 'Data') -> str:
+    r"""The SHA-256 (hex) of the arrays of an :func:`npz_graph` graph as
+    the models get them (name, dtype, shape and bytes of each): the same
+    graphs give the same digest however the file was written."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for key in GRAPH_ARRAYS:
+        array = data[key].numpy()
+        digest.update(f'{key} {array.dtype.str} {array.shape}\n'.encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()

@@ -7,7 +7,9 @@ Recipes:
   ``GATv2Conv``, :class:`GATv2Net`), ``GATE_S``, ``GATE``
   (:class:`torch_geometric_gate.nn.models.GATE`), looks-linear init;
 - ``'paper'`` (Sec. 5.2, real graphs): ``MLP``, ``GAT``, ``MLP+GAT``,
-  ``FAGCN``, ``GATE``, ``GATE_S``, without bias, looks-linear init;
+  ``FAGCN``, ``GATE``, ``GATE_S``, without bias, looks-linear init; except
+  FAGCN, whose input and output layers are PyTorch's default ``Linear``
+  (with bias, default init; the authors' runs had no bias anywhere);
 - ``'strong'`` (Platonov et al.'s residual recipe, :class:`StrongNet`):
   those and ``GAT-sep``, ``GATE-sep``, ``GATv2``.
 
@@ -29,6 +31,7 @@ from gate_paper.model_names import (  # noqa: F401 (names of the recipes)
     STRONG_MODELS,
     STRONG_ONLY,
     SYNTHETIC_MODELS,
+    needs_even_hidden,
 )
 from torch_geometric_gate.nn import GATEConv
 from torch_geometric_gate.nn.inits import looks_linear_orthogonal_
@@ -162,7 +165,10 @@ class PaperMLPGAT(torch.nn.Module):
 class PaperFAGCN(torch.nn.Module):
     r"""FAGCN: a linear input layer, ``num_layers`` ``FAConv`` layers (no
     self-loops, ``eps`` times the input embedding added in every layer),
-    ReLU after every hidden layer (Appendix B), a linear output layer."""
+    ReLU after every hidden layer (Appendix B), a linear output layer. The
+    linear layers are PyTorch's default ``Linear``, with a bias and the
+    default init (the committed runs were made so), unlike the rest of the
+    paper recipe and the authors' runs, which had no bias."""
 
     def __init__(self, in_channels, hidden, out_channels, num_layers, eps):
         super().__init__()
@@ -312,13 +318,21 @@ def build_model(
     r"""The model ``name`` of ``recipe`` (see the module's docstring):
     ``num_layers`` graph layers of width ``hidden``; ``heads``, ``dropout``
     for the strong recipe, ``eps`` for FAGCN. Seed torch before calling it
-    for a reproducible initialisation."""
+    for a reproducible initialisation. A model with the looks-linear init
+    and hidden units needs an even ``hidden`` (a :class:`ValueError`
+    otherwise, :func:`~gate_paper.model_names.needs_even_hidden`)."""
     if recipe not in MODELS or name not in MODELS[recipe]:
         known = MODELS.get(recipe)
         raise ValueError(
             f'unknown model {name!r} of recipe {recipe!r}; expected a recipe '
             f'of {RECIPES}'
             + ('' if known is None else f' and a model of {known}')
+        )
+    if hidden % 2 and needs_even_hidden(recipe, name, num_layers):
+        raise ValueError(
+            f'{name} of the {recipe} recipe with {num_layers} layers needs '
+            f'an even hidden width for its looks-linear initialisation, got '
+            f'{hidden}'
         )
     L = num_layers
     if recipe == 'synthetic':

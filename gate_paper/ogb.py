@@ -42,7 +42,12 @@ import os
 from typing import TYPE_CHECKING
 
 from gate_paper import data as gp_data
-from gate_paper.cli import int_at_least, outputs, positive_float
+from gate_paper.cli import (
+    check_heads,
+    int_at_least,
+    outputs,
+    positive_float,
+)
 from gate_paper.paper_numbers import OGB_HIDDEN, TABLE4_OGB
 from gate_paper.provenance import gate_kernel, of_run
 from gate_paper.runner import (
@@ -151,12 +156,14 @@ def build(c: dict, in_channels: int, num_classes: int) -> 'torch.nn.Module':
 
 def run_one(settings: dict, c: dict) -> dict:
     r"""One run: the test accuracy at the epoch of best validation
-    accuracy."""
+    accuracy; raises :class:`~gate_paper.training.Diverged` once a
+    training loss is NaN or infinite."""
     import torch
     import torch.nn.functional as F
     from torch_geometric.data import Data
     from torch_geometric.loader import NeighborLoader
 
+    from gate_paper.metrics import accuracy
     from gate_paper.training import Selector, run_epochs
 
     data, split, num_classes = load_ogb(c['dataset'], settings['root'])
@@ -184,13 +191,18 @@ def run_one(settings: dict, c: dict) -> dict:
             shuffle=False,
         )
 
+    finite = torch.ones((), dtype=torch.bool, device=device)
+
     def step(epoch, observe):
+        nonlocal finite
         model.train()
         if c['mode'] == 'full':
             optimizer.zero_grad()
             out = model(data.x, data.edge_index)
             train = index['train']
-            F.cross_entropy(out[train], y[train]).backward()
+            loss = F.cross_entropy(out[train], y[train])
+            finite = finite & loss.detach().isfinite()
+            loss.backward()
             optimizer.step()
         else:
             for batch in loader:  # the loss on the seed (training) nodes
@@ -198,7 +210,9 @@ def run_one(settings: dict, c: dict) -> dict:
                 optimizer.zero_grad()
                 out = model(batch.x, batch.edge_index)[: batch.batch_size]
                 target = batch.y[: batch.batch_size].view(-1)
-                F.cross_entropy(out, target).backward()
+                loss = F.cross_entropy(out, target)
+                finite = finite & loss.detach().isfinite()
+                loss.backward()
                 optimizer.step()
         model.eval()
         with torch.no_grad():
@@ -206,13 +220,14 @@ def run_one(settings: dict, c: dict) -> dict:
                 out = model(data.x, data.edge_index)
             else:
                 out = model.inference(layerwise, device=device)
-        pred = out.argmax(dim=-1).to(device)
-        observe(
-            {k: (pred[i] == y[i]).double().mean() for k, i in index.items()}
-        )
+        out = out.to(device)
+        # NaN logits (a diverged model) score NaN: never selected.
+        observe({k: accuracy(out[i], y[i]) for k, i in index.items()})
 
     selector = Selector('valid', 'max')
-    epochs = run_epochs(step, [selector], c['epochs'], device)
+    epochs = run_epochs(
+        step, [selector], c['epochs'], device, finite=lambda: finite
+    )
     chosen = selector.result()
     return dict(
         best_epoch=chosen['epoch'],
@@ -287,11 +302,7 @@ def parse_args(argv=None):
     args.num_layers = args.num_layers or paper['num_layers']
     args.hidden = args.hidden or OGB_HIDDEN[args.dataset]
     args.lr = args.lr or paper['lr']
-    if args.hidden % args.heads:
-        parser.error(
-            f'argument --heads: --hidden ({args.hidden}) must be divisible '
-            f'by --heads ({args.heads})'
-        )
+    check_heads(parser, args.hidden, args.heads)
     if args.mode == 'mini' and not args.tables_only and not can_sample():
         parser.error(
             "argument --mode: 'mini' samples neighbours with pyg-lib or "

@@ -12,7 +12,8 @@ the 10 Geom-GCN splits).
 Recipes (``--recipes``, :func:`gate_paper.models.build_model`):
 
 - ``paper`` (Appendix B): width 64, one head, no bias, ReLU, looks-linear
-  orthogonal init, Adam with the paper's per-dataset learning rates, no
+  orthogonal init (FAGCN: biases and PyTorch's default init in its input
+  and output layers), Adam with the paper's per-dataset learning rates, no
   dropout or weight decay, at most 5000 epochs, stopping after
   ``--patience`` (100) epochs without a better validation metric; depths 5
   and 10 (heterophilous) or 2, 5, 10 and 20 (small sets).
@@ -39,8 +40,19 @@ import os
 import time
 
 from gate_paper import data as gp_data
-from gate_paper.cli import float_in, int_at_least, outputs, positive_float
-from gate_paper.model_names import MODELS, STRONG_ONLY
+from gate_paper.cli import (
+    check_heads,
+    float_in,
+    int_at_least,
+    outputs,
+    positive_float,
+)
+from gate_paper.model_names import (
+    MODELS,
+    STRONG_ONLY,
+    needs_even_hidden,
+    odd_hidden_error,
+)
 from gate_paper.paper_numbers import LEARNING_RATES
 from gate_paper.provenance import gate_kernel, of_run
 from gate_paper.runner import (
@@ -153,7 +165,9 @@ def fit(model, data, c: dict, plot_dir=None, compile_after=None) -> dict:
         f'split {c["split"]}'
     )
     start = time.perf_counter()
-    train(
+    # The epochs trained: until every selector has stopped (on the binary
+    # sets the balanced-accuracy one may stop after the main one).
+    epochs = train(
         model,
         optimizer,
         x,
@@ -215,7 +229,6 @@ def fit(model, data, c: dict, plot_dir=None, compile_after=None) -> dict:
             stem + '_alpha_best.png',
             title=title + f', epoch {main["epoch"]}',
         )
-    epochs = main['last']
     num_edges = edge_index.size(1) + x.size(0)  # with the self-loops
     facts = of_run(
         x.device,
@@ -519,6 +532,7 @@ def parse_args(argv=None):
             'argument --recipes: the strong recipe runs on '
             f'{" and ".join(STRONG_DATASETS)} only'
         )
+    check_runs(parser, args)
     if not args.tables_only:  # before any folder is created
         try:
             gp_data.fetch(args.datasets, args.data_root)
@@ -530,6 +544,40 @@ def parse_args(argv=None):
 
         args.device = 'cuda' if torch.cuda.is_available() else 'cpu'
     return args
+
+
+def check_runs(parser: argparse.ArgumentParser, args):
+    r"""Usage errors for options that make no run of a model of
+    ``--models`` (a model its recipes do not have) or runs whose models
+    cannot be built: an odd ``--hidden`` with the paper recipe's looks-linear
+    init, a strong recipe's ``--hidden`` that ``--heads`` does not
+    divide."""
+    runs = configs(args)
+    missing = [m for m in args.models if m not in {c['model'] for c in runs}]
+    if missing:
+        has = '; '.join(
+            f"the {r} recipe's: {' '.join(RECIPE_DEFAULTS[r]['models'])}"
+            + (
+                f' (on {" and ".join(STRONG_DATASETS)} only)'
+                if r == 'strong'
+                else ''
+            )
+            for r in args.recipes
+        )
+        parser.error(
+            f'argument --models: no run of {" ".join(missing)} with '
+            f'--recipes {" ".join(args.recipes)} and --datasets '
+            f'{" ".join(args.datasets)}; the models are {has}'
+        )
+    for c in runs:
+        if c['hidden'] % 2 and needs_even_hidden(
+            c['recipe'], c['model'], c['num_layers']
+        ):
+            parser.error(
+                odd_hidden_error(c['hidden'], c['model'], c['num_layers'])
+            )
+        if c['recipe'] == 'strong':
+            check_heads(parser, c['hidden'], c['heads'])
 
 
 def main(argv=None):

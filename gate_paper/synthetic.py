@@ -12,7 +12,11 @@ import time
 from typing import Callable, List, Optional
 
 from gate_paper.cli import int_at_least, positive_float
-from gate_paper.model_names import SYNTHETIC_MODELS
+from gate_paper.model_names import (
+    SYNTHETIC_MODELS,
+    needs_even_hidden,
+    odd_hidden_error,
+)
 from gate_paper.provenance import gate_kernel, of_run
 from gate_paper.runner import add_runner_args, run_all
 from gate_paper.store import load, run_id
@@ -88,6 +92,16 @@ def add_training_args(parser: argparse.ArgumentParser, study: str):
         help='where the tables go (default: --out-dir)',
     )
     add_runner_args(parser)
+
+
+def check_hidden(parser: argparse.ArgumentParser, args, depths):
+    r"""A usage error if ``--hidden`` is odd and a model of ``--models`` of
+    one of ``depths`` has hidden units (its looks-linear init mirrors them
+    in pairs)."""
+    for m in args.models:
+        for L in depths:
+            if args.hidden % 2 and needs_even_hidden('synthetic', m, L):
+                parser.error(odd_hidden_error(args.hidden, m, L))
 
 
 def run_study(

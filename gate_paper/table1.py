@@ -31,6 +31,7 @@ from gate_paper.synthetic import (
     add_training_args,
     alpha_text,
     cell_at,
+    check_hidden,
     config,
     in_order,
     int_text,
@@ -150,6 +151,7 @@ def parse_args(argv=None):
         args.depths = args.depths or [1, 5]
     args.datasets = args.datasets or list(DATASETS)
     args.depths = args.depths or [1, 2, 5]
+    check_hidden(parser, args, args.depths)
     needs_cora = any(d.startswith('cora') for d in args.datasets)
     if needs_cora and not args.tables_only:
         try:

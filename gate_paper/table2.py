@@ -8,7 +8,10 @@ or dropout, up to 10000 epochs, stopping once the training loss is below
 k = 1, 2, 3, with 5 model seeds on one graph per k: by default our
 ``NeighborDependentER`` (N=1000, p=0.01, 2-d Gaussian features, 2 classes,
 500/250/250 split), with ``--paper-data DIR`` the authors' exact graphs
-``DIR/neighbor_dependent_k{k}.npz`` (their masks checked).
+``DIR/neighbor_dependent_k{k}.npz`` (their masks checked). The runs on the
+authors' graphs have the source ``paper``, those on any other ``.npz``
+graph ``paper-`` and 12 hex digits of its content's SHA-256, so that
+``--resume`` never takes a run on one graph for a run on another.
 
 One run file per run in ``--out-dir``; ``table2.md`` and the tables' CSVs
 (mean test accuracy at the epoch of minimum training loss +- the 95%
@@ -29,7 +32,7 @@ import argparse
 import os
 
 from gate_paper.cli import int_at_least, outputs
-from gate_paper.data import npz_graph
+from gate_paper.data import graph_digest, npz_graph
 from gate_paper.runner import check_folders, check_unique
 from gate_paper.stats import mean_ci95
 from gate_paper.synthetic import (
@@ -38,6 +41,7 @@ from gate_paper.synthetic import (
     add_training_args,
     alpha_text,
     cell_at,
+    check_hidden,
     config,
     in_order,
     int_text,
@@ -55,6 +59,15 @@ SOURCE = (
     'the --paper-data folder as neighbor_dependent_k1.npz, ..._k2.npz and '
     '..._k3.npz, or leave out --paper-data to run on NeighborDependentER'
 )
+# The digests (``graph_digest``) of the authors' graphs, of k = 1, 2, 3: the
+# runs on them have the source 'paper' (the committed runs' name); the runs
+# on any other --paper-data graph 'paper-' and the first 12 hex digits of
+# its digest, so that --resume never takes a run on another graph for one.
+AUTHORS_GRAPHS = {
+    1: '6fcd81aeeb37a6de93adb937dee7a9a2cb2992fa4c4afae3e2e6d7d53c9f4ec0',
+    2: '2ca80e69fde22d6ce74857f5375864e24f4c362df6e3a42d88b44e68ba9a7b13',
+    3: '74b38a777b52b48d22d59d0704a012a249be762618d6da11cce9a3eb9c611442',
+}
 # The paper's Table 2 (mean test accuracy +- 95% CI over 5 runs):
 PAPER = {
     (1, 1): ('93.6 ± 1.3', '92.3 ± 1.3', '96.4 ± 0.7', '93.5 ± 1.3'),
@@ -67,6 +80,15 @@ PAPER = {
     (3, 4): ('71.4 ± 3.9', '75.9 ± 7.6', '89.2 ± 1.0', '89.0 ± 0.5'),
     (3, 5): ('80.2 ± 4.8', '83.9 ± 2.2', '86.1 ± 0.8', '87.8 ± 1.6'),
 }
+
+
+def paper_source(k: int, digest: str) -> str:
+    r"""The ``source`` of the runs on a ``--paper-data`` graph of k-hop
+    labels with digest ``digest``: ``'paper'`` for the authors' graph,
+    else ``'paper-<first 12 hex digits>'``."""
+    return (
+        'paper' if AUTHORS_GRAPHS.get(k) == digest else f'paper-{digest[:12]}'
+    )
 
 
 def load_graph(k, paper_data, tmp_root, graph_seed):
@@ -138,7 +160,9 @@ def parse_args(argv=None):
         default=None,
         help="a folder with the authors' graphs as "
         'neighbor_dependent_k1.npz, ..._k2.npz, ..._k3.npz (default: our '
-        'NeighborDependentER graphs)',
+        'NeighborDependentER graphs); the runs on other graphs are named '
+        "by their content, 'paper-<digest>' (with --tables-only, a file "
+        "that is not there stands for the authors' graph)",
     )
     add_training_args(parser, 'table2')
     args = parser.parse_args(argv)
@@ -149,25 +173,36 @@ def parse_args(argv=None):
         args.seeds = args.seeds or [0, 1]
     args.ks = args.ks or [1, 2, 3]
     args.seeds = args.seeds or [0, 1, 2, 3, 4]
-    args.source = (
-        'paper' if args.paper_data is not None else f'ours-g{args.graph_seed}'
+    check_hidden(
+        parser, args, [k + e for k in args.ks for e in args.extra_depths]
     )
-    if args.paper_data is not None and not args.tables_only:
+    # The source of each k's runs (their run files' names): our graph
+    # seed, or the content of the --paper-data graph.
+    args.sources = {k: f'ours-g{args.graph_seed}' for k in args.ks}
+    if args.paper_data is not None:
         for k in args.ks:  # each file readable, its masks disjoint
-            name = f'neighbor_dependent_k{k}.npz'
+            path = os.path.join(
+                args.paper_data, f'neighbor_dependent_k{k}.npz'
+            )
+            if args.tables_only and not os.path.isfile(path):
+                args.sources[k] = 'paper'  # the authors' graph's runs
+                continue
             try:
-                npz_graph(os.path.join(args.paper_data, name))
+                args.sources[k] = paper_source(
+                    k, graph_digest(npz_graph(path))
+                )
             except FileNotFoundError as e:
                 parser.error(f'argument --paper-data: {e}; {SOURCE}')
             except (OSError, ValueError) as e:
                 parser.error(f'argument --paper-data: {e}')
+    args.source = ', '.join(dict.fromkeys(args.sources.values()))
     check_folders(parser, args)
     return args
 
 
 def configs(args):
     return [
-        config(f'k{k}', args.source, m, k + e, s, args)
+        config(f'k{k}', args.sources[k], m, k + e, s, args)
         for k in args.ks
         for e in args.extra_depths
         for m in args.models

@@ -25,6 +25,7 @@ from gate_paper.data import (
     raw_files,
     split_masks,
 )
+from gate_paper.models import build_model
 
 
 def tree(root):
@@ -153,15 +154,14 @@ def test_split_masks_are_checked():
         split_masks(data, 1)
 
 
-def write_graph(path, overlap=False):
+def write_graph(path, overlap=False, **arrays):
     n = 10
     train = np.arange(n) < 5
     val = (np.arange(n) >= 5) & (np.arange(n) < 7)
     test = np.arange(n) >= 7
     if overlap:
         test[0] = True
-    np.savez(
-        path,
+    graph = dict(
         x=np.random.rand(n, 2).astype(np.float32),
         edge_index=np.array([[0, 1], [1, 2]]),
         y=np.arange(n) % 2,
@@ -169,12 +169,57 @@ def write_graph(path, overlap=False):
         val_mask=val,
         test_mask=test,
     )
+    np.savez(path, **{**graph, **arrays})
 
 
 def test_npz_graph(tmp_path):
     write_graph(tmp_path / 'g.npz')
     data = npz_graph(str(tmp_path / 'g.npz'))
     assert data.x.shape == (10, 2) and int(data.test_mask.sum()) == 3
+
+
+def test_npz_graph_gives_the_models_dtypes(tmp_path):
+    # A float64 x passed the checks, then the first run crashed on it
+    # (float32 weights): x becomes float32, indices int64, masks bool.
+    n = np.arange(10)
+    path = str(tmp_path / 'g.npz')
+    write_graph(
+        path,
+        x=np.random.rand(10, 2),
+        edge_index=np.array([[0, 1], [1, 2]], dtype=np.int32),
+        y=(n % 2).astype(np.uint8),
+        train_mask=(n < 5).astype(np.int8),
+    )
+    data = npz_graph(path)
+    assert data.x.dtype == torch.float32
+    assert data.edge_index.dtype == data.y.dtype == torch.long
+    assert data.train_mask.dtype == torch.bool
+    assert int(data.train_mask.sum()) == 5
+    model = build_model('synthetic', 'GATE', 2, 8, 2, 1)
+    out, _ = model.forward_with_self_attention(data.x, data.edge_index)
+    assert out.shape == (10, 2)
+
+
+@pytest.mark.parametrize(
+    'key, array, kind',
+    [
+        ('y', (np.arange(10) % 2).astype(np.float64), 'integers'),
+        ('edge_index', np.array([[0.0, 1.0], [1.0, 2.0]]), 'integers'),
+        ('x', np.array([['a', 'b']] * 10), 'numbers'),
+        ('val_mask', np.full(10, 0.5), 'booleans or 0/1 integers'),
+    ],
+)
+def test_npz_graph_of_another_dtype_names_the_array(
+    tmp_path, key, array, kind
+):
+    path = str(tmp_path / 'g.npz')
+    write_graph(path, **{key: array})
+    with pytest.raises(ValueError) as e:
+        npz_graph(path)
+    assert str(e.value).startswith(
+        f'{path!r}: the array {key!r} must hold {kind} (it becomes '
+    )
+    assert str(e.value).endswith(f'got {array.dtype}')
 
 
 def test_npz_graph_with_overlapping_masks_is_refused(tmp_path):

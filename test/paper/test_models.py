@@ -54,3 +54,21 @@ def test_unknown_models(recipe, name, message):
 def test_strong_heads_must_divide_hidden():
     with pytest.raises(ValueError, match='divisible by heads'):
         build_model('strong', 'GATE', 5, 10, 3, 2, heads=3)
+
+
+@pytest.mark.parametrize(
+    'recipe, name',
+    [('synthetic', name) for name in MODELS['synthetic']]
+    + [('paper', name) for name in MODELS['paper'] if name != 'FAGCN'],
+)
+def test_looks_linear_models_need_an_even_width(recipe, name):
+    # GAT, GAT_S, MLP and MLP+GAT crashed with a raw traceback, GATE fell
+    # back to Glorot with a warning.
+    with pytest.raises(ValueError, match='needs an even hidden width'):
+        build_model(recipe, name, 5, 7, 3, 2)
+    build_model(recipe, name, 5, 7, 3, 1)  # no hidden units
+
+
+def test_odd_widths_without_looks_linear_init():
+    build_model('paper', 'FAGCN', 5, 7, 3, 2)
+    build_model('strong', 'GATE', 5, 7, 3, 2, heads=7)

@@ -1,4 +1,5 @@
 import json
+import math
 import os
 
 import pytest
@@ -9,6 +10,7 @@ pytest.importorskip('ogb')
 from ogb_testing import write_arxiv  # noqa: E402
 
 from gate_paper import ogb  # noqa: E402
+from gate_paper.runner import Diverged  # noqa: E402
 
 
 def write_fake_arxiv(root, num_nodes=80, num_classes=3, seed=0):
@@ -114,6 +116,56 @@ def test_mini_batches_need_a_sampler(tmp_path, capsys, monkeypatch):
         ogb.parse_args(['--root', str(tmp_path), '--mode', 'mini'])
     assert e.value.code == 2
     assert 'pyg-lib or torch-sparse' in capsys.readouterr().err
+
+
+def nan_run(tmp_path, monkeypatch, when):
+    r"""One full-batch run whose model outputs NaN ``when`` it trains
+    (``'train'``) or is evaluated (``'eval'``)."""
+    write_fake_arxiv(tmp_path)
+    build = ogb.build
+
+    def nan_model(c, in_channels, num_classes):
+        model = build(c, in_channels, num_classes)
+        forward = model.forward
+
+        def nan_forward(*args, **kwargs):
+            out = forward(*args, **kwargs)
+            return (
+                out * math.nan if model.training == (when == 'train') else out
+            )
+
+        model.forward = nan_forward
+        return model
+
+    monkeypatch.setattr(ogb, 'build', nan_model)
+    c = dict(
+        dataset='ogbn-arxiv',
+        model='GATE',
+        num_layers=2,
+        hidden=8,
+        heads=1,
+        lr=0.01,
+        epochs=5,
+        mode='full',
+        batch_size=0,
+        num_neighbors='',
+        seed=0,
+    )
+    return ogb.run_one({'root': str(tmp_path), 'device': 'cpu'}, c)
+
+
+def test_a_nan_loss_is_a_diverged_run(tmp_path, monkeypatch):
+    # The accuracy came from the argmax of NaN logits (class 0): a diverged
+    # model was a finished run scoring the share of class 0.
+    with pytest.raises(Diverged, match='diverged at epoch 1: the loss'):
+        nan_run(tmp_path, monkeypatch, 'train')
+
+
+def test_nan_logits_are_never_selected(tmp_path, monkeypatch):
+    result = nan_run(tmp_path, monkeypatch, 'eval')
+    assert result['best_epoch'] == 0 and result['epochs_run'] == 5
+    for key in ('train_acc', 'valid_acc', 'test_acc'):
+        assert math.isnan(result[key]), key
 
 
 @pytest.mark.slow

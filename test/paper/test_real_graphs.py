@@ -137,6 +137,73 @@ def test_options_of_one_recipe_are_refused_for_the_other(capsys):
         assert f'argument {flag}' in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    'argv, message',
+    [
+        (
+            # 0 runs, exit 0: the paper recipe has no GATv2
+            ['--models', 'GATv2'],
+            'argument --models: no run of GATv2 with --recipes paper and '
+            "--datasets Texas; the models are the paper recipe's: MLP GAT "
+            'MLP+GAT FAGCN GATE GATE_S',
+        ),
+        (
+            ['--recipes', 'paper', 'strong', '--models', 'GATv2', 'GATE'],
+            'argument --models: no run of GATv2 with --recipes paper strong '
+            "and --datasets Texas; the models are the paper recipe's: MLP "
+            "GAT MLP+GAT FAGCN GATE GATE_S; the strong recipe's: GAT GAT-sep "
+            'GATv2 GATE GATE-sep (on Minesweeper and Tolokers only)',
+        ),
+        (
+            # a raw traceback in the first run (GATE: Glorot, a warning)
+            ['--hidden', '15', '--depths', '1', '2'],
+            'argument --hidden: MLP with 2 layers needs an even width for '
+            'its looks-linear initialisation (it mirrors the hidden units in '
+            'pairs), got 15',
+        ),
+        (
+            ['--hidden', '15', '--models', 'FAGCN', 'GATE'],
+            'argument --hidden: GATE with 2 layers needs an even width',
+        ),
+        (
+            # failed inside each run
+            ['--datasets', 'Minesweeper', '--recipes', 'strong']
+            + ['--hidden', '100'],
+            'argument --heads: --hidden (100) must be divisible by --heads '
+            '(8)',
+        ),
+        (
+            ['--datasets', 'Minesweeper', '--recipes', 'strong']
+            + ['--heads', '3'],
+            'argument --heads: --hidden (512) must be divisible by --heads '
+            '(3)',
+        ),
+    ],
+)
+def test_options_that_make_no_run_or_a_failing_run(
+    tmp_path, capsys, argv, message
+):
+    with pytest.raises(SystemExit) as e:
+        real_graphs.parse_args(
+            argv + ['--tables-only', '--out-dir', str(tmp_path)]
+        )
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_odd_widths_where_no_looks_linear_init_needs_pairs(tmp_path):
+    for argv in (
+        ['--hidden', '15', '--depths', '1'],
+        ['--hidden', '15', '--models', 'FAGCN'],
+        ['--datasets', 'Minesweeper', '--recipes', 'strong']
+        + ['--hidden', '15', '--heads', '5'],
+    ):
+        args = real_graphs.parse_args(
+            argv + ['--tables-only', '--out-dir', str(tmp_path)]
+        )
+        assert {c['hidden'] for c in real_graphs.configs(args)} == {15}
+
+
 def test_configs_follow_the_paper_recipe():
     args = real_graphs.parse_args(
         [
@@ -194,6 +261,50 @@ def test_test_labels_never_enter_training(tmp_path):
     assert first['test_acc'] == pytest.approx(1 - second['test_acc'])
     assert first['test_roc_auc'] == pytest.approx(1 - second['test_roc_auc'])
     assert first['metric'] == 'roc_auc' and first['epochs_run'] == 8
+
+
+def test_epochs_run_are_the_epochs_trained(tmp_path, monkeypatch):
+    # On the binary sets training goes on until the balanced-accuracy
+    # selector stops too; epochs_run (and s_per_epoch) were the main
+    # selector's last epoch.
+    import gate_paper.metrics as gp_metrics
+
+    metrics, calls = gp_metrics.metrics, []
+
+    def flat_roc_auc(out, y, index):  # better balanced accuracy each epoch
+        values = metrics(out, y, index)
+        calls.append(1)
+        values['roc_auc'] = torch.tensor(0.6, dtype=torch.float64)
+        values['bal_acc'] = torch.tensor(len(calls) / 1e4).double()
+        return values
+
+    monkeypatch.setattr(gp_metrics, 'metrics', flat_roc_auc)
+    write_heterophilous(str(tmp_path), 'Minesweeper')
+    config = dict(
+        dataset='Minesweeper',
+        recipe='paper',
+        model='MLP',
+        num_layers=2,
+        split=0,
+        seed=0,
+        edges='undirected',
+        features='raw',
+        hidden=8,
+        heads=1,
+        dropout=0.0,
+        eps=0.3,
+        lr=0.01,
+        max_epochs=30,
+        patience=5,
+    )
+    settings = {'root': str(tmp_path), 'device': 'cpu'}
+    data, model = real_graphs.prepare(settings, config)
+    result = real_graphs.fit(model, data, config)
+    assert result['best_epoch'] == 1 and result['stopped_early']
+    assert result['bal_best_epoch'] == 30
+    assert result['epochs_run'] == 30
+    assert result['provenance']['epochs_run'] == 30
+    assert result['s_per_epoch'] == pytest.approx(result['wall_s'] / 30)
 
 
 def test_a_run_file_saved_with_a_bom_still_counts(tmp_path, capsys):

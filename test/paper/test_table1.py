@@ -88,6 +88,16 @@ def test_quick_downloads_cora(tmp_path, monkeypatch):
         (['--seed', '-1'], 'argument --seed: expected an integer >= 0'),
         (['--compile-after', '-1'], 'argument --compile-after'),
         (['--models', 'MLP'], 'argument --models: invalid choice'),
+        (  # GAT_S and GAT crashed in their first run, GATE used Glorot
+            ['--hidden', '63', '--depths', '1', '2'],
+            'argument --hidden: GAT_S with 2 layers needs an even width for '
+            'its looks-linear initialisation (it mirrors the hidden units in '
+            'pairs), got 63',
+        ),
+        (
+            ['--hidden', '63', '--models', 'GATE'],
+            'argument --hidden: GATE with 2 layers needs an even width',
+        ),
     ],
 )
 def test_bad_arguments_are_usage_errors(tmp_path, capsys, argv, message):

@@ -3,15 +3,17 @@ import os.path as osp
 
 import numpy as np
 import pytest
+from data_testing import needs_shared, shared
 from script_testing import module, run_in_one_interpreter
 
 from gate_paper import store, table2
+from gate_paper.data import graph_digest, npz_graph
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
-def write_graph(path, overlap=False):
-    gen = np.random.default_rng(0)
+def write_graph(path, overlap=False, seed=0, compressed=False):
+    gen = np.random.default_rng(seed)
     n = 40
     train, val, test = (
         (np.arange(n) % 4 < 2),
@@ -21,7 +23,7 @@ def write_graph(path, overlap=False):
     if overlap:
         test = test.copy()
         test[0] = True
-    np.savez(
+    (np.savez_compressed if compressed else np.savez)(
         path,
         x=gen.standard_normal((n, 2)).astype(np.float32),
         edge_index=gen.integers(0, n, (2, 120)),
@@ -51,6 +53,10 @@ def test_quick_defaults(tmp_path):
             "argument --hidden: expected an integer >= 1, got 'x'",
         ),
         (['--graph-seed', '-1'], 'argument --graph-seed'),
+        (
+            ['--hidden', '63', '--ks', '1'],
+            'argument --hidden: GAT_S with 2 layers needs an even width',
+        ),
     ],
 )
 def test_bad_arguments_are_usage_errors(tmp_path, capsys, argv, message):
@@ -58,6 +64,13 @@ def test_bad_arguments_are_usage_errors(tmp_path, capsys, argv, message):
         table2.parse_args(argv + ['--out-dir', str(tmp_path / 'runs')])
     assert e.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_odd_width_of_one_layer(tmp_path):
+    # A network of one layer has no hidden units to pair.
+    argv = ['--hidden', '63', '--ks', '1', '--extra-depths', '0']
+    args = table2.parse_args(argv + ['--out-dir', str(tmp_path)])
+    assert {c['hidden'] for c in table2.configs(args)} == {63}
 
 
 def test_paper_data_with_overlapping_masks_is_refused(tmp_path, capsys):
@@ -100,6 +113,20 @@ def test_corrupt_paper_data_names_the_file(tmp_path, capsys):
     assert 'is not a readable .npz file' in err
 
 
+def test_paper_data_of_float_labels_is_a_usage_error(tmp_path, capsys):
+    # Only the first run crashed on an array of another dtype.
+    path = tmp_path / 'neighbor_dependent_k1.npz'
+    write_graph(path)
+    arrays = dict(np.load(path))
+    np.savez(path, **{**arrays, 'y': arrays['y'].astype(np.float64)})
+    with pytest.raises(SystemExit) as e:
+        paper_runs(tmp_path, tmp_path / 'o')
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert 'argument --paper-data: ' in err
+    assert "the array 'y' must hold integers" in err
+
+
 def test_missing_paper_data_says_where_it_comes_from(tmp_path, capsys):
     # The authors' graphs are not shipped (their repository states no
     # licence): the error says where they come from and how to place them.
@@ -114,6 +141,56 @@ def test_missing_paper_data_says_where_it_comes_from(tmp_path, capsys):
     assert 'https://github.com/RelationalML/GATE, states no licence' in err
     assert 'arrays x, edge_index, y, train_mask, val_mask and test_mask' in err
     assert not (tmp_path / 'o').exists()
+
+
+def paper_runs(folder, out, *argv):
+    args = table2.parse_args(
+        ['--ks', '1', '--paper-data', str(folder), '--out-dir', str(out)]
+        + list(argv)
+    )
+    return args, {store.run_id(c) for c in table2.configs(args)}
+
+
+def test_runs_on_other_paper_data_have_other_names(tmp_path):
+    # Every --paper-data folder was source 'paper': --resume took the runs
+    # made on one folder's graphs for those of another.
+    for name, seed in (('a', 0), ('b', 1), ('a2', 0)):
+        os.mkdir(tmp_path / name)  # a2: a's graph, written otherwise
+        path = tmp_path / name / 'neighbor_dependent_k1.npz'
+        write_graph(path, seed=seed, compressed=name == 'a2')
+    a, runs_a = paper_runs(tmp_path / 'a', tmp_path / 'o')
+    b, runs_b = paper_runs(tmp_path / 'b', tmp_path / 'o')
+    a2, runs_a2 = paper_runs(tmp_path / 'a2', tmp_path / 'o')
+    assert a.source.startswith('paper-') and len(a.source) == 18
+    assert a.source != b.source and not runs_a & runs_b
+    assert a2.source == a.source and runs_a2 == runs_a
+    # --tables-only reads them too: the tables of a's runs
+    only, runs = paper_runs(tmp_path / 'a', tmp_path / 'o', '--tables-only')
+    assert only.source == a.source and runs == runs_a
+
+
+@needs_shared('gate-synthetic')
+def test_the_authors_graphs_keep_the_committed_runs(tmp_path):
+    # The committed runs on the authors' graphs are source 'paper': their
+    # graphs keep that name (and --tables-only without the files too).
+    committed = {
+        name.rsplit('_', 1)[-1]
+        for name in os.listdir(
+            osp.join(ROOT, 'gate_paper', 'runs', 'table2_paper')
+        )
+        if name.endswith('.json')
+    }
+    for folder, argv in (
+        (shared('gate-synthetic'), []),
+        (tmp_path / 'missing', ['--tables-only']),
+    ):
+        args = table2.parse_args(
+            ['--paper-data', str(folder), '--out-dir', str(tmp_path / 'o')]
+            + argv
+        )
+        assert args.source == 'paper' and len(committed) == 180
+        names = {store.run_id(c) for c in table2.configs(args)}
+        assert {n.rsplit('_', 1)[-1] + '.json' for n in names} == committed
 
 
 def test_out_dir_naming_a_file_is_a_usage_error(tmp_path, capsys):
@@ -138,7 +215,10 @@ def test_tiny_run_on_paper_data(tmp_path):
     assert out.returncode == 0, out.stderr
     records = store.load(str(tmp_path / 'runs'))
     assert len(records) == 4  # 2 models x 2 seeds
-    assert {r['config']['source'] for r in records} == {'paper'}
+    source = table2.paper_source(
+        1, graph_digest(npz_graph(str(tmp_path / 'neighbor_dependent_k1.npz')))
+    )
+    assert {r['config']['source'] for r in records} == {source} != {'paper'}
     summary = (tmp_path / 'runs' / 'table2_summary.csv').read_text()
     row = summary.splitlines()[1].split(',')
     assert row[:2] == ['1', '1'] and ' ± ' in row[2]
