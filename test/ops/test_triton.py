@@ -1204,6 +1204,24 @@ def test_triton_refuses_a_product_the_projections_are_not_views_of():
         )
 
 
+def test_triton_refuses_a_product_without_the_gradient_its_views_need():
+    # Views that require grad of a product that does not: their gradients
+    # were the product's, which autograd dropped (q_src.grad stayed None).
+    graph = make_graph()
+    gen = torch.Generator().manual_seed(0)
+    product = torch.randn(7, 24, generator=gen).to(DEVICE)
+    value, q_src, q_dst = (
+        t.requires_grad_() for t in product.view(7, 3, 2, 4).unbind(1)
+    )
+    inputs = make_inputs(7, 7, graph[0].numel(), 2, 4, None)
+    inputs.update(q_src=q_src, q_dst=q_dst, value=value)
+    projections = AttentionInputs(q_src, q_dst, value, None, product)
+    with pytest.raises(ValueError, match='must require grad where its views'):
+        tops.triton_attention(
+            *bundle(graph, inputs), projections, current_settings()
+        )
+
+
 @pytest.mark.parametrize('rows,width', [(1, 6), (70, 30), (33, 300)])
 def test_triton_attention_vector_gradients_sum_the_programs(rows, width):
     # gate_att_grad_kernel sums the rows of the target-side pass's

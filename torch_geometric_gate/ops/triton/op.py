@@ -349,6 +349,16 @@ def triton_attention(
             "whose views 'value', 'q_src' and 'q_dst' are, in this order "
             '(see projection_product), or None'
         )
+    if (
+        product is not None
+        and not product.requires_grad
+        and any(t.requires_grad for t in (q_src, q_dst, value))
+    ):
+        raise ValueError(
+            "'AttentionInputs.product' must require grad where its views "
+            "'value', 'q_src' and 'q_dst' do: their gradients are the "
+            "product's (leave 'product' None to differentiate the views)"
+        )
     launch.fused = product is not None and backward
     if launch.fused:
         launch.parts, projections = projections, (product, None, None)
