@@ -580,3 +580,20 @@ def test_one_block_entered_in_two_threads_at_once():
     assert seen == {'A after': 'auto', 'B inside': 'reference',
                     'B after': 'auto'}  # fmt: skip
     assert current_settings().kernel == 'auto'
+
+
+def test_a_block_inside_a_function_compiled_whole():
+    # Dynamo traces the block (fullgraph: no graph break at its enter or
+    # exit), and the selection holds inside it only.
+    def double(x):
+        with attention_kernel('reference'):
+            return x * 2, current_settings().kernel
+
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(double, backend='eager', fullgraph=True)
+        y, kernel = compiled(torch.ones(1))
+    finally:
+        torch._dynamo.reset()
+    assert kernel == 'reference' and torch.equal(y, torch.full((1,), 2.0))
+    assert current_settings().kernel == 'auto'

@@ -303,17 +303,19 @@ class attention_kernel:
         # exits it.
         state = _STATE.__dict__
         settings = state['settings']
-        # (A token of its own: an entry compares equal to no other.)
-        self._saved.append((object(), state, settings))
+        self._saved.append((state, settings))
         state['settings'] = settings._replace(**self._options)
         return state['settings']
 
     def __exit__(self, *exc) -> None:
         # The last entry of this thread (one instance may be entered in
         # several threads at once), else the last (a block that another
-        # thread exits); removed by identity, whatever others remove.
-        own = _STATE.__dict__
-        saved = list(self._saved)
-        entry = next((e for e in reversed(saved) if e[1] is own), saved[-1])
-        self._saved.remove(entry)
-        entry[1]['settings'] = entry[2]
+        # thread exits).
+        own, saved = _STATE.__dict__, self._saved
+        i = len(saved) - 1
+        while i > 0 and saved[i][0] is not own:
+            i -= 1
+        if saved[i][0] is not own:
+            i = len(saved) - 1
+        state, settings = saved.pop(i)
+        state['settings'] = settings
