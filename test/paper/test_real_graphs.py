@@ -227,25 +227,19 @@ def test_configs_follow_the_paper_recipe():
     assert {c['patience'] for c in runs} == {100}
 
 
+def minesweeper_run(**changes):
+    r"""A small run of the paper's recipe on (generated) Minesweeper."""
+    config = dict(
+        dataset='Minesweeper', recipe='paper', model='GATE', num_layers=2,
+        split=0, seed=0, edges='undirected', features='raw', hidden=8,
+        heads=1, dropout=0.0, eps=0.3, lr=0.01, max_epochs=8, patience=100,
+    )  # fmt: skip
+    return {**config, **changes}
+
+
 def test_test_labels_never_enter_training(tmp_path):
     write_heterophilous(str(tmp_path), 'Minesweeper')
-    config = dict(
-        dataset='Minesweeper',
-        recipe='paper',
-        model='GATE',
-        num_layers=2,
-        split=4,
-        seed=0,
-        edges='undirected',
-        features='raw',
-        hidden=8,
-        heads=1,
-        dropout=0.0,
-        eps=0.3,
-        lr=0.01,
-        max_epochs=8,
-        patience=100,
-    )
+    config = minesweeper_run(model='GATE', split=4, max_epochs=8)
     settings = {'root': str(tmp_path), 'device': 'cpu'}
     data, model = real_graphs.prepare(settings, config)
     first = real_graphs.fit(model, data, config)
@@ -280,23 +274,7 @@ def test_epochs_run_are_the_epochs_trained(tmp_path, monkeypatch):
 
     monkeypatch.setattr(gp_metrics, 'metrics', flat_roc_auc)
     write_heterophilous(str(tmp_path), 'Minesweeper')
-    config = dict(
-        dataset='Minesweeper',
-        recipe='paper',
-        model='MLP',
-        num_layers=2,
-        split=0,
-        seed=0,
-        edges='undirected',
-        features='raw',
-        hidden=8,
-        heads=1,
-        dropout=0.0,
-        eps=0.3,
-        lr=0.01,
-        max_epochs=30,
-        patience=5,
-    )
+    config = minesweeper_run(model='MLP', max_epochs=30, patience=5)
     settings = {'root': str(tmp_path), 'device': 'cpu'}
     data, model = real_graphs.prepare(settings, config)
     result = real_graphs.fit(model, data, config)
