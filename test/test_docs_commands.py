@@ -1,7 +1,9 @@
-"""Every command that README.md and the docs pages cite runs.
+"""Every command that README.md, the docs pages, the packages' READMEs and
+the committed benchmark results cite runs.
 
-The commands are read from the README's fenced and inline code and from the
-code blocks, literal blocks and inline literals of ``docs/source/*.rst``.
+The commands are read from the Markdown files' fenced and inline code and
+from the code blocks, literal blocks and inline literals of
+``docs/source/*.rst``.
 Each ``python SCRIPT``, ``python -m MODULE`` (a module of this repository),
 ``torchrun ... SCRIPT`` and ``bash SCRIPT`` must name a file or module that
 exists; a Python script or module must parse its arguments (``--help``
@@ -147,7 +149,14 @@ def parse_command(tokens, text='', source=''):
 
 
 def cited_commands():
+    # The docs, the packages' READMEs and the commands the committed
+    # results record (each must still run as written):
     sources = [ROOT / 'README.md'] + sorted(DOCS.glob('*.rst'))
+    sources += [
+        ROOT / 'gate_paper' / 'README.md',
+        ROOT / 'upstream' / 'README.md',
+    ]
+    sources += sorted((ROOT / 'benchmark' / 'results').glob('*.md'))
     commands = []
     for path in sources:
         for code in _code_texts(path):
