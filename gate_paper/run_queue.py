@@ -386,13 +386,13 @@ def _loop(call, outputs, settings, work):
                 call.events.append(f'time up, {len(running)} runs ended')
                 call.todo.extendleft(reversed(list(running.values())))
                 break
-            broken = []
+            lost = []  # runs whose results said the pool broke
             for future in ready:
                 tier, study, c = running.pop(future)
                 try:
                     record = future.result()
                 except BrokenProcessPool:
-                    broken.append((tier, study, c))
+                    lost.append((tier, study, c))
                     continue
                 except Exception as e:  # e.g. CUDA out of memory
                     text = (
@@ -403,8 +403,8 @@ def _loop(call, outputs, settings, work):
                     call.events.append(text)
                     continue
                 _finished(call, outputs, tier, study, record)
-            if broken:
-                pool = _renew(call, outputs, pool, running, work, broken)
+            if lost:
+                pool = _renew(call, outputs, pool, running, work, lost)
                 running = {}
     finally:
         _end(pool)
@@ -439,16 +439,16 @@ def _collect(call, outputs, work):
     )
 
 
-def _renew(call, outputs, pool, running, work, broken=()):
+def _renew(call, outputs, pool, running, work, lost=()):
     r"""A new pool for one that a dead worker broke (its pool refuses
-    every run): the runs still going in it, and ``broken`` (those whose
+    every run): the runs still going in it, and ``lost`` (those whose
     results said so), go again. The pool ends its other workers with
     SIGTERM: a run whose worker died otherwise (SIGKILL, SIGSEGV) is the
     one that broke it, and counts an attempt; the others do not."""
     processes = list((getattr(pool, '_processes', None) or {}).values())
     pool.shutdown(wait=True, cancel_futures=True)  # its workers ended
     ended = {p.pid for p in processes if p.exitcode == -signal.SIGTERM}
-    for item in [*broken, *running.values()]:
+    for item in [*lost, *running.values()]:
         _, study, c = item
         try:
             with open(_pid_file(os.path.join(work, study), c)) as f:

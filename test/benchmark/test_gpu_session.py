@@ -126,7 +126,8 @@ def test_dry_run_shares_the_time_left_so_a_slow_phase_starves_none(tmp_path):
                                                 *after]))  # fmt: skip
     assert 'rc=0' in phases['parity'], phases
     assert 'rc=124 (timed out)' in phases['kernels'], phases
-    assert limit(phases['kernels']) < 120
+    # Its share of the ~85 s left then, not all of them (under 35 s):
+    assert limit(phases['kernels']) < 60
     for name in after:
         assert 'rc=139' in phases[name], phases
     total = int(phases['total'].split()[1])

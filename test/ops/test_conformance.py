@@ -38,6 +38,12 @@ NAMES = ('query_src', 'query_dst', 'value', 'edge_attr', 'weight_edge',
          'att_src', 'att_self')  # fmt: skip
 
 
+def dtype_of(kernel: str) -> torch.dtype:
+    r"""What a kernel's test computes in: Triton float32, the others
+    float64."""
+    return torch.float32 if kernel.startswith('triton') else torch.double
+
+
 def skip_unless_runs(kernel: str, device: torch.device):
     if kernel == 'chunked-loops' and device.type != 'cpu':
         pytest.skip('The compiled loops are the CPU kernels')
@@ -143,8 +149,7 @@ CASES = [  # heads, channels, edge_dim, slope, bipartite, gatv2, form
 def test_outputs_and_gradients_equal_dense(kernel, case, device):
     skip_unless_runs(kernel, device)
     heads, channels, edge_dim, slope, bipartite, gatv2, form = case
-    # Triton computes in float32; the others in float64:
-    dtype = torch.float32 if kernel.startswith('triton') else torch.double
+    dtype = dtype_of(kernel)
     atol = 1e-4 if dtype == torch.float32 else 1e-10
     graph = make_graph(bipartite)
     inputs = make_inputs(graph, heads, channels, edge_dim, gatv2, device,
@@ -180,7 +185,7 @@ def test_one_tensor_in_every_role_has_the_gradients_of_all_its_roles(
     # (Triton's double backward counted each role's whole sum in every
     # role: 2-3x).
     skip_unless_runs(kernel, device)
-    dtype = torch.float32 if kernel.startswith('triton') else torch.double
+    dtype = dtype_of(kernel)
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(6, 2, 3, generator=gen, dtype=torch.double)
     a = torch.randn(2, 3, generator=gen, dtype=torch.double)
@@ -216,7 +221,7 @@ def test_the_attention_vectors_gradients_hold_no_more_than_themselves(
     # views of the Triton backward's one buffer they kept all of it (the
     # projections' gradients, partial sums, the edge projection's).
     skip_unless_runs(kernel, device)
-    dtype = torch.float32 if kernel.startswith('triton') else torch.double
+    dtype = dtype_of(kernel)
     graph = make_graph(False)
     inputs = make_inputs(graph, 2, 3, 2, False, device, dtype)
     out, alpha = run(kernel, graph, inputs)
@@ -232,7 +237,7 @@ def test_dropout_is_seeded_and_the_output_uses_the_kept_weights(
     kernel, device
 ):
     skip_unless_runs(kernel, device)
-    dtype = torch.float32 if kernel.startswith('triton') else torch.double
+    dtype = dtype_of(kernel)
     graph = make_graph(False)
     inputs = make_inputs(graph, 2, 3, None, False, device, dtype)
     torch.manual_seed(7)
@@ -273,7 +278,7 @@ def test_low_precision_keeps_its_dtype(kernel, device):
 @pytest.mark.parametrize('kernel', KERNELS)
 def test_edge_cases(kernel, device):
     skip_unless_runs(kernel, device)
-    dtype = torch.float32 if kernel.startswith('triton') else torch.double
+    dtype = dtype_of(kernel)
     options = KERNELS[kernel]
     q = torch.randn(3, 1, 2, dtype=dtype, device=device)
     a = torch.randn(1, 2, dtype=dtype, device=device)

@@ -162,7 +162,7 @@ class GATE(BasicGNN):
         if init not in _INITS:
             raise ValueError(f"'init' must be one of {_INITS} (got {init!r})")
         jk = conv_kwargs.get('jk')
-        if not isinstance(jk, (str, type(None))) or jk not in _JK_MODES:
+        if jk not in _JK_MODES:
             raise ValueError(f"'jk' must be one of {_JK_MODES} (got {jk!r})")
         if conv_kwargs.get('concat', True) and hidden_channels % heads != 0:
             raise ValueError(
