@@ -24,7 +24,7 @@ def test_each_size_runs_and_the_default_comes_back(tmp_path, monkeypatch):
     monkeypatch.setattr(steps, '_chunks', spy)
     # GATE's eager calls would run the compiled loops (no chunk at all):
     settings = current_settings()._replace(eager_loops=True)
-    monkeypatch.setattr(switch._STATE, 'settings', settings)
+    monkeypatch.setattr(switch._STATE.selection, 'settings', settings)
     rows = chunk_sizes.main([
         '--graphs', 'random-2000', '--heads', '1', '2', '--hidden', '8',
         '--channels', '8', '--sizes', '6', '4', '--reps', '2', '--warmup',

@@ -147,7 +147,7 @@ def test_a_step_in_a_fresh_process_reports_memory():
 
 def use(monkeypatch, **options):
     settings = current_settings()._replace(**options)
-    monkeypatch.setattr(switch._STATE, 'settings', settings)
+    monkeypatch.setattr(switch._STATE.selection, 'settings', settings)
 
 
 def test_eager_loops_sets_yields_and_restores(monkeypatch):

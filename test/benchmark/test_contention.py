@@ -108,7 +108,7 @@ def test_chunk_size_in_force_while_timed_and_restored(tmp_path, monkeypatch):
 
     monkeypatch.setattr(contention, 'measure', fake_measure)
     settings = current_settings()._replace(eager_loops=True)
-    monkeypatch.setattr(switch._STATE, 'settings', settings)
+    monkeypatch.setattr(switch._STATE.selection, 'settings', settings)
     with pytest.raises(RuntimeError, match='stop'):
         contention.main([
             '--graphs', 'random-2000', '--heads', '1', '--hidden', '8',

@@ -103,7 +103,7 @@ def run(graph, inputs, slope=0.0, dropout=0.0, training=False):
 def use(monkeypatch, **options):
     r"""Sets the switch's options for the rest of the test."""
     settings = current_settings()._replace(**options)
-    monkeypatch.setattr(switch._STATE, 'settings', settings)
+    monkeypatch.setattr(switch._STATE.selection, 'settings', settings)
 
 
 def dense(graph, inputs, slope, noise: Optional[Tensor] = None):

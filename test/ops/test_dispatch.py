@@ -597,3 +597,24 @@ def test_a_block_inside_a_function_compiled_whole():
         torch._dynamo.reset()
     assert kernel == 'reference' and torch.equal(y, torch.full((1,), 2.0))
     assert current_settings().kernel == 'auto'
+
+
+def test_a_block_split_by_a_graph_break_holds_on_both_sides():
+    # Dynamo runs the block's enter and exit apart from the graphs around a
+    # graph break and replays their writes: written into a thread-local's
+    # __dict__, they were lost (the whole block ran with 'auto').
+    def double(x):
+        with attention_kernel('reference'):
+            before = current_settings().kernel
+            torch._dynamo.graph_break()
+            return x * 2, before, current_settings().kernel
+
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(double, backend='eager')
+        y, before, after = compiled(torch.ones(1))
+    finally:
+        torch._dynamo.reset()
+    assert (before, after) == ('reference', 'reference')
+    assert torch.equal(y, torch.full((1,), 2.0))
+    assert current_settings().kernel == 'auto'

@@ -127,9 +127,18 @@ def _power_of_two(value, largest: Optional[int]) -> bool:
     )  # fmt: skip
 
 
-class _State(threading.local):
+class _Selection:
+    r"""One thread's selection: a plain object, whose writes
+    :func:`torch.compile` replays where a graph break splits a block
+    (not a thread-local's :obj:`__dict__`'s)."""
+
     def __init__(self):
         self.settings = KernelSettings()
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.selection = _Selection()
 
 
 _STATE = _State()
@@ -138,7 +147,7 @@ _STATE = _State()
 def current_settings() -> KernelSettings:
     r"""The :class:`KernelSettings` in force in this thread."""
     # A thread-local attribute: torch.compile guards on its value.
-    return _STATE.settings
+    return _STATE.selection.settings
 
 
 class attention_kernel:
@@ -298,24 +307,23 @@ class attention_kernel:
                 'whichever thread resumes it). Select around the code that '
                 'consumes it, or in a plain function it calls'
             )
-        # This thread's own attribute dictionary (of the thread-local
-        # state): the block ends in this thread's state whichever thread
+        # This thread's selection: the block ends in it whichever thread
         # exits it.
-        state = _STATE.__dict__
-        settings = state['settings']
-        self._saved.append((state, settings))
-        state['settings'] = settings._replace(**self._options)
-        return state['settings']
+        selection = _STATE.selection
+        settings = selection.settings
+        self._saved.append((selection, settings))
+        selection.settings = settings._replace(**self._options)
+        return selection.settings
 
     def __exit__(self, *exc) -> None:
         # The last entry of this thread (one instance may be entered in
         # several threads at once), else the last (a block that another
         # thread exits).
-        own, saved = _STATE.__dict__, self._saved
+        own, saved = _STATE.selection, self._saved
         i = len(saved) - 1
         while i > 0 and saved[i][0] is not own:
             i -= 1
         if saved[i][0] is not own:
             i = len(saved) - 1
-        state, settings = saved.pop(i)
-        state['settings'] = settings
+        selection, settings = saved.pop(i)
+        selection.settings = settings
