@@ -214,19 +214,17 @@ def test_one_tensor_in_every_role_has_the_gradients_of_all_its_roles(
 
 @withCUDA
 @pytest.mark.parametrize('kernel', KERNELS)
-def test_the_attention_vectors_gradients_hold_no_more_than_themselves(
-    kernel, device
-):
-    # They become parameters' .grad, kept until the next zero_grad: as
-    # views of the Triton backward's one buffer they kept all of it (the
-    # projections' gradients, partial sums, the edge projection's).
+def test_leaves_gradients_hold_no_more_than_themselves(kernel, device):
+    # They become .grad, kept until the next zero_grad: as views of the
+    # Triton backward's one buffer they kept all of it (the other
+    # gradients, partial sums, the edge projection's).
     skip_unless_runs(kernel, device)
     dtype = dtype_of(kernel)
     graph = make_graph(False)
     inputs = make_inputs(graph, 2, 3, 2, False, device, dtype)
     out, alpha = run(kernel, graph, inputs)
     (out.sum() + alpha.sum()).backward()
-    for name in ('att_src', 'att_self'):
+    for name in ('query_src', 'query_dst', 'value', 'att_src', 'att_self'):
         grad = inputs[name].grad
         assert grad.untyped_storage().nbytes() == grad.nbytes, name
 

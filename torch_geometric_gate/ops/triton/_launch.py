@@ -116,6 +116,9 @@ class _Settings:
         # views the projections are, in their place (the views in `parts`
         # until its forward reads them):
         self.fused, self.parts = False, None
+        # Whether the projections' gradients may be views of the
+        # backward's buffer (not where one is a leaf: its .grad):
+        self.views = True
 
 
 # torch.promote_types is an ATen operator (a host operator per call):

@@ -169,7 +169,7 @@ class TritonAttention(torch.autograd.Function):
         if settings.fused:  # The product's, for all three:
             need = (need[0],) * 3 + need[3:]
         grads = _backward(
-            saved, settings, grad_alpha, grad_out, need, views=True
+            saved, settings, grad_alpha, grad_out, need, views=settings.views
         )
         return (*grads, None, None, None, None)
 
@@ -362,6 +362,11 @@ def triton_attention(
     launch.fused = product is not None and backward
     if launch.fused:
         launch.parts, projections = projections, (product, None, None)
+    # A leaf's gradient becomes its .grad: a copy, not a view that keeps
+    # the backward's whole buffer alive until the next zero_grad.
+    launch.views = not any(
+        t is not None and t.requires_grad and t.is_leaf for t in projections
+    )
     alpha, out = TritonAttention.apply(
         *projections, edge_attr, params.weight_edge, params.att_neighbor,
         params.att_self, csr.perm, csr.src, csr.rowptr, launch,
