@@ -54,6 +54,7 @@ from gate_paper.runner import (
     add_runner_args,
     check_folders,
     check_unique,
+    provenance_of_divergence,
     run_all,
 )
 from gate_paper.stats import mean_ci95
@@ -192,12 +193,21 @@ def run_one(settings: dict, c: dict) -> dict:
         )
 
     finite = torch.ones((), dtype=torch.bool, device=device)
+    # The kernels GATE's training forwards ran (a mini-batch's by its
+    # edges, self-loops included):
+    kernels = set()
+
+    def note_kernel(x, edge_index):
+        if c['model'] == 'GATE':
+            num_edges = edge_index.size(1) + x.size(0)
+            kernels.add(gate_kernel(x[:1], num_edges))
 
     def step(epoch, observe):
         nonlocal finite
         model.train()
         if c['mode'] == 'full':
             optimizer.zero_grad()
+            note_kernel(data.x, data.edge_index)
             out = model(data.x, data.edge_index)
             train = index['train']
             loss = F.cross_entropy(out[train], y[train])
@@ -208,6 +218,7 @@ def run_one(settings: dict, c: dict) -> dict:
             for batch in loader:  # the loss on the seed (training) nodes
                 batch = batch.to(device)
                 optimizer.zero_grad()
+                note_kernel(batch.x, batch.edge_index)
                 out = model(batch.x, batch.edge_index)[: batch.batch_size]
                 target = batch.y[: batch.batch_size].view(-1)
                 loss = F.cross_entropy(out, target)
@@ -224,10 +235,15 @@ def run_one(settings: dict, c: dict) -> dict:
         # NaN logits (a diverged model) score NaN: never selected.
         observe({k: accuracy(out[i], y[i]) for k, i in index.items()})
 
+    def facts(epochs_run):
+        kernel = '/'.join(sorted(kernels)) or None
+        return of_run(device, data.x.dtype, False, epochs_run, kernel)
+
     selector = Selector('valid', 'max')
-    epochs = run_epochs(
-        step, [selector], c['epochs'], device, finite=lambda: finite
-    )
+    with provenance_of_divergence(facts):
+        epochs = run_epochs(
+            step, [selector], c['epochs'], device, finite=lambda: finite
+        )
     chosen = selector.result()
     return dict(
         best_epoch=chosen['epoch'],
@@ -235,15 +251,7 @@ def run_one(settings: dict, c: dict) -> dict:
         valid_acc=chosen['at']['valid'],
         test_acc=chosen['at']['test'],
         epochs_run=epochs,
-        provenance=of_run(
-            device,
-            data.x.dtype,
-            False,
-            epochs,
-            gate_kernel(data.x[:1].to(device), data.num_edges)
-            if c['model'] == 'GATE'
-            else None,
-        ),
+        provenance=facts(epochs),
     )
 
 

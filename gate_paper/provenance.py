@@ -19,7 +19,7 @@ import importlib.metadata
 import os
 import platform
 import subprocess
-from typing import Optional
+from typing import Callable, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -121,6 +121,22 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def of_full_batch_run(
+    x, num_edges: int, gate: bool, compile_after: Optional[int]
+) -> Callable[[int], dict]:
+    r""":func:`of_run` of a full-batch run on node features ``x`` with
+    ``num_edges`` edges (self-loops included), of a model with GATE layers
+    or not (``gate``), compiled after ``compile_after`` epochs (``None``:
+    never), as a function of the epochs run."""
+    kernel = gate_kernel(x[:1], num_edges) if gate else None
+
+    def facts(epochs_run: int) -> dict:
+        compiled = compile_after is not None and epochs_run > compile_after
+        return of_run(x.device, x.dtype, compiled, epochs_run, kernel)
+
+    return facts
 
 
 def gate_kernel(value, num_edges: int) -> str:

@@ -42,7 +42,7 @@ import time
 from gate_paper import data as gp_data
 from gate_paper.cli import float_in, int_at_least, outputs, positive_float
 from gate_paper.model_names import MODELS
-from gate_paper.provenance import gate_kernel, of_run
+from gate_paper.provenance import of_full_batch_run
 from gate_paper.real_graphs_runs import (
     RECIPE_DEFAULTS,
     STRONG_DATASETS,
@@ -53,6 +53,7 @@ from gate_paper.runner import (
     add_runner_args,
     check_folders,
     check_unique,
+    provenance_of_divergence,
     run_all,
 )
 from gate_paper.store import load, run_id
@@ -133,24 +134,28 @@ def fit(model, data, c: dict, plot_dir=None, compile_after=None) -> dict:
         f'{c["dataset"]} {c["recipe"]} L={c["num_layers"]} {c["model"]} '
         f'split {c["split"]}'
     )
+    facts = of_full_batch_run(
+        x, edge_index.size(1) + x.size(0), 'GATE' in c['model'], compile_after
+    )
     start = time.perf_counter()
     # The epochs trained: until every selector has stopped (on the binary
     # sets the balanced-accuracy one may stop after the main one).
-    epochs = train(
-        model,
-        optimizer,
-        x,
-        edge_index,
-        y,
-        train_i,
-        measure,
-        selectors,
-        c['max_epochs'],
-        separate_eval=c['dropout'] > 0,
-        recorder=recorder,
-        compile_after=compile_after,
-        label=label,
-    )
+    with provenance_of_divergence(facts):
+        epochs = train(
+            model,
+            optimizer,
+            x,
+            edge_index,
+            y,
+            train_i,
+            measure,
+            selectors,
+            c['max_epochs'],
+            separate_eval=c['dropout'] > 0,
+            recorder=recorder,
+            compile_after=compile_after,
+            label=label,
+        )
     wall = time.perf_counter() - start
     main = selectors[0].result()
 
@@ -198,14 +203,6 @@ def fit(model, data, c: dict, plot_dir=None, compile_after=None) -> dict:
             stem + '_alpha_best.png',
             title=title + f', epoch {main["epoch"]}',
         )
-    num_edges = edge_index.size(1) + x.size(0)  # with the self-loops
-    facts = of_run(
-        x.device,
-        x.dtype,
-        compile_after is not None and epochs > compile_after,
-        epochs,
-        gate_kernel(x[:1], num_edges) if 'GATE' in c['model'] else None,
-    )
     return dict(
         metric=metric,
         best_epoch=main['epoch'],
@@ -225,7 +222,7 @@ def fit(model, data, c: dict, plot_dir=None, compile_after=None) -> dict:
         energy_adj_output=energies[3],
         alpha_vv_mean=[float(a.float().mean()) for a in alphas],
         **extra,
-        provenance=facts,
+        provenance=facts(epochs),
     )
 
 

@@ -22,6 +22,7 @@ processes.
 """
 
 import argparse
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -49,6 +50,21 @@ class Diverged(RuntimeError):
     def __init__(self, epoch: int, why: str):
         super().__init__(f'diverged at epoch {epoch}: {why}')
         self.epoch = epoch
+        #: What the run knows of itself (:func:`provenance_of_divergence`).
+        self.provenance: Optional[dict] = None
+
+
+@contextlib.contextmanager
+def provenance_of_divergence(facts: Callable[[int], dict]):
+    r"""Gives a :class:`Diverged` raised inside the run's provenance,
+    ``facts(epoch)`` (:func:`gate_paper.provenance.of_run` for the epochs
+    run): a diverged run's file says where and how it ran as a finished
+    one's does."""
+    try:
+        yield
+    except Diverged as e:
+        e.provenance = facts(e.epoch)
+        raise
 
 
 def add_runner_args(parser: argparse.ArgumentParser):
@@ -167,7 +183,8 @@ def execute(run: Callable, config: dict, folder: str) -> dict:
     try:
         result, status, message = dict(run(config)), 'finished', None
     except Diverged as e:
-        result, status, message = {}, 'diverged', str(e)
+        result = {'provenance': e.provenance}
+        status, message = 'diverged', str(e)
     wall = time.perf_counter() - start
     torch = sys.modules.get('torch')
     facts = result.pop('provenance', None) or {}

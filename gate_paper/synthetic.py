@@ -17,8 +17,12 @@ from gate_paper.model_names import (
     needs_even_hidden,
     odd_hidden_error,
 )
-from gate_paper.provenance import gate_kernel, of_run
-from gate_paper.runner import add_runner_args, run_all
+from gate_paper.provenance import of_full_batch_run
+from gate_paper.runner import (
+    add_runner_args,
+    provenance_of_divergence,
+    run_all,
+)
 from gate_paper.store import load, run_id
 
 MODELS = SYNTHETIC_MODELS
@@ -203,20 +207,27 @@ def train_synthetic(
     full = Selector('train_acc', 'first', target=1.0)
     top = Selector('test_acc', 'max')
     last = Selector('loss', 'last')
-    start = time.perf_counter()
-    epochs = train(
-        model,
-        optimizer,
+    facts = of_full_batch_run(
         data.x,
-        data.edge_index,
-        y,
-        train_index,
-        measure,
-        [min_loss, full, top, last],
-        c['max_epochs'],
-        recorder=recorder,
-        compile_after=compile_after,
+        data.edge_index.size(1) + data.num_nodes,  # with the self-loops
+        'GATE' in c['model'],
+        compile_after,
     )
+    start = time.perf_counter()
+    with provenance_of_divergence(facts):
+        epochs = train(
+            model,
+            optimizer,
+            data.x,
+            data.edge_index,
+            y,
+            train_index,
+            measure,
+            [min_loss, full, top, last],
+            c['max_epochs'],
+            recorder=recorder,
+            compile_after=compile_after,
+        )
     wall = time.perf_counter() - start
     best, first, high = min_loss.result(), full.result(), top.result()
     final = last.result()['at']
@@ -238,15 +249,6 @@ def train_synthetic(
         )
         torch.save(recorder.state_dict(), stem + '_alpha_history.pt')
 
-    x = data.x
-    num_edges = data.edge_index.size(1) + x.size(0)  # with the self-loops
-    facts = of_run(
-        x.device,
-        x.dtype,
-        compile_after is not None and epochs > compile_after,
-        epochs,
-        gate_kernel(x[:1], num_edges) if 'GATE' in c['model'] else None,
-    )
     return dict(
         min_loss_epoch=best['epoch'],
         min_train_loss=best['value'],
@@ -264,7 +266,7 @@ def train_synthetic(
         final_alpha_vv_mean=[
             final[f'alpha_vv_{i}'] for i in range(c['num_layers'])
         ],
-        provenance=facts,
+        provenance=facts(epochs),
     )
 
 

@@ -157,8 +157,12 @@ def nan_run(tmp_path, monkeypatch, when):
 def test_a_nan_loss_is_a_diverged_run(tmp_path, monkeypatch):
     # The accuracy came from the argmax of NaN logits (class 0): a diverged
     # model was a finished run scoring the share of class 0.
-    with pytest.raises(Diverged, match='diverged at epoch 1: the loss'):
+    with pytest.raises(Diverged, match='diverged at epoch 1: the loss') as e:
         nan_run(tmp_path, monkeypatch, 'train')
+    # What the run knows of itself, for its file:
+    facts = e.value.provenance
+    assert facts['device'] == 'cpu' and facts['epochs_run'] == 1
+    assert facts['kernel'] == 'chunked' and facts['dtype'] == 'float32'
 
 
 def test_nan_logits_are_never_selected(tmp_path, monkeypatch):

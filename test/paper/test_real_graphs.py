@@ -404,8 +404,14 @@ def test_a_diverged_run_is_recorded_and_the_tables_go_on(tmp_path):
                 str(out),
             ]
         )
-    statuses = {r['status'] for r in runs_in(out).values()}
-    assert 'diverged' in statuses
+    runs = runs_in(out).values()
+    assert 'diverged' in {r['status'] for r in runs}
+    for r in runs:  # A diverged run's file says where it ran too:
+        p = r['provenance']
+        assert p['device'] == 'cpu' and p['dtype'] == 'float32'
+        assert 1 <= p['epochs_run'] <= 20
+        gate = r['config']['model'] == 'GATE'
+        assert (p['kernel'] is not None) == gate, r['config']['model']
     table = (out / 'real_graphs_table.csv').read_text()
     assert '1 diverged' in table  # a cell of a diverged run says so
 

@@ -11,7 +11,12 @@ import time
 import pytest
 
 from gate_paper import store
-from gate_paper.runner import add_runner_args, check_out_dir, run_all
+from gate_paper.runner import (
+    add_runner_args,
+    check_out_dir,
+    provenance_of_divergence,
+    run_all,
+)
 from gate_paper.training import Diverged
 
 HERE = osp.dirname(osp.abspath(__file__))
@@ -137,6 +142,23 @@ def test_diverged_run_is_recorded_and_the_sweep_goes_on(tmp_path):
 
     again = run_all(configs(1, 2, 3), never, folder, runner_args('--resume'))
     assert [r['status'] for r in again] == [r['status'] for r in records]
+
+
+def test_a_diverged_run_records_what_it_knows_of_itself(tmp_path):
+    # A diverged run's file kept the process's provenance alone (no
+    # device, dtype, kernel, epochs run): a queue's diverged runs could
+    # not say where they diverged.
+    def run(config):
+        facts = lambda epoch: {'device': 'cpu', 'epochs_run': epoch}  # noqa
+        with provenance_of_divergence(facts):
+            raise Diverged(7, 'the loss is NaN or infinite')
+
+    with pytest.warns(UserWarning, match='diverged at epoch 7'):
+        (record,) = run_all(configs(2), run, str(tmp_path), runner_args())
+    assert record['status'] == 'diverged' and record['result'] == {}
+    assert record['provenance']['device'] == 'cpu'
+    assert record['provenance']['epochs_run'] == 7
+    assert record['provenance']['recorded'] is True
 
 
 def test_a_bad_out_dir_is_a_usage_error(tmp_path, capsys):
