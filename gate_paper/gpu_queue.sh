@@ -5,6 +5,8 @@
 #
 #     OUT=/out COMMIT=<the checkout's commit> bash gate_paper/gpu_queue.sh
 #
+# (COMMIT, the full hash, is required where the checkout has no .git: every
+# run file records it, and unpack refuses runs without it.)
 # It runs the next unfinished runs of the queue's priority order for BUDGET
 # seconds (default 420), PROCS processes sharing the GPU (default 8), and
 # leaves $OUT/runs.tar, $OUT/summary.json and $OUT/log.txt, rewritten after

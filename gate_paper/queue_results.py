@@ -45,10 +45,12 @@ def unpack(path, store_root=STORE, dry_epochs=None):
                 raise ValueError(
                     f'{path}: {member.name} is not named by its run'
                 )
-            if not (record.get('provenance') or {}).get('recorded'):
+            facts = record.get('provenance') or {}
+            if not (facts.get('recorded') and facts.get('commit')):
                 raise ValueError(
-                    f'{path}: {member.name} records no provenance (commit, '
-                    'versions, device), as every run of the queue does'
+                    f'{path}: {member.name} records no provenance or no '
+                    'commit (commit, versions, device), as every run of the '
+                    'queue does (run it with --commit where there is no .git)'
                 )
             if planned.get(key) != study:
                 raise ValueError(

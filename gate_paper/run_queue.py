@@ -64,7 +64,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 
-from gate_paper import runner, store
+from gate_paper import provenance, runner, store
 from gate_paper.queue_plan import (
     STORE,
     TABLES,
@@ -568,6 +568,16 @@ def parse_args(argv=None):
             parser.error('run: --out (or $OUT) is required')
         if args.dry and args.device == 'auto':
             args.device = 'cpu'
+        if (
+            not args.dry
+            and not (args.commit or os.environ.get('GATE_PAPER_COMMIT'))
+            and provenance.environment()['commit'] is None
+        ):
+            parser.error(
+                'run: no git checkout here: pass --commit <the full hash of '
+                "this checkout's commit> (COMMIT=... for gpu_queue.sh), which "
+                'every run file records (unpack refuses runs without it)'
+            )
     return args
 
 

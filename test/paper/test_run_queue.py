@@ -9,7 +9,14 @@ import time
 
 import pytest
 
-from gate_paper import queue_plan, queue_results, real_graphs, run_queue, store
+from gate_paper import (
+    provenance,
+    queue_plan,
+    queue_results,
+    real_graphs,
+    run_queue,
+    store,
+)
 from gate_paper.real_graphs_tables import strong_sep
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -261,8 +268,8 @@ def fake_loop(tmp_path, monkeypatch, order, outcome, exitcode=None):
 
 
 def finished(config):
-    provenance = {'wall_s': 0.1, 'epochs_run': 1, 'recorded': True}
-    return {'config': config, 'status': 'finished', 'provenance': provenance}
+    facts = {'wall_s': 0.1, 'epochs_run': 1, 'recorded': True}
+    return {'config': config, 'status': 'finished', 'provenance': facts}
 
 
 def test_a_pool_broken_at_a_submit_is_renewed(tmp_path, monkeypatch):
@@ -394,16 +401,38 @@ def test_unpack_refuses_what_is_not_a_run_of_the_queue(tmp_path):
         tar.add(good, 'real_graphs_tolokers/' + osp.basename(good))
     with pytest.raises(ValueError, match='without the results best_epoch'):
         queue_results.unpack(str(path), str(tmp_path / 'store'))
-    # A whole run without its provenance (commit, versions, device):
+    # A whole run without its provenance (commit, versions, device), or
+    # run where no commit was known (no .git, no --commit):
     result = dict.fromkeys(real_graphs.RESULTS, 0.5)
-    for provenance in (None, {'recorded': False}):
+    no_commit = {'recorded': True, 'commit': None, 'device': 'cuda:0'}
+    for facts in (None, {'recorded': False}, no_commit):
         whole = store.save(str(folder), config, result, 'finished', None,
-                           provenance)  # fmt: skip
+                           facts)  # fmt: skip
         with tarfile.open(path, 'w') as tar:
             tar.add(whole, 'real_graphs_tolokers/' + osp.basename(whole))
         with pytest.raises(ValueError, match='records no provenance'):
             queue_results.unpack(str(path), str(tmp_path / 'store'))
     assert not (tmp_path / 'store').exists()
+
+
+def test_a_call_without_a_commit_to_record_is_refused(
+    tmp_path, monkeypatch, capsys
+):
+    # On a machine without .git (the lent GPU's) and without --commit, the
+    # call ran and wrote runs that unpack could not tell the commit of.
+    monkeypatch.setattr(provenance, '_git', lambda *argv: None)
+    provenance.environment.cache_clear()
+    monkeypatch.delenv('GATE_PAPER_COMMIT', raising=False)
+    try:
+        with pytest.raises(SystemExit) as e:
+            run_queue.parse_args(['run', '--out', str(tmp_path)])
+        assert e.value.code == 2
+        assert 'pass --commit' in capsys.readouterr().err
+        args = ['run', '--out', str(tmp_path), '--commit', 'a' * 40]
+        assert run_queue.parse_args(args).commit == 'a' * 40
+        assert run_queue.parse_args([*args[:3], '--dry']).dry
+    finally:
+        provenance.environment.cache_clear()
 
 
 def test_the_strong_table_says_no_runs_yet_and_the_published_numbers():
