@@ -37,6 +37,9 @@ HETEROPHILOUS = (
 SMALL = ('Cora', 'CiteSeer', 'Texas', 'Wisconsin', 'Actor')
 DATASETS = HETEROPHILOUS + SMALL
 ROC_AUC_DATASETS = ('Minesweeper', 'Tolokers', 'Questions')
+#: The datasets whose graphs PyG's classes give directed (WebKB's and
+#: Actor's edges are hyperlinks); the others' are undirected.
+DIRECTED = ('Texas', 'Wisconsin', 'Actor')
 #: The environment variable that overrides the default data root.
 DATA_ROOT_ENV = 'GATE_DATA_ROOT'
 # PyG's progress lines, left out:
@@ -176,6 +179,16 @@ def fetch(names: Sequence[str], root: str):
                 f'point the data root (--data-root, or the environment '
                 f'variable {DATA_ROOT_ENV}) at a folder that holds them'
             ) from e
+
+
+def edges_of(name: str, raw_edges: bool = False) -> str:
+    r"""The edges of dataset ``name`` as :func:`load_dataset` gives them
+    (a run configuration's ``edges``): ``'raw'`` for a heterophilous set's
+    raw file (``raw_edges=True``; other datasets have no other), else
+    ``'directed'`` or ``'undirected'``, as PyG's graph is."""
+    if raw_edges and name in HETEROPHILOUS:
+        return 'raw'
+    return 'directed' if name in DIRECTED else 'undirected'
 
 
 def load_dataset(

@@ -60,7 +60,10 @@ def depths_of(dataset, recipe, override=None):
 
 
 def configs(args) -> list:
-    r"""The configuration of every run (the run files' names)."""
+    r"""The configuration of every run (the run files' names): what
+    decides the run, so an option that does not apply to a run (``--heads``
+    and ``--dropout`` to the paper's recipe, ``--raw-edges`` to a graph
+    that is not a heterophilous set's) is not in its configuration."""
     runs = []
     for dataset in args.datasets:
         for recipe in args.recipes:
@@ -69,6 +72,11 @@ def configs(args) -> list:
                 continue
             patience = d['patience'] and (args.patience or d['patience'])
             normalized = dataset in ('Cora', 'CiteSeer')
+            strong = recipe == 'strong'
+            heads = (strong and args.heads) or d['heads']
+            dropout = d['dropout']
+            if strong and args.dropout is not None:
+                dropout = args.dropout
             for L in depths_of(dataset, recipe, args.depths):
                 for split in args.splits:
                     for model in args.models:
@@ -82,17 +90,15 @@ def configs(args) -> list:
                                 num_layers=L,
                                 split=split,
                                 seed=args.seed + split,
-                                edges='raw'
-                                if args.raw_edges
-                                else 'undirected',
+                                edges=gp_data.edges_of(
+                                    dataset, args.raw_edges
+                                ),
                                 features='normalized'
                                 if normalized and not args.raw_features
                                 else 'raw',
                                 hidden=args.hidden or d['hidden'],
-                                heads=args.heads or d['heads'],
-                                dropout=d['dropout']
-                                if args.dropout is None
-                                else args.dropout,
+                                heads=heads,
+                                dropout=dropout,
                                 eps=args.fagcn_eps,
                                 lr=learning_rate(dataset, recipe, L, args.lr),
                                 max_epochs=args.max_epochs or d['epochs'],

@@ -14,10 +14,12 @@ from data_testing import (
 )
 from torch_geometric.data import Data
 from torch_geometric.datasets import Planetoid, WebKB
+from torch_geometric.utils import is_undirected
 
 from gate_paper.data import (
     check_masks,
     default_root,
+    edges_of,
     fetch,
     load_dataset,
     load_npz,
@@ -129,9 +131,14 @@ def test_offline_copy_loads_with_pyg(tmp_path):
     assert data.train_mask.shape == (183, 10)
     train, val, test = split_masks(data, 3)
     assert not bool((train & test).any())
+    # The runs' `edges` say what the graph is (Texas's was 'undirected'):
+    assert edges_of('Texas') == 'directed' and not is_undirected(
+        data.edge_index
+    )
     data, _ = load_dataset('Cora', str(tmp_path))
     assert data.train_mask.shape == (2708, 1)
     assert torch.allclose(data.x.sum(-1)[data.x.sum(-1) > 0], torch.ones(1))
+    assert edges_of('Cora') == 'undirected' and is_undirected(data.edge_index)
 
 
 def test_split_masks_are_checked():

@@ -227,6 +227,27 @@ def test_configs_follow_the_paper_recipe():
     assert {c['patience'] for c in runs} == {100}
 
 
+def test_a_run_s_configuration_holds_only_the_options_it_used():
+    # --heads 4 --dropout 0.5 went into the paper recipe's runs (which have
+    # one head and no dropout whatever they say), and --raw-edges into
+    # Texas's (a heterophilous set's option): files claiming what did not
+    # run, under new names, so that the committed runs were not reused.
+    args = real_graphs.parse_args(
+        ['--datasets', 'Texas', 'Minesweeper', '--recipes', 'paper',
+         'strong', '--heads', '4', '--dropout', '0.5', '--raw-edges',
+         '--tables-only', '--out-dir', '/tmp']
+    )  # fmt: skip
+    got = {
+        (c['dataset'], c['recipe'], c['heads'], c['dropout'], c['edges'])
+        for c in real_graphs.configs(args)
+    }
+    assert got == {
+        ('Texas', 'paper', 1, 0.0, 'directed'),
+        ('Minesweeper', 'paper', 1, 0.0, 'raw'),
+        ('Minesweeper', 'strong', 4, 0.5, 'raw'),
+    }
+
+
 def minesweeper_run(**changes):
     r"""A small run of the paper's recipe on (generated) Minesweeper."""
     config = dict(
