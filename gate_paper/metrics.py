@@ -55,6 +55,12 @@ def balanced_accuracy(pred: Tensor, y: Tensor, num_classes: int) -> Tensor:
     return torch.nanmean(hits / support)
 
 
+#: The score whose ROC AUC :func:`metrics` gives (a binary run's file
+#: records it: runs written before it did scored the float32 probability of
+#: class 1).
+ROC_AUC_SCORE = 'logit difference (float64)'
+
+
 def metrics(out: Tensor, y: Tensor, index: Tensor) -> Dict[str, Tensor]:
     r"""Accuracy, balanced accuracy (from the argmax labels; what the
     GATE authors' scripts called AUROC) and, for two classes, the ROC AUC

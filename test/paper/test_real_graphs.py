@@ -17,7 +17,7 @@ from data_testing import (
 from torch_geometric.datasets import WebKB
 
 from gate_paper import data as gp_data
-from gate_paper import real_graphs
+from gate_paper import real_graphs, store
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 RUNS = osp.join(ROOT, 'gate_paper', 'runs')
@@ -401,30 +401,14 @@ def test_runs_on_a_generated_heterophilous_graph(tmp_path, capsys):
 def test_a_diverged_run_is_recorded_and_the_tables_go_on(tmp_path):
     write_heterophilous(str(tmp_path / 'data'), 'Minesweeper')
     out = tmp_path / 'out'
+    argv = [
+        '--quick', '--data-root', str(tmp_path / 'data'), '--datasets',
+        'Minesweeper', '--max-epochs', '20', '--hidden', '8', '--lr', '1e9',
+        '--models', 'GAT', 'GATE', '--splits', '0', '--no-plots',
+        '--out-dir', str(out),
+    ]  # fmt: skip
     with pytest.warns(UserWarning, match='diverged'):
-        real_graphs.main(
-            [
-                '--quick',
-                '--data-root',
-                str(tmp_path / 'data'),
-                '--datasets',
-                'Minesweeper',
-                '--max-epochs',
-                '20',
-                '--hidden',
-                '8',
-                '--lr',
-                '1e9',
-                '--models',
-                'GAT',
-                'GATE',
-                '--splits',
-                '0',
-                '--no-plots',
-                '--out-dir',
-                str(out),
-            ]
-        )
+        real_graphs.main(argv)
     runs = runs_in(out).values()
     assert 'diverged' in {r['status'] for r in runs}
     for r in runs:  # A diverged run's file says where it ran too:
@@ -435,6 +419,21 @@ def test_a_diverged_run_is_recorded_and_the_tables_go_on(tmp_path):
         assert (p['kernel'] is not None) == gate, r['config']['model']
     table = (out / 'real_graphs_table.csv').read_text()
     assert '1 diverged' in table  # a cell of a diverged run says so
+    # The tables say which score the ROC AUC ranked (it changed once; a
+    # run that does not record its score is an earlier one):
+    finished = [r for r in runs if r['status'] == 'finished']
+    n = len(finished)
+    intro = (out / 'real_graphs.md').read_text().split('\n')[2]
+    assert f'score: in {n} runs the logit difference (float64)' in intro
+    record = finished[0]
+    del record['provenance']['roc_auc_score']
+    store.save(str(out), record['config'], record['result'],
+               record['status'], record.get('message'),
+               record['provenance'])  # fmt: skip
+    real_graphs.main([*argv, '--tables-only'])
+    intro = (out / 'real_graphs.md').read_text().split('\n')[2]
+    assert f'in {n - 1} runs the logit' in intro or n == 1
+    assert 'in 1 runs (written before runs recorded it) the float32' in intro
 
 
 @needs_shared('WebKB', 'texas')
