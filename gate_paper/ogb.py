@@ -366,9 +366,16 @@ def table(records) -> 'pd.DataFrame':
         return pd.DataFrame()
     rows = []
     keys = ['dataset', 'model', 'num_layers', 'mode']
-    for (dataset, model, L, mode), g in frame.groupby(keys, sort=False):
-        mean, half = mean_ci95(100 * g['test_acc'])
-        ci = '' if math.isnan(half) else f' ± {half:.2f}'
+    for (dataset, model, L, mode), runs in frame.groupby(keys, sort=False):
+        # A diverged run's accuracy is NaN: counted, not averaged.
+        g = runs[runs['status'] == 'finished']
+        gone = len(runs) - len(g)
+        ours = f'{gone} diverged'
+        if len(g):
+            mean, half = mean_ci95(100 * g['test_acc'])
+            ci = '' if math.isnan(half) else f' ± {half:.2f}'
+            gone = f'; {gone} diverged' if gone else ''
+            ours = f'{mean:.2f}{ci} (n={len(g)}{gone})'
         paper = TABLE4_OGB[dataset]
         rows.append(
             {
@@ -376,7 +383,7 @@ def table(records) -> 'pd.DataFrame':
                 'model': model,
                 'L': L,
                 'mode': mode,
-                'test (ours)': f'{mean:.2f}{ci} (n={len(g)})',
+                'test (ours)': ours,
                 'GATE (paper)': paper['GATE'],
                 'GAT (paper)': paper['GAT'],
             }

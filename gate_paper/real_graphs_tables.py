@@ -209,13 +209,33 @@ def energy_table(frame) -> pd.DataFrame:
     return g.rename(columns={'num_layers': 'L'})
 
 
+def diverged(runs) -> int:
+    return int((runs['status'] == 'diverged').sum())
+
+
+def best_depth(runs):
+    r"""The depth of ``runs`` (one dataset's and model's, every status)
+    whose finished runs have the best mean validation metric, among the
+    depths where no run diverged (a depth where training diverges is not
+    one to choose), else among all; :obj:`None` if every run diverged."""
+    by = runs.assign(gone=runs['status'] == 'diverged').groupby('num_layers')
+    stats = by.agg(val=('val_metric', 'mean'), gone=('gone', 'sum'))
+    stats = stats[stats['val'].notna()]
+    if stats.empty:
+        return None
+    clean = stats[stats['gone'] == 0]
+    return (clean if len(clean) else stats)['val'].idxmax()
+
+
 def depth_table(frame) -> pd.DataFrame:
-    means = frame.groupby(['dataset', 'model', 'num_layers'])[
-        'val_metric'
-    ].mean()
+    r"""Per dataset and model of the strong recipe's runs ``frame`` (every
+    status) the row of :func:`best_depth`."""
     out = []
-    for (dataset, model), s in means.groupby(level=[0, 1], sort=False):
-        if s.isna().all():  # every run of the model diverged
+    for (dataset, model), runs in frame.groupby(
+        ['dataset', 'model'], sort=False
+    ):
+        L = best_depth(runs)
+        if L is None:  # every run of the model diverged
             out.append(
                 {
                     'dataset': dataset,
@@ -227,19 +247,14 @@ def depth_table(frame) -> pd.DataFrame:
                 }
             )
             continue
-        L = s.idxmax()[2]
-        g = frame[
-            (frame['dataset'] == dataset)
-            & (frame['model'] == model)
-            & (frame['num_layers'] == L)
-        ]
+        g = runs[runs['num_layers'] == L]
         out.append(
             {
                 'dataset': dataset,
                 'model': model,
                 'L': L,
-                'val (mean)': f'{100 * s.max():.2f}',
-                'test': cell(g['test_metric']),
+                'val (mean)': f'{100 * g["val_metric"].mean():.2f}',
+                'test': cell(g['test_metric'], diverged(g)),
                 'paper': paper_cell(dataset, 'strong', L, model, 'test'),
             }
         )
@@ -256,7 +271,7 @@ def strong_sep(records) -> pd.DataFrame:
     4 repeats) and the GATE paper's GATE-sep (its Table 4)."""
     frame = runs_frame(records, RESULTS)
     if not frame.empty:
-        frame = finished(frame[frame['recipe'] == 'strong'])
+        frame = frame[frame['recipe'] == 'strong']
     models = ('GAT-sep', 'GATE-sep')
     published = {
         'GAT-sep': 'Platonov et al. GAT-sep',
@@ -276,10 +291,21 @@ def strong_sep(records) -> pd.DataFrame:
             splits = {}
             for m in models:
                 g = by[m][by[m]['num_layers'] == L] if len(by[m]) else by[m]
-                row[m] = cell(g['test_metric']) if len(g) else 'no runs yet'
-                splits[m] = (
-                    dict(zip(g['split'], 100 * g['test_metric'], strict=True))
+                row[m] = (
+                    cell(g['test_metric'], diverged(g))
                     if len(g)
+                    else 'no runs yet'
+                )
+                done = finished(g) if len(g) else g
+                splits[m] = (
+                    dict(
+                        zip(
+                            done['split'],
+                            100 * done['test_metric'],
+                            strict=True,
+                        )
+                    )
+                    if len(done)
                     else {}
                 )
             mean, half, n = paired_ci95(splits['GATE-sep'], splits['GAT-sep'])
@@ -295,9 +321,12 @@ def strong_sep(records) -> pd.DataFrame:
             if not len(g):
                 row[m] = 'no runs yet'
                 continue
-            val = g.groupby('num_layers')['val_metric'].mean()
-            best = g[g['num_layers'] == val.idxmax()]
-            row[m] = f'{cell(best["test_metric"])} (L={val.idxmax()})'
+            L = best_depth(g)
+            if L is None:
+                row[m] = f'{diverged(g)} diverged'
+                continue
+            best = g[g['num_layers'] == L]
+            row[m] = f'{cell(best["test_metric"], diverged(best))} (L={L})'
         row['GATE-sep minus GAT-sep'] = '-'
         for m in models:
             mean, ci = TABLE_STRONG[m][dataset]

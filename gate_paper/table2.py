@@ -29,6 +29,7 @@ as ``.npz`` files (arrays ``x``, ``edge_index``, ``y``, ``train_mask``,
 """
 
 import argparse
+import math
 import os
 
 from gate_paper.cli import int_at_least, outputs
@@ -278,11 +279,19 @@ def tables(records, ks, extra_depths, models, seeds):
                     if runs.empty:
                         row.append('not run')
                         continue
-                    mean, half = mean_ci95(100 * runs[metric].to_numpy())
-                    cell = f'{mean:.1f} ± {half:.1f}'
+                    # A diverged run's metric is NaN: counted, not averaged.
+                    done = runs[runs.status == 'finished']
+                    notes = []
+                    if len(done) < len(runs):
+                        notes.append(f'{len(runs) - len(done)} diverged')
                     if len(runs) < len(seeds):
-                        cell += f' ({len(runs)} of {len(seeds)} seeds)'
-                    row.append(cell)
+                        notes.append(f'{len(runs)} of {len(seeds)} seeds')
+                    cell = '-'
+                    if len(done):
+                        mean, half = mean_ci95(100 * done[metric].to_numpy())
+                        ci = '' if math.isnan(half) else f' ± {half:.1f}'
+                        cell = f'{mean:.1f}{ci}'
+                    row.append(cell + (f' ({"; ".join(notes)})' * bool(notes)))
                 rows.append(row + list(PAPER.get((k, k + e), ('',) * 4)))
         return pd.DataFrame(rows, columns=columns)
 

@@ -226,3 +226,17 @@ def test_runs_into_run_files_and_a_table(tmp_path, mode):
     assert first.pop('provenance')['recorded'] is True
     assert second.pop('provenance')['device'] == 'cpu'
     assert first == second  # the provenance's wall time differs
+
+
+def test_the_table_counts_diverged_runs_apart():
+    # Their NaN accuracy made the cell "nan (n=3)".
+    def record(seed, status):
+        config = dict(dataset='ogbn-arxiv', model='GATE', num_layers=2,
+                      mode='full', seed=seed)  # fmt: skip
+        result = {'test_acc': 0.7} if status == 'finished' else {}
+        return {'config': config, 'status': status, 'result': result}
+
+    table = ogb.table([record(0, 'finished'), record(1, 'diverged')])
+    assert table.loc[0, 'test (ours)'] == '70.00 (n=1; 1 diverged)'
+    table = ogb.table([record(0, 'diverged'), record(1, 'diverged')])
+    assert table.loc[0, 'test (ours)'] == '2 diverged'

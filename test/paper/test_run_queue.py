@@ -520,6 +520,36 @@ def test_the_depth_table_names_a_model_whose_runs_all_diverged():
     assert depth.loc['GATE', 'L'] == '-'
 
 
+def test_the_best_depth_is_not_one_where_runs_diverged():
+    # Depth 2: one run at 0.99 and nine diverged; the mean over the
+    # finished run chose it beside the published number, as "99.00 (n=1)".
+    from gate_paper.real_graphs_tables import tables
+
+    def run(model, L, split):
+        if L == 2 and split > 0:
+            return strong_run(model, L, split, 'diverged', {})
+        val = 0.99 if L == 2 else 0.90
+        result = dict(metric='roc_auc', best_epoch=3, test_metric=val,
+                      val_metric=val, alpha_vv_mean=[0.5] * L)  # fmt: skip
+        return strong_run(model, L, split, 'finished', result)
+
+    records = [
+        run(model, L, split)
+        for model in ('GAT-sep', 'GATE-sep')
+        for L in (1, 2)
+        for split in range(10)
+    ]
+    table = strong_sep(records).set_index(['dataset', 'L'])
+    best = table.loc[('Minesweeper', 'best on validation')]
+    assert best['GATE-sep'] == '90.00 ± 0.00 (n=10) (L=1)'
+    depth_2 = table.loc[('Minesweeper', '2')]
+    assert depth_2['GATE-sep'] == '99.00 (n=1; 9 diverged)'
+    assert depth_2['GATE-sep minus GAT-sep'].endswith('(n=1)')
+    depth = dict((name, t) for name, _, t in tables(records))['depth']
+    assert list(depth['L']) == [1, 1]
+    assert list(depth['test']) == ['90.00 ± 0.00 (n=10)'] * 2
+
+
 def test_the_plan_estimates_from_the_measured_gpu_runs(tmp_path, capsys):
     (_, study, first), (_, _, second) = queue_plan.plan()[:2]
     folder = tmp_path / study

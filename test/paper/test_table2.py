@@ -6,7 +6,7 @@ import pytest
 from data_testing import needs_shared, shared
 from script_testing import module, run_in_one_interpreter
 
-from gate_paper import store, table2
+from gate_paper import store, synthetic, table2
 from gate_paper.data import graph_digest, npz_graph
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -222,3 +222,28 @@ def test_tiny_run_on_paper_data(tmp_path):
     summary = (tmp_path / 'runs' / 'table2_summary.csv').read_text()
     row = summary.splitlines()[1].split(',')
     assert row[:2] == ['1', '1'] and ' ± ' in row[2]
+
+
+def test_a_diverged_run_is_counted_not_averaged():
+    # Its NaN accuracy made the whole cell "nan ± nan".
+    def record(seed, status):
+        config = dict(dataset='k1', num_layers=1, model='GATE', seed=seed)
+        result = {}
+        if status == 'finished':
+            result = dict.fromkeys(synthetic.RESULTS, 1.0)
+            result.update(test_acc_at_min_loss=0.5 + seed / 10,
+                          final_alpha_vv_mean=[0.5])  # fmt: skip
+        return {'config': config, 'status': status, 'result': result}
+
+    records = [record(0, 'finished'), record(1, 'finished')]
+    records.append(record(2, 'diverged'))
+    summary = dict((n, t) for n, _, t in table2.tables(
+        records, [1], [0], ['GATE'], [0, 1, 2]
+    ))['summary']  # fmt: skip
+    assert summary.loc[0, 'GATE (ours)'] == '55.0 ± 63.5 (1 diverged)'
+    records[0]['status'] = records[1]['status'] = 'diverged'
+    records[0]['result'] = records[1]['result'] = {}
+    summary = dict((n, t) for n, _, t in table2.tables(
+        records, [1], [0], ['GATE'], [0, 1, 2]
+    ))['summary']  # fmt: skip
+    assert summary.loc[0, 'GATE (ours)'] == '- (3 diverged)'
