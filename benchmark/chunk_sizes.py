@@ -89,11 +89,8 @@ def measure(x, edge_index, heads: int, args) -> List[dict]:
 
 def main(argv=None) -> List[dict]:
     args = parse_args(argv)
-    import torch
     from common import cpu_graphs_and_heads, eager_loops
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     stem = os.path.join(args.out, args.name)
     notes = result_notes('chunk_sizes.py', argv, __doc__)
     rows: List[dict] = []

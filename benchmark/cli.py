@@ -159,7 +159,8 @@ def add_shape_args(
     channels_help: str = 'input features of the random graphs',
 ):
     r"""The options of the layers' shapes: :obj:`--graphs`, :obj:`--heads`,
-    :obj:`--hidden` and :obj:`--channels` (checked by
+    :obj:`--hidden` and, unless :obj:`channels` is :obj:`None` (a script
+    that reads no features), :obj:`--channels` (checked by
     :func:`parse_checked`)."""
     parser.add_argument(
         '--graphs', nargs='+', type=graph_name, default=list(graphs)
@@ -173,12 +174,13 @@ def add_shape_args(
         default=hidden,
         help='heads * out_channels (a multiple of --heads)',
     )
-    parser.add_argument(
-        '--channels',
-        type=int_at_least(1),
-        default=channels,
-        help=channels_help,
-    )
+    if channels is not None:
+        parser.add_argument(
+            '--channels',
+            type=int_at_least(1),
+            default=channels,
+            help=channels_help,
+        )
 
 
 def add_layer_args(
@@ -187,12 +189,16 @@ def add_layer_args(
     reps: int = 5,
     warmup: int = 1,
     channels_help: str = 'input features of the random graphs',
+    channels: Optional[int] = 64,
 ):
     r"""The options the pair-style benchmarks share: those of
-    :func:`add_shape_args`, :obj:`--warmup`, :obj:`--reps`,
+    :func:`add_shape_args` (:obj:`channels`: :obj:`--channels`' default,
+    :obj:`None`: no such option), :obj:`--warmup`, :obj:`--reps`,
     :obj:`--threads`, :obj:`--data-root` and :obj:`--out` (checked by
     :func:`parse_checked`)."""
-    add_shape_args(parser, graphs, channels_help=channels_help)
+    add_shape_args(
+        parser, graphs, channels=channels, channels_help=channels_help
+    )
     parser.add_argument('--warmup', type=int_at_least(0), default=warmup)
     parser.add_argument(
         '--reps', type=int_at_least(1), default=reps, help='timed steps'
@@ -209,7 +215,9 @@ def add_layer_args(
 
 def parse_checked(parser, argv=None):
     r"""Parses :obj:`argv`; a usage error unless :obj:`--hidden` splits into
-    every :obj:`--heads` value and :obj:`--out` is a writable folder."""
+    every :obj:`--heads` value and :obj:`--out` is a writable folder. Sets
+    torch's threads to :obj:`--threads` where given (so that no script
+    offers the option and forgets it)."""
     args = parser.parse_args(argv)
     for heads in args.heads:
         if args.hidden % heads:
@@ -218,6 +226,10 @@ def parse_checked(parser, argv=None):
                 f'value, got {args.hidden} for --heads {heads}'
             )
     output_folder(parser, args.out)
+    if getattr(args, 'threads', None):
+        import torch
+
+        torch.set_num_threads(args.threads)
     return args
 
 

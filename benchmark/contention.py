@@ -147,11 +147,8 @@ def measure(x, edge_index, heads, args) -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
-    import torch
     from common import cpu_chunk_log2, cpu_graphs_and_heads, eager_loops
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     stem = os.path.join(args.out, args.name)
     notes = result_notes('contention.py', argv, __doc__)
     rows = []

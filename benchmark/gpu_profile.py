@@ -3,7 +3,8 @@ r"""Where a training step's time goes: GPU time per kernel next to wall time.
 One training step (forward, :obj:`out.float().sum()`, backward) of GATE
 with the Triton kernels and of eager GATv2Conv (the baseline, rerun in
 every call) per graph, heads and dtype, after two warm-up steps: its wall
-time (synchronized before and after), the host syncs it makes (counted
+time (the median of ``--reps`` steps, synchronized before and after each),
+the host syncs it makes (counted
 with :func:`torch.cuda.set_sync_debug_mode`), and one step under
 :mod:`torch.profiler` with CUDA activity: every GPU kernel's time, their
 sum against the wall time (what is left is the host's: launches, Python,
@@ -78,20 +79,17 @@ def _device_us(evt) -> float:
     return float(value or 0)
 
 
-def profile_step(step, device) -> dict:
-    r"""Wall time, syncs, and the profiled kernels of one call of
-    :obj:`step` (warmed up by the caller)."""
+def profile_step(step, device, reps: int = 1) -> dict:
+    r"""Wall time (the median of :obj:`reps` calls), syncs, and the
+    profiled kernels of one call of :obj:`step` (warmed up by the
+    caller)."""
     import torch
-    from common import cuda_syncs, sync
+    from common import cuda_syncs, sync, time_step
     from torch.profiler import ProfilerActivity, profile
 
     on_cuda = device.type == 'cuda'
     res = dict(syncs=cuda_syncs(step) if on_cuda else None)
-    sync(device)
-    start = time.perf_counter()
-    step()
-    sync(device)
-    res['wall_ms'] = (time.perf_counter() - start) * 1e3
+    res['wall_ms'] = time_step(step, device, 0, reps)
     activities = [ProfilerActivity.CPU]
     if on_cuda:
         activities.append(ProfilerActivity.CUDA)
@@ -181,7 +179,7 @@ def main(argv=None):
                         )  # fmt: skip
                         for _ in range(max(args.warmup, 1) + 1):
                             step()
-                        got = profile_step(step, device)
+                        got = profile_step(step, device, args.reps)
                         per_kernel = got.pop('per_kernel')
                         row.update(got, status='ok')
                         gpu = sum(ms for _, ms in per_kernel.values())

@@ -189,7 +189,7 @@ else
     VARIANTS=(--graphs random-1e6 arxiv-size --heads 1 8 --dtypes float32
         bfloat16)
     PROFILE=(--graphs random-1e6 products-size --heads 1 8
-        --dtypes float32 bfloat16)
+        --dtypes float32 bfloat16 --reps 5)
     SIZE=(--heads 1 8 --reps 5 --devices cuda)
     DEEP=(--devices cuda)
     MAIN_GRAPHS=(random-1e6 arxiv-size)

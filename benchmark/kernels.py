@@ -267,8 +267,6 @@ def main(argv=None):
     import torch
     from common import DTYPES, free, load_graph, status_of
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     started = time.perf_counter()
     stem = os.path.join(args.out, args.name)
     notes = result_notes('kernels.py', argv, __doc__)

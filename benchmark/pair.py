@@ -98,8 +98,6 @@ def main(argv=None):
     import torch
     from common import Step, load_graph, make_layer, time_pair
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     devices = args.devices or ['cpu'] + ['cuda'] * torch.cuda.is_available()
     stem = os.path.join(args.out, args.name)
     notes = result_notes('pair.py', argv, __doc__)

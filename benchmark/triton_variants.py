@@ -54,7 +54,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             "attention_kernel('triton', **options)."
         )
     )
-    add_layer_args(parser, ['random-1e6', 'arxiv-size'])
+    # (The kernels read projections of --hidden; no input features.)
+    add_layer_args(parser, ['random-1e6', 'arxiv-size'], channels=None)
     parser.add_argument(
         '--dtypes', nargs='+', default=['float32'],
         choices=list(DTYPE_NAMES),

@@ -179,3 +179,40 @@ def test_every_scale_is_a_fraction(capsys, script, scale):
         f"argument --scale: expected a number in (0.0, 1.0], got '{scale}'"
     )
     assert expected in usage_error(capsys, parse, ['--scale', scale])
+
+
+@pytest.mark.parametrize('script', ['gpu_profile', 'triton_variants'])
+def test_threads_are_torch_s_threads(tmp_path, script):
+    # gpu_profile.py and triton_variants.py offered --threads and ran on
+    # torch's default.
+    import torch
+
+    threads = torch.get_num_threads()
+    parse_args = load_benchmark(script).parse_args
+    try:
+        parse_args(['--threads', '1', '--out', str(tmp_path)])
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_no_option_that_the_script_does_not_read(capsys, tmp_path):
+    # triton_variants.py offered --channels (input features) and reads
+    # none: its kernels take projections of --hidden.
+    parse_args = load_benchmark('triton_variants').parse_args
+    message = usage_error(
+        capsys, parse_args, ['--channels', '1000', '--out', str(tmp_path)]
+    )
+    assert 'unrecognized arguments: --channels 1000' in message
+
+
+def test_the_profile_s_wall_time_is_the_median_of_reps():
+    # gpu_profile.py timed one step whatever --reps said.
+    import torch
+
+    calls = []
+    got = load_benchmark('gpu_profile').profile_step(
+        lambda: calls.append(torch.ones(1).sum()), torch.device('cpu'), 4
+    )
+    assert len(calls) == 4 + 1  # timed, then the profiled one
+    assert got['wall_ms'] > 0
