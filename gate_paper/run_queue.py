@@ -174,8 +174,9 @@ class _Call:
         return self.deadline - time.monotonic()
 
     def expected(self, config):
-        # Seconds a run of this model and depth took in this call (the
-        # longest), None if none finished yet.
+        # Seconds a run of this model and depth takes, from this call's (the
+        # median: a worker's first run also compiles), None if none
+        # finished yet.
         walls = [
             r['provenance']['wall_s']
             for r in self.records
@@ -184,7 +185,7 @@ class _Call:
                 for k in ('dataset', 'recipe', 'model', 'num_layers')
             )
         ]
-        return max(walls) if walls else None
+        return statistics.median(walls) if walls else None
 
     def summary(self):
         tiers = collections.OrderedDict()

@@ -384,6 +384,20 @@ def test_a_run_written_before_its_pool_broke_is_in_the_call(
     assert not call.events  # nobody died during a run
 
 
+def test_a_worker_s_first_run_does_not_set_the_expected_time():
+    # The first GATE run of a worker took 20 s (compiling), the others
+    # 0.2 s: the longest, 20 s, kept a top-priority run from starting with
+    # 19 s left.
+    import argparse
+
+    order = queue_plan.plan()[:1]
+    call = run_queue._Call(argparse.Namespace(budget=60), order, set())
+    config = order[0][2]
+    for wall in (20.3, 0.2, 0.2, 0.3):
+        call.records.append({'config': config, 'provenance': {'wall_s': wall}})
+    assert call.expected(config) == pytest.approx(0.25)
+
+
 def test_unpack_refuses_what_is_not_a_run_of_the_queue(tmp_path):
     path = tmp_path / 'runs.tar'
     evil = tmp_path / 'x.json'
