@@ -166,7 +166,9 @@ class attention_kernel:
       under a :mod:`torch.func` transform or forward-mode AD
       (:mod:`torch.autograd.forward_ad`), and for the layer in explain
       mode, with message-passing hooks registered (a kernel would skip
-      them), with another aggregation than a sum, the
+      them), an edge projection :obj:`lin_edge` that is not a bias-free
+      :class:`~torch_geometric.nn.dense.Linear` without hooks (the kernels
+      read its weight), with another aggregation than a sum, the
       :obj:`target_to_source` flow, a negative slope, or edge features
       before a lazy :obj:`edge_dim` is initialized.
     * :obj:`'reference'`: PyG's message passing, :meth:`edge_updater` and

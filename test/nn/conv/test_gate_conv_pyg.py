@@ -471,3 +471,65 @@ def test_decomposed_layers_are_refused():
     # GATv2Conv fails inside PyG's propagate; say why instead:
     with pytest.raises(ValueError, match="'decomposed_layers > 1'"):
         GATEConv(5, 4, decomposed_layers=2)
+
+
+@pytest.mark.parametrize('kernel', ['reference', 'chunked'])
+def test_the_projections_are_their_modules(kernel):
+    # The layer multiplied by the three modules' weights, one product: a
+    # forward hook on `lin` never ran, a biased `lin` lost its bias (but
+    # not with the same features as a pair), pruning's mask went stale.
+    from torch.nn.utils import prune
+    from torch_geometric.nn.dense.linear import Linear
+
+    torch.manual_seed(0)
+    x = torch.randn(NUM_NODES, 4)
+    conv = GATEConv(4, 3, heads=2)
+    randomize_attention(conv)
+    ran = []
+    for name in ('lin', 'lin_src', 'lin_dst'):
+        getattr(conv, name).register_forward_hook(
+            lambda *args, name=name: ran.append(name)
+        )
+    with attention_kernel(kernel):
+        conv(x, EDGE_INDEX)
+    assert sorted(ran) == ['lin', 'lin_dst', 'lin_src']
+
+    conv = GATEConv(4, 3, heads=2)
+    randomize_attention(conv)
+    conv.lin = Linear(4, 6, bias=True)
+    with torch.no_grad():
+        conv.lin.bias.fill_(100.0)
+    with attention_kernel(kernel):
+        out, pair = conv(x, EDGE_INDEX), conv((x, x), EDGE_INDEX)
+    torch.testing.assert_close(out, pair)
+    assert out.abs().max() > 50  # the values carry the bias
+
+    conv = GATEConv(4, 3, heads=2)
+    randomize_attention(conv)
+    prune.l1_unstructured(conv.lin_src, 'weight', amount=0.5)
+    optimizer = torch.optim.SGD(conv.parameters(), lr=0.1)
+    for _ in range(2):  # (the stale pruned weight failed the second step)
+        optimizer.zero_grad()
+        with attention_kernel(kernel):
+            conv(x, EDGE_INDEX).square().sum().backward()
+        optimizer.step()
+    with torch.no_grad(), attention_kernel(kernel):
+        pruned = conv(x, EDGE_INDEX)
+        conv.lin_src.weight_orig.zero_()  # what the mask keeps of it: none
+        assert not torch.equal(conv(x, EDGE_INDEX), pruned)
+
+
+def test_an_edge_projection_with_a_hook_runs_the_reference():
+    # The kernels read lin_edge's weight: its hooks (and a bias) would be
+    # skipped; 'auto' runs the reference, a forced kernel says why.
+    x = torch.randn(NUM_NODES, 4)
+    edge_attr = torch.randn(EDGE_INDEX.size(1), 2)
+    conv = GATEConv(4, 3, edge_dim=2)
+    ran = []
+    conv.lin_edge.register_forward_hook(lambda *args: ran.append(1))
+    assert selected_kernel(conv, x) == 'reference'
+    conv(x, EDGE_INDEX, edge_attr)
+    assert ran == [1]
+    with attention_kernel('chunked'):
+        with pytest.raises(RuntimeError, match="'lin_edge' is not a bias"):
+            conv(x, EDGE_INDEX, edge_attr)

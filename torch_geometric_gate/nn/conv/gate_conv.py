@@ -16,6 +16,24 @@ if typing.TYPE_CHECKING:
     from typing import Literal, overload
 
 
+@torch.jit.unused
+def is_plain_linear(module: torch.nn.Module) -> bool:
+    r"""Whether :obj:`module` computes :obj:`x @ module.weight.T` and nothing
+    else: PyG's :class:`~torch_geometric.nn.dense.Linear` itself (not a
+    subclass or a parametrized one), without a bias, its weight a
+    parameter, and no forward hook of its own or global (pruning and
+    :func:`torch.nn.utils.weight_norm` are hooks). A layer may then read
+    its weight instead of calling it.
+    """
+    from torch.nn.modules import module as nn_module
+
+    return (type(module) is Linear and module.bias is None
+            and isinstance(module.weight, Parameter)
+            and not module._forward_hooks and not module._forward_pre_hooks
+            and not nn_module._global_forward_hooks
+            and not nn_module._global_forward_pre_hooks)
+
+
 class GATEConv(MessagePassing):
     r"""The GATE operator from the `"GATE: How to Keep Out Intrusive
     Neighbors" <https://arxiv.org/abs/2406.00418>`_ paper, a
@@ -431,8 +449,17 @@ class GATEConv(MessagePassing):
         # One product for the three, where all three read x and none is
         # lazy (in_channels=-1) any more: x read once, views of its
         # [N, 3, H, C] result (rows 3 * H * C apart; the fused kernels read
-        # them in place), one operator in the backward.
-        if (not bipartite and self.lin.in_channels > 0
+        # them in place), one operator in the backward. Only where it is
+        # what the three modules compute (else their hooks, a bias, a
+        # pruned or parametrized weight would be skipped).
+        if torch.jit.is_scripting():
+            plain = (self.lin.bias is None and self.lin_src.bias is None
+                     and self.lin_dst.bias is None)
+        else:
+            plain = all(
+                is_plain_linear(m)
+                for m in (self.lin, self.lin_src, self.lin_dst))
+        if (plain and not bipartite and self.lin.in_channels > 0
                 and self.lin_src.in_channels > 0
                 and self.lin_dst.in_channels > 0):
             weight = torch.cat(

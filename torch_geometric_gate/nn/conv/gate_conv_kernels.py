@@ -222,6 +222,13 @@ class KernelGATEConv(gate_conv.GATEConv):
             why.append('the layer is in explain mode')
         if any(len(getattr(self, name)) > 0 for name in _HOOKS):
             why.append('message-passing hooks are registered')
+        if self.lin_edge is not None and not gate_conv.is_plain_linear(
+            self.lin_edge
+        ):  # The kernels read its weight.
+            why.append(
+                "'lin_edge' is not a bias-free Linear without hooks (the "
+                'kernels would read its weight alone)'
+            )
         if self.aggr not in ('add', 'sum'):
             why.append(f"aggr='{self.aggr}' is not a sum")
         if self.flow != 'source_to_target':
