@@ -24,6 +24,7 @@ from torch_geometric_gate.ops import (
     AttentionInputs,
     attention_kernel,
     current_settings,
+    gate_attention,
     switch,
 )
 from torch_geometric_gate.ops.chunked import chunked_attention
@@ -511,6 +512,27 @@ def test_cpu_operator_shifts_by_the_mean_then_by_the_maximum(
     assert by_max == ([False, True] if reruns else [False])
     assert torch.isfinite(got[1]).all()
     assert_equal_to(got, dense(graph, inputs, 0.0), inputs)
+
+
+def test_finite_scores_whose_sum_overflows_rerun_by_the_maximum(monkeypatch):
+    # Each score below float32's largest, their sum not: the mean shift was
+    # +inf, every weight exp(-inf) = 0, the sum 0 (finite): no rerun, and
+    # all-zero attention and outputs.
+    calls = eager_path(monkeypatch, 'compiled')
+    q = torch.full((3, 1, 1), 5e37)
+    q[0] = 7.5e37
+    value = torch.tensor([1.0, 2.0, 3.0]).view(3, 1, 1)
+    edge_index = torch.tensor([[0, 1, 2, 1], [2, 2, 2, 2]])
+    a = torch.ones(1, 1)
+    got = {}
+    for kernel in ('chunked', 'reference'):
+        with attention_kernel(kernel):
+            got[kernel] = gate_attention(
+                q, q, value, edge_index, a, a, need_weights=True
+            )
+    assert calls  # the compiled loops ran
+    torch.testing.assert_close(got['chunked'], got['reference'])
+    assert got['chunked'][1].sum() == 1.0
 
 
 @pytest.mark.parametrize('heads', [1, 3])

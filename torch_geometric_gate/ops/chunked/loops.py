@@ -86,8 +86,9 @@ def _forward(
         # shifted by. Their mean sums in the loop that computes them; the
         # maximum is a pass of its own, ATen's scatter_reduce. Over its
         # mean no weight underflows (the largest is at least 1); a score
-        # above it by more than exp's range overflows the sum, which
-        # `forward` then reruns with the maximum.
+        # above it by more than exp's range overflows the sum, and finite
+        # scores whose sum overflows make the mean infinite (every weight
+        # 0): `forward` then reruns with the maximum.
         sums = e.new_zeros(num_dst, heads)
         sums = sums.index_add(0, dst, e.masked_fill(is_masked, 0.0))
         count = e.new_zeros(num_dst).index_add(0, dst, (~masked).to(dtype))
@@ -95,6 +96,8 @@ def _forward(
     alpha = (e - shift.index_select(0, dst)).exp()
     total = e.new_zeros(num_dst, heads).index_add(0, dst, alpha)
     finite = total.isfinite().all()
+    if not exact_max:
+        finite = finite & shift.isfinite().all()
     total = total + 1e-16
     softmax = alpha / total.index_select(0, dst)
     alpha = softmax if noise is None else softmax * noise
