@@ -129,9 +129,12 @@ def check_conv_arguments(
     if not (_is_real(dropout) and 0 <= dropout < 1):
         raise ValueError("'dropout' must be a float in [0, 1)")
     if isinstance(fill_value, Tensor):
+        # Any length until 'edge_dim' is known (lazy, -1; or None, where
+        # it is never read): the first call checks it against edge_attr.
+        known = edge_dim is not None and edge_dim > 0
         valid_fill = (
             fill_value.dim() <= 1
-            and fill_value.numel() in (1, edge_dim)
+            and (fill_value.numel() in (1, edge_dim) or not known)
             and bool(torch.isfinite(fill_value).all())
         )
     elif isinstance(fill_value, str):
@@ -209,6 +212,17 @@ def check_conv_inputs(conv, x, edge_index, edge_attr):
         raise ValueError(
             "Expected floating-point 'edge_attr', as 'lin_edge' multiplies "
             f'it (got {edge_attr.dtype}; cast it first)'
+        )
+    fill = conv.fill_value
+    if (
+        conv.add_self_loops
+        and isinstance(fill, Tensor)
+        and fill.numel() not in (1, edge_attr.size(1))
+    ):
+        raise ValueError(
+            f"Expected 'fill_value' of 1 or {edge_attr.size(1)} entries, "
+            "one per column of 'edge_attr' (the appended self-loops' "
+            f'features; got {fill.numel()})'
         )
 
 

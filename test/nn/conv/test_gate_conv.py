@@ -846,6 +846,23 @@ def test_gate_conv_numpy_scalar_arguments():
         GATEConv(5, 4, edge_dim=2, fill_value=True)
 
 
+def test_a_fill_tensor_is_checked_once_edge_dim_is_known():
+    # With a lazy edge_dim (-1) a tensor fill_value was refused (its length
+    # compared with -1), as GATv2Conv accepts it; the first call checks it.
+    x, edge_attr = (
+        torch.randn(NUM_NODES, 5),
+        torch.randn(EDGE_INDEX.size(1), 2),
+    )
+    conv = GATEConv(5, 4, edge_dim=-1, fill_value=torch.tensor([1.0, 2.0]))
+    assert conv(x, EDGE_INDEX, edge_attr).shape == (NUM_NODES, 4)
+    assert GATEConv(5, 4, fill_value=torch.ones(3))(x, EDGE_INDEX) is not None
+    conv = GATEConv(5, 4, edge_dim=-1, fill_value=torch.ones(3))
+    with pytest.raises(ValueError, match="'fill_value' of 1 or 2 entries"):
+        conv(x, EDGE_INDEX, edge_attr)
+    with pytest.raises(ValueError, match="'fill_value' must be a finite"):
+        GATEConv(5, 4, edge_dim=2, fill_value=torch.ones(3))
+
+
 def test_gate_conv_invalid_inputs():
     x = torch.randn(NUM_NODES, 5)
     conv = GATEConv(5, 4)
