@@ -7,6 +7,7 @@ scoring, the graph forms, dtypes, dropout, edge cases and errors."""
 
 from typing import Dict, Optional
 
+import numpy as np
 import pytest
 import torch
 from torch import Tensor
@@ -322,7 +323,15 @@ def test_edge_cases(kernel, device):
          r"'masked' of booleans of shape \[2\]"),
         (dict(loop=torch.zeros(2)), "'loop' of booleans"),
         (dict(edge_index=(torch.tensor([0, 2]), torch.tensor([0, 1]))),
-         r"CSR 'rowptr' of 4 entries"),
+         r"CSR 'rowptr' of 4 integers"),
+        # (A float rowptr failed inside repeat_interleave; a nested list,
+        # read as a CSR pair, on .dim(); an array on .dim() too.)
+        (dict(edge_index=(torch.tensor([0, 1, 2, 2.0]), torch.tensor([0, 1]))),
+         r"CSR 'rowptr' of 4 integers .* got torch.float32"),
+        (dict(edge_index=[[0, 1], [1, 2]]),
+         r"pair of tensors \(rowptr, src\) \(got a list of list, list"),
+        (dict(edge_index=np.array([[0, 1], [1, 2]])),
+         r"a \[2, num_edges\] tensor, an EdgeIndex .* \(got ndarray\)"),
         (dict(edge_index=(torch.tensor([0, 1, 2, 2]), torch.zeros(2))),
          r"CSR 'src' of integers"),
         (dict(query_src=torch.zeros(3, 1, 3)),

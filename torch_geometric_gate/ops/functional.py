@@ -217,24 +217,39 @@ def _vector(att: Tensor, name: str, heads: int, channels: int) -> Tensor:
     return att
 
 
+def _is_integer(t: Tensor) -> bool:
+    return not (
+        t.is_floating_point() or t.is_complex() or t.dtype == torch.bool
+    )
+
+
 def _edges(edge_index, num_src: int, query_dst: Tensor):
     r"""The sources, targets, number of targets and the caller's
     :class:`EdgeIndex` (or :obj:`None`) of :obj:`edge_index`, its node
     indices checked on the device (no host sync)."""
     num_dst = query_dst.size(0)
     if isinstance(edge_index, (tuple, list)):
-        if len(edge_index) != 2:
+        if len(edge_index) != 2 or not all(
+            isinstance(t, Tensor) for t in edge_index
+        ):
             raise ValueError(
-                "Expected a CSR 'edge_index' as (rowptr, src) (got "
-                f'{len(edge_index)} tensors)'
+                "Expected a CSR 'edge_index' as a pair of tensors (rowptr, "
+                f'src) (got a {type(edge_index).__name__} of '
+                f'{", ".join(type(t).__name__ for t in edge_index)}; a '
+                '[2, num_edges] index is one tensor)'
             )
         rowptr, src = edge_index
-        if rowptr.dim() != 1 or rowptr.numel() != num_dst + 1:
+        if (
+            rowptr.dim() != 1
+            or rowptr.numel() != num_dst + 1
+            or not _is_integer(rowptr)
+        ):
             raise ValueError(
-                f"Expected a CSR 'rowptr' of {num_dst + 1} entries (the "
-                f'target nodes + 1), got shape {list(rowptr.shape)}'
+                f"Expected a CSR 'rowptr' of {num_dst + 1} integers (the "
+                f'target nodes + 1), got {rowptr.dtype} of shape '
+                f'{list(rowptr.shape)}'
             )
-        if src.dim() != 1 or src.is_floating_point():
+        if src.dim() != 1 or not _is_integer(src):
             raise ValueError(
                 "Expected a CSR 'src' of integers of shape [num_edges] (got "
                 f'{src.dtype} of shape {list(src.shape)})'
@@ -252,11 +267,15 @@ def _edges(edge_index, num_src: int, query_dst: Tensor):
         )
         dst = ptr2index(rowptr, output_size=src.numel())
         return src.long(), dst.long(), num_dst, None
+    if not isinstance(edge_index, Tensor):
+        raise ValueError(
+            "Expected 'edge_index' as a [2, num_edges] tensor, an EdgeIndex "
+            f'or a CSR (rowptr, src) pair (got {type(edge_index).__name__})'
+        )
     if (
         edge_index.dim() != 2
         or edge_index.size(0) != 2
-        or edge_index.is_floating_point()
-        or edge_index.dtype == torch.bool
+        or not _is_integer(edge_index)
     ):
         raise ValueError(
             "Expected 'edge_index' of integers of shape [2, num_edges] "
