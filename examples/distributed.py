@@ -29,15 +29,16 @@ import os
 import tempfile
 
 
-def int_at_least(minimum):  # an argparse type with a range
+def int_at_least(minimum, below=None):  # an argparse type with a range
     def parse(text):
         try:
             value = int(text)
         except ValueError:
             value = None
-        if value is None or value < minimum:
+        if value is None or value < minimum or below and value >= below:
             raise argparse.ArgumentTypeError(
-                f'expected an integer >= {minimum}, got {text!r}'
+                f'expected an integer >= {minimum}'
+                f'{f" and < {below}" if below else ""}, got {text!r}'
             )
         return value
 
@@ -89,7 +90,7 @@ parser.add_argument(
     help='per layer (one value: every layer); -1: all',
 )
 parser.add_argument('--epochs', type=int_at_least(1), default=3)
-parser.add_argument('--seed', type=int_at_least(0), default=0)
+parser.add_argument('--seed', type=int_at_least(0, 2**64), default=0)
 parser.add_argument('--save', help="rank 0 saves the model's parameters")
 
 

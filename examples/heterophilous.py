@@ -22,6 +22,7 @@ $GATE_DATA_ROOT), downloaded there on first use::
 import argparse
 import contextlib
 import io
+import math
 import os
 import os.path as osp
 import shutil
@@ -32,23 +33,27 @@ DEFAULT_ROOT = os.environ.get('GATE_DATA_ROOT') or osp.normpath(
 )
 
 
-def number(kind, minimum, strict=False):
-    r"""An argparse type: a number of ``kind`` (int or float) ``>=
-    minimum`` (``> minimum`` if ``strict``)."""
+def number(kind, minimum, strict=False, below=math.inf):
+    r"""An argparse type: a finite number of ``kind`` (int or float) ``>=
+    minimum`` (``> minimum`` if ``strict``) and ``< below``."""
     sign = '>' if strict else '>='
+    bound = '' if math.isinf(below) else f' and < {below}'
 
     def parse(text):
         try:
             value = kind(text)
         except ValueError:
             value = None
-        ok = value is not None and (
-            value > minimum if strict else value >= minimum
+        ok = (
+            value is not None
+            and (value > minimum if strict else value >= minimum)
+            and value < below
+            and math.isfinite(value)
         )  # NaN fails too
         if not ok:
+            what = 'an integer' if kind is int else 'a finite number'
             raise argparse.ArgumentTypeError(
-                f'expected {"an integer" if kind is int else "a number"} '
-                f'{sign} {minimum}, got {text!r}'
+                f'expected {what} {sign} {minimum}{bound}, got {text!r}'
             )
         return value
 
@@ -72,7 +77,9 @@ def parse_args(argv=None):
     parser.add_argument(
         '--lr', type=number(float, 0, strict=True), default=0.005
     )
-    parser.add_argument('--seed', type=number(int, 0), default=0)
+    parser.add_argument(
+        '--seed', type=number(int, 0, below=2**64), default=0
+    )  # torch.manual_seed's range
     parser.add_argument(
         '--plot',
         metavar='FOLDER',
@@ -146,7 +153,11 @@ def forward(convs, x, edge_index, return_alpha_vv=False):
 def roc_auc(out, y, mask):
     from sklearn.metrics import roc_auc_score
 
-    score = out[mask].softmax(dim=-1)[:, 1]
+    # The logit difference ranks as the probability of class 1 does,
+    # without its float32 rounding to 1.0 for the most confident nodes.
+    score = out[mask, 1].double() - out[mask, 0].double()
+    if not bool(score.isfinite().all()):  # a diverged model
+        return float('nan')
     return float(roc_auc_score(y[mask].numpy(), score.numpy()))
 
 
@@ -155,7 +166,7 @@ def train(convs, data, epochs, lr):
     import torch.nn.functional as F
 
     optimizer = torch.optim.Adam(convs.parameters(), lr=lr)
-    best_val = test_at_best = float('-inf')
+    best_val, test_at_best = float('-inf'), float('nan')
     for _ in range(epochs):
         convs.train()
         optimizer.zero_grad()

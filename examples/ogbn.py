@@ -29,15 +29,16 @@ import os.path as osp
 import shutil
 
 
-def int_at_least(minimum):  # an argparse type with a range
+def int_at_least(minimum, below=None):  # an argparse type with a range
     def parse(text):
         try:
             value = int(text)
         except ValueError:
             value = None
-        if value is None or value < minimum:
+        if value is None or value < minimum or below and value >= below:
             raise argparse.ArgumentTypeError(
-                f'expected an integer >= {minimum}, got {text!r}'
+                f'expected an integer >= {minimum}'
+                f'{f" and < {below}" if below else ""}, got {text!r}'
             )
         return value
 
@@ -106,7 +107,7 @@ parser.add_argument(
     help='per layer (one value: every layer); -1: every neighbour',
 )
 parser.add_argument('--num-workers', type=int_at_least(0), default=0)
-parser.add_argument('--seed', type=int_at_least(0), default=0)
+parser.add_argument('--seed', type=int_at_least(0, 2**64), default=0)
 args = parser.parse_args()
 if args.hidden_channels % args.heads:  # concatenated heads split it
     parser.error(

@@ -23,15 +23,16 @@ import tempfile
 import time
 
 
-def int_at_least(minimum):  # an argparse type with a range
+def int_at_least(minimum, below=None):  # an argparse type with a range
     def parse(text):
         try:
             value = int(text)
         except ValueError:
             value = None
-        if value is None or value < minimum:
+        if value is None or value < minimum or below and value >= below:
             raise argparse.ArgumentTypeError(
-                f'expected an integer >= {minimum}, got {text!r}'
+                f'expected an integer >= {minimum}'
+                f'{f" and < {below}" if below else ""}, got {text!r}'
             )
         return value
 
@@ -154,14 +155,16 @@ def format_table(results, readme=False):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--num-nodes', type=int_at_least(2), default=1000)
+    parser.add_argument(  # a 2:1:1 split has a test node from 4 nodes
+        '--num-nodes', type=int_at_least(4), default=1000
+    )
     parser.add_argument('--edge-prob', type=probability, default=0.01)
     parser.add_argument('--num-classes', type=int_at_least(2), default=8)
     parser.add_argument('--num-layers', type=int_at_least(1), default=5)
     parser.add_argument('--hidden', type=int_at_least(1), default=64)
     parser.add_argument('--epochs', type=int_at_least(1), default=200)
     parser.add_argument('--lr', type=positive_float, default=0.005)
-    parser.add_argument('--seed', type=int_at_least(0), default=0)
+    parser.add_argument('--seed', type=int_at_least(0, 2**64), default=0)
     parser.add_argument(
         '--threads',
         type=int_at_least(1),

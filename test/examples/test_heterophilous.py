@@ -183,3 +183,19 @@ def test_help_is_plain_and_fast():
     assert ':math:' not in proc.stdout
     assert '(default: None)' not in proc.stdout
     assert elapsed < 5, elapsed  # imports nothing heavy: well under 1 s
+
+
+def test_the_roc_auc_of_a_diverged_model_is_nan_and_ties_are_kept_apart():
+    # NaN logits (--lr 1e30) ended in scikit-learn's "Input contains NaN";
+    # and the float32 probability of class 1 rounds to 1.0 above a logit
+    # gap of about 17, tying the most confident nodes.
+    import math
+
+    import torch
+
+    roc_auc = _load_module().roc_auc
+    y, mask = torch.tensor([0, 1, 0, 1]), torch.ones(4, dtype=torch.bool)
+    assert math.isnan(roc_auc(torch.full((4, 2), math.nan), y, mask))
+    out = torch.tensor([[0.0, 30.0], [0.0, 40.0], [0.0, -1.0], [0.0, 1.0]])
+    # Ranked by the logit difference: 40 > 30 > 1 > -1, one pair wrong.
+    assert roc_auc(out, y, mask) == 0.75

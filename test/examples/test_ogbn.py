@@ -194,6 +194,11 @@ def test_neighbor_loader_without_a_sampler_is_a_usage_error(tmp_path):
             ['--lr', 'inf'],
             "argument --lr: expected a finite number in (0.0, inf), got 'inf'",
         ),
+        (
+            ['--seed', str(2**64)],
+            f'argument --seed: expected an integer >= 0 and < {2**64}, got '
+            f"'{2**64}'",
+        ),
     ],
 )
 def test_bad_arguments_fail_before_the_dataset(tmp_path, argv, expected):

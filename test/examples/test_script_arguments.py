@@ -35,6 +35,14 @@ BAD = [
     ('distributed', ['--num-classes', '0'], '--num-classes', '>= 2'),
     ('distributed', ['--epochs', '0'], '--epochs', '>= 1'),
     ('distributed', ['--lr', 'inf'], '--lr', r"\(0.0, inf\), got 'inf'$"),
+    # A 2:1:1 split of 2 nodes had no test node (accuracy NaN):
+    ('quickstart', ['--num-nodes', '3'], '--num-nodes', 'integer >= 4'),
+    # Past torch.manual_seed's range (a traceback, not a usage error):
+    ('quickstart', ['--seed', str(2**64)], '--seed', f'< {2**64}, got'),
+    ('distributed', ['--seed', str(2**64)], '--seed', f'< {2**64}, got'),
+    ('heterophilous', ['--seed', str(2**64)], '--seed', f'< {2**64}, got'),
+    # Accepted, then a raw traceback from scikit-learn on NaN scores:
+    ('heterophilous', ['--lr', 'inf'], '--lr', "finite number > 0, got 'inf'"),
 ]
 
 
