@@ -103,3 +103,15 @@ def test_half_precision_input_returns_float32(dtype):
     # float32 and float64 keep their dtype:
     for dtype in (torch.float32, torch.float64):
         assert dirichlet_energy(x.to(dtype)).dtype == dtype
+
+
+@pytest.mark.parametrize('layout', ['coo', 'csr'])
+def test_a_sparse_adjacency_is_named_as_such(layout):
+    # It was "Expected 'edge_index' of an integer dtype (got float32)".
+    from torch_geometric.utils import to_torch_sparse_tensor
+
+    edge_index = torch.tensor([[0, 1], [1, 0]])
+    layout = torch.sparse_coo if layout == 'coo' else torch.sparse_csr
+    adj = to_torch_sparse_tensor(edge_index, layout=layout)
+    with pytest.raises(TypeError, match='got a sparse adjacency; its'):
+        dirichlet_energy(torch.ones(2, 3), adj)

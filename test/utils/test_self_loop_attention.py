@@ -134,3 +134,18 @@ def test_self_loop_attention_of_the_sparse_attention_pair(layout, heads):
     for other in (values + 1.0, values[1:], values.view(-1)):
         with pytest.raises(ValueError, match="'alpha' must be None or the"):
             self_loop_attention(adj_t, other)
+
+
+def test_an_edge_index_s_targets_size_the_result():
+    # An EdgeIndex knows its targets: 5 nodes, not the 3 its edges reach.
+    from torch_geometric import EdgeIndex
+
+    index = torch.tensor([[0, 1, 2], [0, 1, 2]])
+    alpha = torch.ones(3)
+    got = self_loop_attention(EdgeIndex(index, sparse_size=(5, 5)), alpha)
+    assert torch.equal(got, torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0]))
+    # Bipartite, 6 sources and 4 targets: a row per target.
+    bipartite = EdgeIndex(torch.tensor([[5, 1], [0, 1]]), sparse_size=(6, 4))
+    assert self_loop_attention(bipartite, torch.ones(2)).shape == (4,)
+    # Without the size: PyG's inference, the largest index plus one.
+    assert self_loop_attention(EdgeIndex(index), alpha).shape == (3,)

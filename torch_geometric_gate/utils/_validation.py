@@ -33,6 +33,14 @@ def check_edge_index(
     :func:`torch.compile` (no data-dependent control flow) and with
     :obj:`check_range=False`.
     """
+    if isinstance(edge_index, SparseTensor) or (
+        isinstance(edge_index, Tensor) and edge_index.layout != torch.strided
+    ):
+        raise TypeError(
+            f"Expected '{name}' to be a torch.Tensor of shape [2, num_edges] "
+            f'(got a sparse adjacency; its [2, num_edges] index is '
+            'torch_geometric.utils.to_edge_index(adj)[0])'
+        )
     if not isinstance(edge_index, Tensor):
         raise TypeError(
             f"Expected '{name}' to be a torch.Tensor of shape "

@@ -3,7 +3,7 @@ from typing import List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
-from torch_geometric import is_compiling
+from torch_geometric import EdgeIndex, is_compiling
 from torch_geometric.typing import SparseTensor
 from torch_geometric.utils import (
     is_torch_sparse_tensor,
@@ -21,8 +21,11 @@ def self_loop_attention(
 ) -> Tensor:
     r"""Returns the self-attention :math:`\alpha_{v,v}` of every node from the
     attention weights that
-    :class:`~torch_geometric_gate.nn.conv.GATEConv` (or any PyG attention
-    layer) returns with :obj:`return_attention_weights=True`.
+    :class:`~torch_geometric_gate.nn.conv.GATEConv` (or a PyG attention
+    layer that returns them as it does, as
+    :class:`~torch_geometric.nn.conv.GATConv` and
+    :class:`~torch_geometric.nn.conv.GATv2Conv` do) returns with
+    :obj:`return_attention_weights=True`.
 
     :math:`\alpha_{v,v} = 1 - \sum_{u \neq v} \alpha_{u,v}` is the quantity
     the GATE paper plots: :math:`1` means that node :math:`v` ignores its
@@ -48,8 +51,11 @@ def self_loop_attention(
             second item of the :obj:`(adj, adj.values())` pair returned for
             a :class:`torch.sparse.Tensor` adjacency). (default: :obj:`None`)
         num_nodes (int, optional): The number of (target) nodes, more than
-            the largest target index. Inferred from :obj:`edge_index` if not
-            given. (default: :obj:`None`)
+            the largest target index. If not given: an
+            :class:`~torch_geometric.EdgeIndex`'s number of targets where it
+            knows it, else, as PyG's :obj:`maybe_num_nodes`, the largest
+            node index plus one (pass it for a bipartite graph, or nodes
+            past the last that have no edge). (default: :obj:`None`)
 
     :rtype: :class:`torch.Tensor` of shape :obj:`[num_nodes, heads]`
         (:obj:`[num_nodes]` for one-dimensional :obj:`alpha`)
@@ -185,4 +191,6 @@ def _check_python_args(
             f"'num_nodes' must be an int (got {type(num_nodes).__name__})"
         )
     num_nodes = None if num_nodes is None else int(num_nodes)
+    if num_nodes is None and isinstance(edge_index, EdgeIndex):
+        num_nodes = edge_index.sparse_size(1)  # the targets; None if unknown
     return edge_index, alpha, num_nodes
