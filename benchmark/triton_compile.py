@@ -290,14 +290,14 @@ def record_launches(configs, double_backward=False, options=None):
 
 
 def markdown(rows, argv):
-    from report import commit
+    from report import machine_info
 
     lines = [
         '# Triton kernels: registers and spills (ptxas, no GPU)',
         '',
         'Command: `python benchmark/triton_compile.py ' + ' '.join(argv) + '`',
         '',
-        f'- commit: {commit()}',
+        *machine_info(),
         '',
         '| sm | heads | channels | dtype | kernel | BLOCK_E | warps '
         '| registers | spill stores (B) | spill loads (B) |',
