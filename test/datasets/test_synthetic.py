@@ -327,6 +327,21 @@ def test_processed_file_of_another_pre_transform_is_not_reused(tmp_path):
     assert not torch.equal(P1(plain.clone()).y, plain.y)
 
 
+def test_processed_file_of_another_dtype_is_not_reused(tmp_path):
+    # OneHotLabelFeatures' repr left out its dtype: the float64 dataset
+    # loaded the float32 file.
+    from torch_geometric_gate.transforms import OneHotLabelFeatures
+
+    kwargs = dict(num_nodes=50, edge_prob=0.1)
+    for dtype in (torch.float32, torch.float64, torch.float32):
+        pre_transform = OneHotLabelFeatures(2, dtype=dtype)
+        data = SelfSufficientER(
+            str(tmp_path), pre_transform=pre_transform, **kwargs
+        )[0]
+        assert data.x.dtype == dtype
+    assert len(os.listdir(tmp_path / 'processed')) == 2
+
+
 def test_processed_file_without_a_pre_transform_record_is_not_read(tmp_path):
     # Files named before the name recorded the pre_transform may hold the
     # data of any pre_transform; they are not read.

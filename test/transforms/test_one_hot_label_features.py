@@ -22,7 +22,12 @@ def test_one_hot_label_features():
     out = OneHotLabelFeatures(num_classes=5, dtype=torch.long)(data)
     assert out.x.dtype == torch.long
     assert torch.equal(out.x, torch.eye(5, dtype=torch.long)[y])
-    assert str(OneHotLabelFeatures(5)) == 'OneHotLabelFeatures(num_classes=5)'
+    assert str(OneHotLabelFeatures(5)) == (
+        'OneHotLabelFeatures(num_classes=5, dtype=torch.float32)'
+    )
+    assert str(OneHotLabelFeatures(dtype=torch.float64)) == (
+        'OneHotLabelFeatures(num_classes=None, dtype=torch.float64)'
+    )
 
 
 def test_one_hot_label_features_errors():

@@ -342,9 +342,10 @@ class SyntheticDataset(InMemoryDataset):
         single record of the :obj:`pre_transform` (:obj:`pre_transform.pt`)
         compared each file with the :obj:`pre_transform` of whichever file
         was processed last: a file built with another :obj:`pre_transform`
-        could be reused without a warning. Named by it, it never is (the
-        names before this tag, which did not record the
-        :obj:`pre_transform`, are not read either)."""
+        could be reused without a warning. Named by it, it is not, as far
+        as the :func:`repr` tells transforms apart (a change it does not
+        show needs :obj:`force_reload=True`; the names before this tag,
+        which did not record the :obj:`pre_transform`, are not read)."""
         if self.pre_transform is None:
             return '_pre-none'
         key = transform_key(self.pre_transform).encode()

@@ -43,13 +43,14 @@ class NeighborDependentER(SyntheticDataset):
     draws from its own generator, seeded from :obj:`seed`, and the caller's
     global random state is left alone. The processed file name encodes every
     argument, those of the label generator included, and the
-    :obj:`pre_transform` (a hash of its :func:`repr`, memory addresses left
-    out), so a changed argument or :obj:`pre_transform` never reuses a
-    stale file (PyG only warns about a changed :obj:`pre_transform`). A
-    :obj:`pre_transform` of your own is told apart by its :func:`repr`: a
-    function by its qualified name, a class by its :meth:`__repr__`, which
-    should show its parameters. Invalid arguments raise before anything is
-    written to :obj:`root`.
+    :obj:`pre_transform`, by a hash of its :func:`repr` (memory addresses
+    left out): a changed argument, or a :obj:`pre_transform` whose
+    :func:`repr` changes, builds a new file. A change the :func:`repr` does
+    not show (an edited function body, a transform whose :meth:`__repr__`
+    hides a parameter, e.g. PyG's
+    :class:`~torch_geometric.transforms.RandomNodeSplit`) loads the old
+    file: pass :obj:`force_reload=True`. Invalid arguments raise before
+    anything is written to :obj:`root`.
 
     Args:
         root (str): Root directory where the dataset should be saved.

@@ -120,4 +120,9 @@ class OneHotLabelFeatures(BaseTransform):
         return data
 
     def __repr__(self) -> str:
-        return f'{self.__class__.__name__}(num_classes={self.num_classes})'
+        # Every parameter: a dataset names its processed file by the repr of
+        # its `pre_transform`.
+        return (
+            f'{self.__class__.__name__}(num_classes={self.num_classes}, '
+            f'dtype={self.dtype})'
+        )
