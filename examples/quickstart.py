@@ -88,7 +88,7 @@ def forward(convs, x, edge_index):
     return x, alpha_vv
 
 
-def make_graph(num_nodes, edge_prob, num_classes, seed):
+def make_graph(num_nodes, edge_prob, num_classes, seed, log=True):
     from torch_geometric_gate.datasets import SelfSufficientER
 
     # Generated here, nothing is downloaded; the folder is removed after.
@@ -99,6 +99,7 @@ def make_graph(num_nodes, edge_prob, num_classes, seed):
             edge_prob=edge_prob,
             num_classes=num_classes,
             seed=seed,
+            log=log,
         )
         return dataset[0]
 
@@ -198,7 +199,11 @@ def main():
     torch.set_num_threads(args.threads)
 
     data = make_graph(
-        args.num_nodes, args.edge_prob, args.num_classes, args.seed
+        args.num_nodes,
+        args.edge_prob,
+        args.num_classes,
+        args.seed,
+        log=not args.readme,
     )
     if not args.readme:
         print(

@@ -220,6 +220,27 @@ def test_root_is_required(tmp_path, monkeypatch, root):
     assert os.listdir(tmp_path) == []  # no './???/processed'
 
 
+@pytest.mark.parametrize('cls', [SelfSufficientER, NeighborDependentER])
+def test_log(tmp_path, monkeypatch, capsys, cls):
+    # PyG's `log` argument: SelfSufficientER refused it (TypeError) and
+    # NeighborDependentER passed it on to RandomGATLabels, which refused it.
+    if cls is NeighborDependentER:
+        pytest.importorskip('sklearn')
+    monkeypatch.delenv('PYTEST_CURRENT_TEST')  # which silences the lines
+    kwargs = dict(num_nodes=30, edge_prob=0.2)
+    dataset = cls(str(tmp_path / 'quiet'), log=False, **kwargs)
+    assert not dataset.log and capsys.readouterr().err == ''
+    dataset = cls(str(tmp_path / 'loud'), **kwargs)
+    assert dataset.log
+    assert capsys.readouterr().err == 'Processing...\nDone!\n'
+    # The file name does not depend on it:
+    dataset = cls(str(tmp_path / 'loud'), log=False, **kwargs)
+    assert capsys.readouterr().err == ''
+    assert os.listdir(tmp_path / 'quiet' / 'processed') == os.listdir(
+        tmp_path / 'loud' / 'processed'
+    )
+
+
 def test_root_may_be_a_path(tmp_path):
     dataset = SelfSufficientER(tmp_path / 'x', num_nodes=20, edge_prob=0.2)
     assert osp.exists(dataset.processed_paths[0])

@@ -103,3 +103,25 @@ def test_generated_graph_leaves_no_folder(tmp_path, monkeypatch):
     data = _quickstart().make_graph(40, 0.1, 4, seed=0)
     assert data.num_nodes == 40 and data.x.size(1) == 4
     assert list(tmp_path.iterdir()) == []
+
+
+def test_readme_flag_prints_the_table_only(monkeypatch, capsys):
+    # The dataset printed 'Processing...' and 'Done!' around the table.
+    module = _quickstart()
+    monkeypatch.delenv('PYTEST_CURRENT_TEST')  # which silences the lines
+    small = ['--num-nodes', '40', '--num-layers', '1', '--hidden', '4',
+             '--epochs', '1']  # fmt: skip
+    monkeypatch.setattr(sys, 'argv', [SCRIPT, '--readme', *small])
+    threads = torch.get_num_threads()
+    try:
+        module.main()
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr()
+    assert out.err == ''
+    assert out.out.startswith('model ') and len(out.out.splitlines()) == 3
+
+    # Without --readme, the dataset says that it generates the graph:
+    data = module.make_graph(40, 0.1, 4, seed=0)
+    assert data.num_nodes == 40
+    assert 'Processing...' in capsys.readouterr().err

@@ -317,11 +317,12 @@ class SyntheticDataset(InMemoryDataset):
     :obj:`processed_file_names` with :meth:`pre_transform_tag`, then calls
     :meth:`__init__`, which processes (if needed) and loads."""
 
-    def __init__(self, root, transform, pre_transform, force_reload):
+    def __init__(self, root, transform, pre_transform, force_reload, log):
         super().__init__(
             check_root(root),
             transform,
             pre_transform,
+            log=log,
             force_reload=force_reload,
         )
         self.load(self.processed_paths[0])

@@ -1,3 +1,4 @@
+import inspect
 from typing import Any, Callable, Optional, Sequence
 
 import torch
@@ -94,6 +95,9 @@ class NeighborDependentER(SyntheticDataset):
             being saved to disk. (default: :obj:`None`)
         force_reload (bool, optional): Whether to re-process the dataset.
             (default: :obj:`False`)
+        log (bool, optional): Whether to print :obj:`"Processing..."` and
+            :obj:`"Done!"` to the console (stderr) while the dataset is
+            generated. (default: :obj:`True`)
         **kwargs (optional): Further arguments of the label generator
             :class:`~torch_geometric_gate.transforms.RandomGATLabels`
             (:obj:`act`, :obj:`negative_slope`, :obj:`init`,
@@ -128,6 +132,7 @@ class NeighborDependentER(SyntheticDataset):
         transform: Optional[Callable] = None,
         pre_transform: Optional[Callable] = None,
         force_reload: bool = False,
+        log: bool = True,
         **kwargs: Any,
     ) -> None:
         # Validate before the base class creates any directory under `root`.
@@ -135,6 +140,7 @@ class NeighborDependentER(SyntheticDataset):
             num_nodes, edge_prob, num_classes, split, seed
         )
         check_int(num_features, 'num_features', 1)
+        self._check_label_kwargs(kwargs)
         self.num_nodes = num_nodes
         self.edge_prob = edge_prob
         self._num_classes = num_classes
@@ -150,8 +156,29 @@ class NeighborDependentER(SyntheticDataset):
             num_layers, num_classes, seed=seeds[3] % 2**32, **kwargs
         )
         super().__init__(
-            root, transform, pre_transform, force_reload=force_reload
+            root, transform, pre_transform, force_reload=force_reload, log=log
         )
+
+    @classmethod
+    def _check_label_kwargs(cls, kwargs) -> None:
+        # The label generator's own arguments, but those the dataset sets:
+        label_args = [
+            name
+            for name in inspect.signature(RandomGATLabels).parameters
+            if name not in ('num_layers', 'num_classes', 'seed')
+        ]
+        unknown = [name for name in kwargs if name not in label_args]
+        if unknown:
+            own = [
+                name
+                for name in inspect.signature(cls).parameters
+                if name != 'kwargs'
+            ]
+            raise TypeError(
+                f'{cls.__name__} got an unexpected keyword argument '
+                f'{unknown[0]!r}; it accepts {", ".join(own)} and the label '
+                f"generator's {', '.join(label_args)}"
+            )
 
     @property
     def raw_file_names(self) -> list:

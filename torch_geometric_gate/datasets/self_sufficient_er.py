@@ -83,6 +83,9 @@ class SelfSufficientER(SyntheticDataset):
             being saved to disk. (default: :obj:`None`)
         force_reload (bool, optional): Whether to re-process the dataset.
             (default: :obj:`False`)
+        log (bool, optional): Whether to print :obj:`"Processing..."` and
+            :obj:`"Done!"` to the console (stderr) while the dataset is
+            generated. (default: :obj:`True`)
 
     Example:
         >>> import tempfile
@@ -112,6 +115,7 @@ class SelfSufficientER(SyntheticDataset):
         transform: Optional[Callable] = None,
         pre_transform: Optional[Callable] = None,
         force_reload: bool = False,
+        log: bool = True,
     ) -> None:
         # Validate before the base class creates any directory under `root`.
         edge_prob, split = check_er_args(
@@ -124,7 +128,7 @@ class SelfSufficientER(SyntheticDataset):
         self.seed = seed
         self.graph_method = resolve_graph_method(graph_method, num_nodes)
         super().__init__(
-            root, transform, pre_transform, force_reload=force_reload
+            root, transform, pre_transform, force_reload=force_reload, log=log
         )
 
     @property
