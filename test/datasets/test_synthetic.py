@@ -7,6 +7,7 @@ import sys
 import textwrap
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from torch_geometric.testing import withPackage
@@ -239,6 +240,58 @@ def test_log(tmp_path, monkeypatch, capsys, cls):
     assert os.listdir(tmp_path / 'quiet' / 'processed') == os.listdir(
         tmp_path / 'loud' / 'processed'
     )
+
+
+def test_numpy_integers(tmp_path):
+    # NumPy integers were refused ("'num_nodes' must be an int"), while
+    # NumPy floats were taken. They are stored as Python ints, and the
+    # processed file keeps the name of the Python ints.
+    ints = dict(num_nodes=40, num_classes=3, seed=3)
+    numpy_ints = dict(num_nodes=np.int64(40), num_classes=np.int32(3),
+                      seed=np.uint64(3))  # fmt: skip
+    ref = SelfSufficientER(str(tmp_path / 'a'), edge_prob=0.25, **ints)
+    dataset = SelfSufficientER(
+        str(tmp_path / 'b'), edge_prob=0.25, **numpy_ints
+    )
+    assert (
+        dataset.processed_file_names
+        == ref.processed_file_names
+        == (
+            'self_sufficient_er_n40_p0.25_c3_split0.5-0.25-0.25_seed3'
+            '_graph-dense_pre-none.pt'
+        )
+    )
+    assert digest(dataset[0]) == digest(ref[0])
+    assert all(
+        type(getattr(dataset, key)) is int for key in ('num_nodes', 'seed')
+    )
+    assert type(dataset.num_classes) is int
+    assert torch.equal(
+        er_graph(np.int64(40), 0.25, np.int64(3)), er_graph(40, 0.25, 3)
+    )
+    for value in (True, np.bool_(True), 40.0, np.float64(40.0)):
+        with pytest.raises(TypeError, match="'num_nodes' must be an int"):
+            SelfSufficientER(str(tmp_path / 'c'), num_nodes=value)
+        with pytest.raises(TypeError, match="'num_nodes' must be an int"):
+            er_graph(value, 0.5, 0)
+    assert not osp.exists(tmp_path / 'c')
+
+
+@withPackage('sklearn')
+def test_numpy_integers_neighbor_dependent(tmp_path):
+    ints = dict(num_nodes=30, num_classes=2, num_features=3, num_layers=2,
+                seed=1, n_init=2)  # fmt: skip
+    ref = NeighborDependentER(str(tmp_path), edge_prob=0.2, **ints)
+    dataset = NeighborDependentER(
+        str(tmp_path),
+        edge_prob=0.2,
+        **{key: np.int64(value) for key, value in ints.items()},
+    )
+    assert dataset.processed_file_names == ref.processed_file_names
+    assert digest(dataset[0]) == digest(ref[0])
+    for key in ('num_nodes', 'num_layers', 'seed', 'num_features'):
+        assert type(getattr(dataset, key)) is int
+    assert repr(dataset.label_transform) == repr(ref.label_transform)
 
 
 def test_root_may_be_a_path(tmp_path):

@@ -273,6 +273,22 @@ def test_random_gat_labels_numpy_negative_slope():
     )
 
 
+def test_random_gat_labels_numpy_integers():
+    # NumPy integers were refused ("'num_classes' must be an int").
+    ints = dict(num_layers=2, num_classes=3, seed=1, n_init=2)
+    transform = RandomGATLabels(
+        **{key: np.int64(value) for key, value in ints.items()}
+    )
+    for key in ints:
+        assert type(getattr(transform, key)) is int
+    assert repr(transform) == repr(RandomGATLabels(**ints))
+    params = transform.network_parameters(np.int64(3))
+    assert params[0][0].shape == (3, 3)
+    for value in (True, np.bool_(True), 3.0):
+        with pytest.raises(TypeError, match="'num_classes' must be an int"):
+            RandomGATLabels(num_classes=value)
+
+
 def test_random_gat_labels_repr():
     t = RandomGATLabels(
         num_layers=3,

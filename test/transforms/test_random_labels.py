@@ -45,6 +45,28 @@ def test_random_labels():
     assert str(RandomLabels(7, seed=1)) == 'RandomLabels(7, seed=1)'
 
 
+def test_numpy_integers():
+    # NumPy integers were refused ("'num_classes' must be an int"), while
+    # NumPy floats were taken; they are stored as Python ints.
+    data = Data(num_nodes=20)
+    transform = RandomLabels(np.int64(3), seed=np.uint64(1))
+    assert type(transform.num_classes) is int and type(transform.seed) is int
+    assert repr(transform) == repr(RandomLabels(3, seed=1))
+    assert torch.equal(transform(data).y, RandomLabels(3, seed=1)(data).y)
+    transform = OneHotLabelFeatures(np.int32(3))
+    assert type(transform.num_classes) is int
+    assert repr(transform) == repr(OneHotLabelFeatures(3))
+    for value in (True, np.bool_(True), torch.tensor(True), 3.0, '3'):
+        with pytest.raises(TypeError, match="'num_classes' must be an int"):
+            RandomLabels(value)
+        with pytest.raises(
+            TypeError, match="'num_classes' must be an int or None"
+        ):
+            OneHotLabelFeatures(value)
+    with pytest.raises(ValueError, match="'seed' must be at least 0"):
+        RandomLabels(2, seed=np.int64(-1))
+
+
 @pytest.mark.filterwarnings('ignore:Unable to accurately infer')
 def test_random_labels_errors():
     with pytest.raises(ValueError, match='num_classes'):

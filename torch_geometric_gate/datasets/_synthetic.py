@@ -16,31 +16,29 @@ from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
 from torch_geometric.data.dataset import files_exist
 
-
-def check_int(value, name: str, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"'{name}' must be an int (got {value!r})")
-    if value < minimum:
-        raise ValueError(f"'{name}' must be at least {minimum} (got {value})")
+from torch_geometric_gate.utils._validation import as_int
 
 
-def check_seed(seed) -> None:
-    check_int(seed, 'seed', 0)
+def check_seed(seed) -> int:
+    seed = as_int(seed, 'seed', 0)
     if seed >= 2**64:
         raise ValueError(
             f"'seed' must be below 2**64, the range of torch.Generator "
             f'(got {seed})'
         )
+    return seed
 
 
 def check_er_args(
     num_nodes, edge_prob, num_classes, split, seed
-) -> Tuple[float, Tuple[float, float, float]]:
+) -> Tuple[int, float, int, Tuple[float, float, float], int]:
     r"""Validates the arguments every synthetic ER dataset shares and returns
-    :obj:`edge_prob` and :obj:`split` as floats."""
-    check_int(num_nodes, 'num_nodes', 1)
-    check_int(num_classes, 'num_classes', 2)
-    check_seed(seed)
+    them as Python numbers: :obj:`num_nodes`, :obj:`num_classes` and
+    :obj:`seed` as ints (NumPy integers included), :obj:`edge_prob` and
+    :obj:`split` as floats."""
+    num_nodes = as_int(num_nodes, 'num_nodes', 1)
+    num_classes = as_int(num_classes, 'num_classes', 2)
+    seed = check_seed(seed)
     if num_nodes < num_classes:
         raise ValueError(
             f"'num_nodes' ({num_nodes}) must be at least "
@@ -75,7 +73,8 @@ def check_er_args(
         raise ValueError(
             f"'split' must sum to 1 (got {split}, which sums to {sum(split)})"
         )
-    return float(edge_prob), tuple(float(s) for s in split)
+    split = tuple(float(s) for s in split)
+    return num_nodes, float(edge_prob), num_classes, split, seed
 
 
 def fmt(value: float) -> str:
@@ -153,8 +152,8 @@ def er_graph(
         tensor([[0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4],
                 [1, 2, 3, 4, 0, 2, 3, 4, 0, 1, 3, 4, 0, 1, 2, 4, 0, 1, 2, 3]])
     """
-    check_int(num_nodes, 'num_nodes', 1)
-    check_seed(seed)
+    num_nodes = as_int(num_nodes, 'num_nodes', 1)
+    seed = check_seed(seed)
     _check_probability(edge_prob)
     num_pairs = num_nodes * (num_nodes - 1) // 2
     gen = torch.Generator().manual_seed(seed)

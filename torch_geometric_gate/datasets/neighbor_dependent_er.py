@@ -5,11 +5,11 @@ import torch
 from torch_geometric.data import Data
 
 from torch_geometric_gate.transforms.random_gat_labels import RandomGATLabels
+from torch_geometric_gate.utils._validation import as_int
 
 from ._synthetic import (
     SyntheticDataset,
     check_er_args,
-    check_int,
     child_seeds,
     er_graph,
     fmt,
@@ -136,16 +136,15 @@ class NeighborDependentER(SyntheticDataset):
         **kwargs: Any,
     ) -> None:
         # Validate before the base class creates any directory under `root`.
-        edge_prob, split = check_er_args(
+        num_nodes, edge_prob, num_classes, split, seed = check_er_args(
             num_nodes, edge_prob, num_classes, split, seed
         )
-        check_int(num_features, 'num_features', 1)
+        num_features = as_int(num_features, 'num_features', 1)
         self._check_label_kwargs(kwargs)
         self.num_nodes = num_nodes
         self.edge_prob = edge_prob
         self._num_classes = num_classes
         self._num_features = num_features
-        self.num_layers = num_layers
         self.split = split
         self.seed = seed
         self.graph_method = resolve_graph_method(graph_method, num_nodes)
@@ -155,6 +154,7 @@ class NeighborDependentER(SyntheticDataset):
         self.label_transform = RandomGATLabels(
             num_layers, num_classes, seed=seeds[3] % 2**32, **kwargs
         )
+        self.num_layers = self.label_transform.num_layers  # as a Python int
         super().__init__(
             root, transform, pre_transform, force_reload=force_reload, log=log
         )

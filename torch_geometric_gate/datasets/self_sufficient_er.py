@@ -118,7 +118,7 @@ class SelfSufficientER(SyntheticDataset):
         log: bool = True,
     ) -> None:
         # Validate before the base class creates any directory under `root`.
-        edge_prob, split = check_er_args(
+        num_nodes, edge_prob, num_classes, split, seed = check_er_args(
             num_nodes, edge_prob, num_classes, split, seed
         )
         self.num_nodes = num_nodes

@@ -5,6 +5,8 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 from torch_geometric.utils import one_hot
 
+from torch_geometric_gate.utils._validation import as_int
+
 
 class OneHotLabelFeatures(BaseTransform):
     r"""Replaces the node features by the one-hot encoding of the node
@@ -51,18 +53,7 @@ class OneHotLabelFeatures(BaseTransform):
         num_classes: Optional[int] = None,
         dtype: torch.dtype = torch.float,
     ) -> None:
-        if num_classes is not None:
-            if isinstance(num_classes, bool) or not isinstance(
-                num_classes, int
-            ):
-                raise TypeError(
-                    "'num_classes' must be an int or None "
-                    f'(got {num_classes!r})'
-                )
-            if num_classes < 1:
-                raise ValueError(
-                    f"'num_classes' must be at least 1 (got {num_classes})"
-                )
+        num_classes = as_int(num_classes, 'num_classes', 1, optional=True)
         if not isinstance(dtype, torch.dtype):
             raise TypeError(f"'dtype' must be a torch.dtype (got {dtype!r})")
         self.num_classes = num_classes

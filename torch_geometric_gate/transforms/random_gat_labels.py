@@ -10,7 +10,7 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 from torch_geometric.utils import remove_self_loops, scatter, softmax
 
-from torch_geometric_gate.utils._validation import check_edge_index
+from torch_geometric_gate.utils._validation import as_int, check_edge_index
 
 _ACTIVATIONS: Dict[str, Callable[[Tensor], Tensor]] = {
     'relu': F.relu,
@@ -22,13 +22,6 @@ _INITS = ('xavier_uniform', 'xavier_normal', 'torch_default')
 # The largest network output K-means gets: its squared distances and their
 # sums over nodes and features must stay far below float64's 1.8e308.
 _KMEANS_MAX = 1e100
-
-
-def _check_int(value, name: str, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"'{name}' must be an int (got {value!r})")
-    if value < minimum:
-        raise ValueError(f"'{name}' must be at least {minimum} (got {value})")
 
 
 class RandomGATLabels(BaseTransform):
@@ -151,10 +144,10 @@ class RandomGATLabels(BaseTransform):
         init: str = 'xavier_uniform',
         n_init: int = 10,
     ) -> None:
-        _check_int(num_layers, 'num_layers', 1)
-        _check_int(num_classes, 'num_classes', 2)
-        _check_int(seed, 'seed', 0)
-        _check_int(n_init, 'n_init', 1)
+        num_layers = as_int(num_layers, 'num_layers', 1)
+        num_classes = as_int(num_classes, 'num_classes', 2)
+        seed = as_int(seed, 'seed', 0)
+        n_init = as_int(n_init, 'n_init', 1)
         if act not in _ACTIVATIONS:
             raise ValueError(
                 f"'act' must be one of {sorted(_ACTIVATIONS)} (got {act!r})"
@@ -193,7 +186,7 @@ class RandomGATLabels(BaseTransform):
         :obj:`num_features` input features, drawn afresh from :obj:`seed`
         (in :obj:`float64`; the matrices are :obj:`[out, in]`).
         """
-        _check_int(num_features, 'num_features', 1)
+        num_features = as_int(num_features, 'num_features', 1)
         gen = torch.Generator().manual_seed(self.seed)
         d = num_features
 

@@ -2,6 +2,8 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
+from torch_geometric_gate.utils._validation import as_int
+
 
 class RandomLabels(BaseTransform):
     r"""Replaces the node labels by labels drawn uniformly at random from
@@ -43,16 +45,8 @@ class RandomLabels(BaseTransform):
     """
 
     def __init__(self, num_classes: int, seed: int = 0) -> None:
-        for name, value, minimum in (
-            ('num_classes', num_classes, 1),
-            ('seed', seed, 0),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"'{name}' must be an int (got {value!r})")
-            if value < minimum:
-                raise ValueError(
-                    f"'{name}' must be at least {minimum} (got {value})"
-                )
+        num_classes = as_int(num_classes, 'num_classes', 1)
+        seed = as_int(seed, 'seed', 0)
         if seed >= 2**64:
             raise ValueError(
                 f"'seed' must be below 2**64, the range of torch.Generator "

@@ -1,10 +1,13 @@
-"""Input checks of the package (private): :func:`check_edge_index` for the
-utilities and transforms, :func:`check_conv_arguments` and
-:func:`check_conv_inputs` for :class:`~torch_geometric_gate.nn.conv.GATEConv`.
+"""Input checks of the package (private): :func:`as_int` for the integer
+arguments of the datasets, transforms and utilities,
+:func:`check_edge_index` for the utilities and transforms,
+:func:`check_conv_arguments` and :func:`check_conv_inputs` for
+:class:`~torch_geometric_gate.nn.conv.GATEConv`.
 """
 
 import math
 import numbers
+import operator
 from typing import List, Optional
 
 import torch
@@ -14,6 +17,35 @@ from torch_geometric.typing import SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor
 
 from torch_geometric_gate.ops._checks import assert_rows_in_range
+
+
+def as_int(
+    value, name: str, minimum: Optional[int] = None, optional: bool = False
+):
+    r""":obj:`value` as a Python :obj:`int`: an :obj:`int`, a NumPy integer
+    or an integer 0-d tensor (anything :func:`operator.index` takes), or
+    :obj:`None` if :obj:`optional`. A bool, a float (which :func:`int`
+    would truncate) or a string raises a :class:`TypeError` naming
+    :obj:`name`, a value below :obj:`minimum` a :class:`ValueError`."""
+    if optional and value is None:
+        return None
+    if not (
+        isinstance(value, bool)
+        or isinstance(value, Tensor)
+        and (value.dim() != 0 or value.dtype == torch.bool)
+    ):
+        try:
+            value = operator.index(value)
+        except TypeError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, int):
+        kind = 'an int or None' if optional else 'an int'
+        raise TypeError(
+            f"'{name}' must be {kind} (got {type(value).__name__} {value!r})"
+        )
+    if minimum is not None and value < minimum:
+        raise ValueError(f"'{name}' must be at least {minimum} (got {value})")
+    return value
 
 
 def check_edge_index(

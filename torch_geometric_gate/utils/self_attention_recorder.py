@@ -1,10 +1,10 @@
-import operator
 from typing import List, Optional, Sequence
 
 import torch
 from torch import Tensor
 
 from torch_geometric_gate.utils._plotting import check_alpha_list
+from torch_geometric_gate.utils._validation import as_int
 
 _DECILES = tuple(round(0.1 * i, 1) for i in range(1, 10))
 
@@ -17,19 +17,6 @@ def _quantiles(values: Tensor, qs: Tensor) -> Tensor:
     hi = pos.ceil().long()
     frac = (pos - lo.to(pos.dtype)).to(sorted_values.dtype)
     return torch.lerp(sorted_values[lo], sorted_values[hi], frac)
-
-
-def _as_int(value, name: str) -> int:
-    # An int, a NumPy integer or an integer 0-d tensor; a float would be
-    # truncated (epoch 1.7 recorded as 1) and a string fail obscurely.
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(
-            f"'{name}' must be an int (got {type(value).__name__} {value!r})"
-        ) from None
 
 
 class SelfAttentionRecorder:
@@ -117,7 +104,7 @@ class SelfAttentionRecorder:
                 f'Expected alpha_vv of {self.num_layers} layers '
                 f'as before (got {len(alpha_vv)})'
             )
-        epoch = self._size if epoch is None else _as_int(epoch, 'epoch')
+        epoch = self._size if epoch is None else as_int(epoch, 'epoch')
 
         rows = []
         for i, a in enumerate(alpha_vv):
@@ -188,7 +175,7 @@ class SelfAttentionRecorder:
         return self.history(layer)[:, self.STATS.index(name)]
 
     def _check_layer(self, layer: int) -> int:
-        layer = _as_int(layer, 'layer')
+        layer = as_int(layer, 'layer')
         if not -self.num_layers <= layer < self.num_layers:
             raise ValueError(
                 f"'layer' must be in [0, {self.num_layers}) (got {layer})"

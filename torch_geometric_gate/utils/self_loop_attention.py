@@ -1,4 +1,3 @@
-import numbers
 from typing import List, Optional, Tuple, Union
 
 import torch
@@ -11,7 +10,7 @@ from torch_geometric.utils import (
     to_edge_index,
 )
 
-from torch_geometric_gate.utils._validation import check_edge_index
+from torch_geometric_gate.utils._validation import as_int, check_edge_index
 
 
 def self_loop_attention(
@@ -183,14 +182,7 @@ def _check_python_args(
             f"Expected 'alpha' to be a torch.Tensor (got "
             f'{type(alpha).__name__}; convert it with torch.as_tensor)'
         )
-    if num_nodes is not None and (
-        isinstance(num_nodes, bool)
-        or not isinstance(num_nodes, numbers.Integral)
-    ):
-        raise TypeError(
-            f"'num_nodes' must be an int (got {type(num_nodes).__name__})"
-        )
-    num_nodes = None if num_nodes is None else int(num_nodes)
+    num_nodes = as_int(num_nodes, 'num_nodes', optional=True)
     if num_nodes is None and isinstance(edge_index, EdgeIndex):
         num_nodes = edge_index.sparse_size(1)  # the targets; None if unknown
     return edge_index, alpha, num_nodes
