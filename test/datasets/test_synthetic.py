@@ -294,6 +294,38 @@ def test_numpy_integers_neighbor_dependent(tmp_path):
     assert repr(dataset.label_transform) == repr(ref.label_transform)
 
 
+def test_failed_processing_leaves_no_folder(tmp_path):
+    # A graph without edges gives one K-means cluster: the error came from
+    # process(), after 'root/processed' was created, and the empty folders
+    # stayed (the docs say nothing is written to 'root').
+    pytest.importorskip('sklearn')
+    kwargs = dict(num_nodes=50, edge_prob=0.0)
+    for root in (tmp_path / 'a' / 'b', tmp_path):  # created, or not
+        with pytest.raises(ValueError, match='distinct clusters'):
+            NeighborDependentER(str(root), **kwargs)
+        assert os.listdir(tmp_path) == []
+
+    # A folder this call did not create, or that holds files, stays:
+    def fail(data):
+        raise RuntimeError('pre_transform failed')
+
+    kept = SelfSufficientER(str(tmp_path), num_nodes=20, edge_prob=0.2)
+    with pytest.raises(RuntimeError, match='pre_transform failed'):
+        SelfSufficientER(str(tmp_path), num_nodes=30, pre_transform=fail)
+    assert os.listdir(tmp_path / 'processed') == [kept.processed_file_names]
+    os.remove(kept.processed_paths[0])
+    with pytest.raises(RuntimeError, match='pre_transform failed'):
+        SelfSufficientER(str(tmp_path), num_nodes=30, pre_transform=fail)
+    assert os.listdir(tmp_path) == ['processed']  # which existed before
+
+    # Another process, whose folder a failed call removed, saves all the
+    # same (it creates the folder again):
+    from torch_geometric_gate.datasets._synthetic import atomic_torch_save
+
+    atomic_torch_save(torch.arange(3), str(tmp_path / 'gone' / 'x.pt'))
+    assert torch.equal(torch.load(tmp_path / 'gone' / 'x.pt'), torch.arange(3))
+
+
 def test_root_may_be_a_path(tmp_path):
     dataset = SelfSufficientER(tmp_path / 'x', num_nodes=20, edge_prob=0.2)
     assert osp.exists(dataset.processed_paths[0])

@@ -283,6 +283,9 @@ def atomic_torch_save(obj: Any, path: str) -> None:
     :func:`os.replace` onto :obj:`path`: a reader sees the old file or the
     complete new one, never a partial one, and a writer that dies leaves
     no truncated file under :obj:`path`."""
+    # (Created again: a failed construction in another process removes
+    # the folder it created while it is still empty.)
+    os.makedirs(osp.dirname(path) or '.', exist_ok=True)
     # A short name of its own (not `path` plus a suffix), so that a long but
     # legal file name cannot grow past the file system's 255 bytes:
     fd, tmp = tempfile.mkstemp(
@@ -380,10 +383,45 @@ class SyntheticDataset(InMemoryDataset):
         log = self.log and 'PYTEST_CURRENT_TEST' not in os.environ
         if log:
             print('Processing...', file=sys.stderr)
-        os.makedirs(self.processed_dir, exist_ok=True)
-        self.process()
+        created = make_dirs(self.processed_dir)
+        try:
+            self.process()
+        except BaseException:
+            # Invalid arguments leave nothing under `root`; neither does a
+            # failure here (but what other calls put there):
+            remove_empty_dirs(created)
+            raise
         if log:
             print('Done!', file=sys.stderr)
+
+
+def make_dirs(path: str) -> List[str]:
+    r"""Creates the folder :obj:`path` and its missing parents, as
+    :func:`os.makedirs`, and returns the folders this call created,
+    deepest first."""
+    missing, parent = [], osp.abspath(path)
+    while not osp.exists(parent):
+        missing.append(parent)
+        parent = osp.dirname(parent)
+    created = []
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder)
+        except FileExistsError:  # another process was faster
+            continue
+        created.append(folder)
+    os.makedirs(path, exist_ok=True)  # raises if `path` is a file
+    return created[::-1]
+
+
+def remove_empty_dirs(folders: List[str]) -> None:
+    r"""Removes :obj:`folders`, deepest first, up to the first that is not
+    empty (another process wrote to it)."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
 
 
 def _check_probability(edge_prob):

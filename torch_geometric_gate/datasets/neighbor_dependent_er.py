@@ -51,7 +51,8 @@ class NeighborDependentER(SyntheticDataset):
     hides a parameter, e.g. PyG's
     :class:`~torch_geometric.transforms.RandomNodeSplit`) loads the old
     file: pass :obj:`force_reload=True`. Invalid arguments raise before
-    anything is written to :obj:`root`.
+    anything is written to :obj:`root`, and an error while generating
+    removes the folders the call created.
 
     Args:
         root (str): Root directory where the dataset should be saved.
