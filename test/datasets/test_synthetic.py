@@ -1,5 +1,6 @@
 import hashlib
 import json
+import math
 import os
 import os.path as osp
 import subprocess
@@ -146,6 +147,64 @@ def test_sparse_er_graph_distribution():
     assert ((freq - 0.3).abs() < 5 * (0.3 * 0.7 / draws) ** 0.5).all()
     counts = adj.sum(dim=(1, 2)) / 2
     assert abs(float(counts.var()) - 15 * 0.3 * 0.7) < 1.0
+
+
+def test_sparse_skips_of_many_pairs_do_not_overflow():
+    # Above about 9e15 pairs (1.4e8 nodes) with a tiny edge_prob, the sum
+    # of the geometric steps (each clamped to the number of pairs)
+    # overflowed int64: about 1010 indices came back, negative ones
+    # among them, for an expected 0.2 (and er_graph raised IndexError).
+    from torch_geometric_gate.datasets._synthetic import _skip_pairs
+
+    num_pairs = 200_000_001 * 200_000_000 // 2
+    counts = []
+    for seed in range(10):
+        index = _skip_pairs(
+            num_pairs, 1e-17, torch.Generator().manual_seed(seed)
+        )
+        assert bool(((index >= 0) & (index < num_pairs)).all())
+        counts.append(index.numel())
+    assert sum(counts) <= 10  # Poisson(2)
+
+    # The indices are those of exact integer sums of the same steps:
+    edge_prob, seed = 1e-12, 3
+    index = _skip_pairs(
+        num_pairs, edge_prob, torch.Generator().manual_seed(seed)
+    )
+    gen = torch.Generator().manual_seed(seed)
+    mean = num_pairs * edge_prob
+    size = int(mean + 6 * math.sqrt(mean) + 1024)
+    u = torch.rand(size, dtype=torch.float64, generator=gen)
+    gaps = torch.log1p(-u) / math.log1p(-edge_prob)
+    expected, last = [], -1
+    for gap in gaps.floor().clamp(max=num_pairs).tolist():
+        last += int(gap) + 1
+        if last >= num_pairs:
+            break
+        expected.append(last)
+    assert last >= num_pairs  # in one round of draws
+    assert index.tolist() == expected
+    assert abs(len(expected) - mean) < 6 * math.sqrt(mean)
+
+
+def test_er_graph_node_limit(tmp_path, monkeypatch):
+    # The pairs' indices must fit in int64. (Without the limit, the O(N)
+    # arrays of 2**31 nodes would be allocated: raise instead.)
+    import torch_geometric_gate.datasets._synthetic as synthetic
+
+    def pairs(*args):
+        raise AssertionError('no node limit')
+
+    monkeypatch.setattr(synthetic, '_pair_of_index', pairs)
+    for call in (
+        lambda: er_graph(2**31 + 1, 0.0, 0, 'sparse'),
+        lambda: SelfSufficientER(
+            str(tmp_path / 'r'), num_nodes=2**32, edge_prob=0.0
+        ),
+    ):
+        with pytest.raises(ValueError, match=r"'num_nodes' must be at most"):
+            call()
+    assert not osp.exists(tmp_path / 'r')
 
 
 def test_graph_method_is_validated_and_recorded(tmp_path):

@@ -29,6 +29,21 @@ def check_seed(seed) -> int:
     return seed
 
 
+# The most nodes of an ER graph: the indices of its N (N - 1) / 2 node pairs,
+# and sums of a few of them, must fit in int64.
+MAX_NODES = 2**31
+
+
+def check_num_nodes(num_nodes) -> int:
+    num_nodes = as_int(num_nodes, 'num_nodes', 1)
+    if num_nodes > MAX_NODES:
+        raise ValueError(
+            f"'num_nodes' must be at most 2**31, so that the indices of the "
+            f'node pairs fit in int64 (got {num_nodes})'
+        )
+    return num_nodes
+
+
 def check_er_args(
     num_nodes, edge_prob, num_classes, split, seed
 ) -> Tuple[int, float, int, Tuple[float, float, float], int]:
@@ -36,7 +51,7 @@ def check_er_args(
     them as Python numbers: :obj:`num_nodes`, :obj:`num_classes` and
     :obj:`seed` as ints (NumPy integers included), :obj:`edge_prob` and
     :obj:`split` as floats."""
-    num_nodes = as_int(num_nodes, 'num_nodes', 1)
+    num_nodes = check_num_nodes(num_nodes)
     num_classes = as_int(num_classes, 'num_classes', 2)
     seed = check_seed(seed)
     if num_nodes < num_classes:
@@ -140,7 +155,8 @@ def er_graph(
     :class:`~torch_geometric_gate.datasets.NeighborDependentER`.
 
     Args:
-        num_nodes (int): The number of nodes :math:`N`.
+        num_nodes (int): The number of nodes :math:`N`, at most
+            :math:`2^{31}`.
         edge_prob (float): The probability :math:`p` of each edge.
         seed (int): The seed of the draw, in :math:`[0, 2^{64})`.
         method (str, optional): :obj:`"dense"` or :obj:`"sparse"`.
@@ -152,7 +168,7 @@ def er_graph(
         tensor([[0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4],
                 [1, 2, 3, 4, 0, 2, 3, 4, 0, 1, 3, 4, 0, 1, 2, 4, 0, 1, 2, 3]])
     """
-    num_nodes = as_int(num_nodes, 'num_nodes', 1)
+    num_nodes = check_num_nodes(num_nodes)
     seed = check_seed(seed)
     _check_probability(edge_prob)
     num_pairs = num_nodes * (num_nodes - 1) // 2
@@ -187,10 +203,20 @@ def _skip_pairs(num_pairs: int, edge_prob: float, gen) -> Tensor:
         mean = (num_pairs - 1 - last) * edge_prob
         size = int(mean + 6 * math.sqrt(mean) + 1024)
         u = torch.rand(size, dtype=torch.float64, generator=gen)
-        # P(gap > g) = (1 - p)^g for 1 - u in (0, 1]; clamped so that the
-        # cumulative sum cannot overflow.
+        # P(gap > g) = (1 - p)^g for 1 - u in (0, 1]; clamped, so that a
+        # step is at most `num_pairs + 1`.
         gap = (torch.log1p(-u) / log_q).floor_().clamp_(max=num_pairs)
-        index = last + (gap.long() + 1).cumsum(0)
+        steps = gap.long() + 1
+        if last + size * (num_pairs + 2) >= 2**63:
+            # Their sum may overflow int64 (over 10^16 pairs and a tiny
+            # `edge_prob`). Only the steps up to the first past the last
+            # pair count: cut after the first whose sum, in float64,
+            # reaches 1.5 times the pairs (the int64 sum to there stays
+            # below 3.5 * num_pairs < 2**63, as num_nodes <= 2**31).
+            approx = steps.double().cumsum(0)
+            cut = int(torch.searchsorted(approx, 1.5 * num_pairs)) + 1
+            steps = steps[:cut]
+        index = last + steps.cumsum(0)
         inside = int(torch.searchsorted(index, num_pairs))
         parts.append(index[:inside])
         if inside < size:
