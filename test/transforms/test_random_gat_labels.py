@@ -273,6 +273,43 @@ def test_random_gat_labels_numpy_negative_slope():
     )
 
 
+def small_graph():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(40, 3, generator=gen)
+    return Data(x=x, edge_index=torch.randint(40, (2, 200), generator=gen))
+
+
+# The labels of `small_graph` before the network ran on the CPU whatever
+# the device of the graph:
+SMALL_GRAPH_LABELS = [
+    0, 0, 2, 0, 2, 0, 0, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 2, 0, 0,
+    1, 0, 0, 1, 0, 1, 2, 2, 2, 0, 2, 1, 2, 2, 0, 0, 2, 2, 1, 2,
+]  # fmt: skip
+
+
+@withPackage('sklearn')
+def test_random_gat_labels_on_the_cpu_are_unchanged():
+    transform = RandomGATLabels(num_layers=2, num_classes=3, seed=4)
+    y = transform(small_graph()).y
+    assert y.device.type == 'cpu' and y.dtype == torch.long
+    assert y.tolist() == SMALL_GRAPH_LABELS
+
+
+@withPackage('sklearn')
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA')
+def test_random_gat_labels_cuda():
+    # The network's parameters stayed on the CPU (a CUDA 'x' failed in the
+    # first product) and K-means read 'h.numpy()'. The network runs on the
+    # CPU: the same output bit for bit, on the device of 'x'.
+    transform = RandomGATLabels(num_layers=2, num_classes=3, seed=4)
+    data = small_graph()
+    h = transform.embed(data.x, data.edge_index)
+    h_cuda = transform.embed(data.x.cuda(), data.edge_index.cuda())
+    assert h_cuda.is_cuda and torch.equal(h_cuda.cpu(), h)
+    y = transform(data.cuda()).y
+    assert y.is_cuda and y.tolist() == SMALL_GRAPH_LABELS
+
+
 def test_random_gat_labels_numpy_integers():
     # NumPy integers were refused ("'num_classes' must be an int").
     ints = dict(num_layers=2, num_classes=3, seed=1, n_init=2)

@@ -45,6 +45,34 @@ def test_random_labels():
     assert str(RandomLabels(7, seed=1)) == 'RandomLabels(7, seed=1)'
 
 
+def test_random_labels_device():
+    # The labels were always on the CPU: after T.ToDevice('cuda'), labels
+    # and features were on different devices. They follow 'data.x', else
+    # 'data.edge_index', else any tensor of the graph.
+    transform = RandomLabels(5, seed=3)
+    x = torch.empty(12, 2, device='meta')
+    edge_index = torch.empty(2, 0, dtype=torch.long, device='meta')
+    for data in (
+        Data(x=x, edge_index=torch.empty(2, 0, dtype=torch.long)),
+        Data(edge_index=edge_index, num_nodes=12),
+        Data(pos=x, num_nodes=12),
+    ):
+        y = transform(data).y
+        assert y.device.type == 'meta' and y.shape == (12,)
+    # On the CPU, the labels of before, bit for bit:
+    y = transform(Data(num_nodes=12)).y
+    assert y.device.type == 'cpu' and y.dtype == torch.long
+    assert y.tolist() == [1, 3, 2, 2, 0, 0, 0, 0, 1, 4, 4, 1]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA')
+def test_random_labels_cuda():
+    data = Data(x=torch.randn(12, 2, device='cuda'))
+    y = RandomLabels(5, seed=3)(data).y
+    assert y.is_cuda
+    assert y.tolist() == [1, 3, 2, 2, 0, 0, 0, 0, 1, 4, 4, 1]
+
+
 def test_numpy_integers():
     # NumPy integers were refused ("'num_classes' must be an int"), while
     # NumPy floats were taken; they are stored as Python ints.

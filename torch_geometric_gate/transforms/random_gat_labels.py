@@ -86,7 +86,9 @@ class RandomGATLabels(BaseTransform):
     :math:`2^{32}`): the same
     arguments and the same graph give the same labels, and the caller's
     global random state is left alone. The network is evaluated in
-    :obj:`float64`. The input :class:`~torch_geometric.data.Data` is not
+    :obj:`float64` on the CPU, whatever the device of the graph (so that
+    its labels are the same on every device); the labels go to the device
+    of :obj:`data.x`. The input :class:`~torch_geometric.data.Data` is not
     modified; the returned copy differs from it in :obj:`y` only, so the
     transform is safe as a :obj:`pre_transform`.
     It works on any graph with node features, e.g. to make a
@@ -219,7 +221,8 @@ class RandomGATLabels(BaseTransform):
 
     def embed(self, x: Tensor, edge_index: Tensor) -> Tensor:
         r"""Returns the output :math:`\mathbf{h}^{k}` of the random network
-        (in :obj:`float64`), the representation that K-means clusters.
+        (in :obj:`float64`, computed on the CPU, on the device of :obj:`x`),
+        the representation that K-means clusters.
 
         Args:
             x (torch.Tensor): The node features :obj:`[num_nodes, d]`, all
@@ -229,6 +232,11 @@ class RandomGATLabels(BaseTransform):
                 (source to target, integers in :obj:`[0, num_nodes)`);
                 self-loops are dropped.
         """
+        return self._embed(x, edge_index).to(x.device)
+
+    def _embed(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        # `embed` on the CPU, where the parameters are drawn, K-means runs
+        # and the sums have one order (CUDA's scatter has none).
         if not isinstance(x, Tensor) or x.dim() != 2 or x.size(1) < 1:
             got = list(x.size()) if isinstance(x, Tensor) else type(x).__name__
             raise ValueError(
@@ -242,12 +250,15 @@ class RandomGATLabels(BaseTransform):
                 f'infinite values of {x.numel()})'
             )
         num_nodes = x.size(0)
+        x = x.detach().cpu()
+        if isinstance(edge_index, Tensor):
+            edge_index = edge_index.cpu()
         edge_index = check_edge_index(edge_index, num_nodes)
         edge_index, _ = remove_self_loops(edge_index)
         src, dst = edge_index[0], edge_index[1]
         act = _ACTIVATIONS[self.act]
 
-        h = x.detach().to(torch.float64)
+        h = x.to(torch.float64)
         for i, (w_src, w_dst, att) in enumerate(
             self.network_parameters(x.size(1))
         ):
@@ -295,7 +306,7 @@ class RandomGATLabels(BaseTransform):
                 f"'num_classes' ({self.num_classes}) clusters"
             )
 
-        h = self.embed(data.x, data.edge_index)
+        h = self._embed(data.x, data.edge_index)
         largest = float(h.abs().max()) if h.numel() > 0 else 0.0
         if largest > _KMEANS_MAX:
             # K-means squares distances: its float64 sums overflow, and it
@@ -320,7 +331,7 @@ class RandomGATLabels(BaseTransform):
                 f"'num_classes' ({self.num_classes}) distinct clusters; try "
                 f"another 'seed' or 'act', or a graph with more edges"
             )
-        data.y = torch.from_numpy(y).to(torch.long)
+        data.y = torch.from_numpy(y).to(data.x.device, torch.long)
         return data
 
     def __repr__(self) -> str:

@@ -1,4 +1,5 @@
 import torch
+from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
@@ -19,7 +20,10 @@ class RandomLabels(BaseTransform):
     The labels are drawn from a private :class:`torch.Generator` seeded with
     :obj:`seed`: the same seed and number of nodes give the same labels
     (also when used as a :obj:`transform`, applied at every access), and
-    the caller's global random state is left alone. The input
+    the caller's global random state is left alone. They are drawn on the
+    CPU (the same labels on every device) and put on the device of
+    :obj:`data.x` (else of :obj:`data.edge_index`, else of any tensor of
+    the graph, else on the CPU). The input
     :class:`~torch_geometric.data.Data` is not modified; the returned copy
     differs from it in :obj:`y` only.
 
@@ -63,10 +67,24 @@ class RandomLabels(BaseTransform):
                 "nodes (set 'data.x' or 'data.num_nodes')"
             )
         gen = torch.Generator().manual_seed(self.seed)
-        data.y = torch.randint(self.num_classes, (num_nodes,), generator=gen)
+        y = torch.randint(self.num_classes, (num_nodes,), generator=gen)
+        data.y = y.to(_device(data))
         return data
 
     def __repr__(self) -> str:
         return (
             f'{self.__class__.__name__}({self.num_classes}, seed={self.seed})'
         )
+
+
+def _device(data: Data) -> torch.device:
+    # The device of the node features, else of the graph, else of any
+    # tensor of `data`, else the CPU.
+    for key in ('x', 'edge_index'):
+        value = getattr(data, key, None)
+        if isinstance(value, Tensor):
+            return value.device
+    for _, value in data:
+        if isinstance(value, Tensor):
+            return value.device
+    return torch.device('cpu')
