@@ -287,11 +287,15 @@ def pyg_checks(pyg) -> dict:
         'test/nn/conv/test_gatv2_conv.py',
         'test/nn/models/test_attentive_fp.py',
     ]
+    # The layer's test also as PyG's full CI runs it (TorchScript, compile):
+    full = "import os\nos.environ['FULL_TEST'] = '1'"
     return _run_parts(
         tree,
         ('exports', 'script', EXPORTS),
         ('pytest', 'pytest', tests),
         ('equivalence', 'script', equivalence),
+        ('full', 'script', full),
+        ('pytest-full', 'pytest', [str(TEST)]),
     )
 
 
@@ -299,6 +303,8 @@ def pyg_checks(pyg) -> dict:
 def test_pyg_tests_pass(pyg_checks):
     out = _check_pytest(pyg_checks, 'pytest')
     assert 'test_gate_conv.py' in out
+    # FULL_TEST=1 runs what PyG's regular CI skips (onlyFullTest):
+    _check_pytest(pyg_checks, 'pytest-full')
 
 
 EXPORTS = r"""
@@ -339,6 +345,22 @@ def test_pyg_pre_commit_formatting(pyg, contrib, renamed, layer):
         text = path.read_text()
         formatted, _ = yapf.FormatCode(text, style_config=style)
         assert formatted == text, f'{path} is not formatted as PyG formats'
+
+
+def test_pyg_pre_commit_import_order(pyg, contrib, renamed):
+    # ... and sorts the imports with isort (pinned there: 8.0.1) in its
+    # configuration, `torch_geometric` its first party:
+    isort = pytest.importorskip('isort')
+    for tree, paths in (
+        (pyg[0], (LAYER, TEST)),
+        (contrib[0], (CONTRIB_TEST,)),
+        (renamed[0], (ATTENTIVE_FP,)),
+    ):
+        config = isort.Config(settings_path=str(tree))
+        for path in paths:
+            assert isort.check_file(
+                str(tree / path), config=config, show_diff=True
+            ), f'{path}: imports not in the order of PyG isort'
 
 
 def _pyg_ruff(tree: Path, *paths: Path) -> subprocess.CompletedProcess:

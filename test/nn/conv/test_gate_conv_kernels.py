@@ -40,8 +40,9 @@ def test_the_kernel_layer_is_the_upstream_layer():
     assert repr(GATEConv(5, 4, heads=2)) == 'GATEConv(5, 4, heads=2)'
     assert 'propagate_type' not in vars(GATEConv)
     assert 'edge_updater_type' not in vars(GATEConv)
-    # It overrides the attention step alone, besides the entry points that
-    # check the inputs (below; PyG adds its generated
+    # It overrides the attention step and the projections (one product)
+    # alone, besides the entry points that check the inputs (below; PyG
+    # adds its generated
     # propagate/edge_updater to each class):
     generated = {
         'propagate', 'collect', 'edge_updater', 'edge_collect',
@@ -53,10 +54,11 @@ def test_the_kernel_layer_is_the_upstream_layer():
         for name in vars(GATEConv)
         if name in vars(gate_conv.GATEConv) and not name.startswith('__')
     }
-    # The attention step, and the entry points that run the package's checks
-    # first (in Python) and then the base's:
+    # The attention step, the projections, and the entry points that run
+    # the package's checks first (in Python) and then the base's:
     assert overridden - generated == {
-        'attention',
+        '_attention',
+        '_project',
         'forward',
         'forward_with_attention',
     }
@@ -160,7 +162,7 @@ def test_a_subclass_overrides_the_step_alone():
     # The step is the one place that computes attention: what it returns
     # is what forward returns, on every path.
     class Uniform(gate_conv.GATEConv):
-        def attention(
+        def _attention(
             self,
             edge_index,
             x,
@@ -171,7 +173,7 @@ def test_a_subclass_overrides_the_step_alone():
             need_weights,
             input_edge_index,
         ):
-            out, alpha = super().attention(
+            out, alpha = super()._attention(
                 edge_index,
                 x,
                 value,

@@ -5,33 +5,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
+
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.nn.inits import zeros
 from torch_geometric.typing import Adj, OptTensor, PairTensor, SparseTensor
-from torch_geometric.utils import (is_torch_sparse_tensor, scatter, softmax,
-                                   to_edge_index, to_torch_sparse_tensor)
+from torch_geometric.utils import (
+    is_torch_sparse_tensor,
+    scatter,
+    softmax,
+    to_edge_index,
+    to_torch_sparse_tensor,
+)
 
 if typing.TYPE_CHECKING:
     from typing import Literal, overload
-
-
-@torch.jit.unused
-def is_plain_linear(module: torch.nn.Module) -> bool:
-    r"""Whether :obj:`module` computes :obj:`x @ module.weight.T` and nothing
-    else: PyG's :class:`~torch_geometric.nn.dense.Linear` itself (not a
-    subclass or a parametrized one), without a bias, its weight a
-    parameter, and no forward hook of its own or global (pruning and
-    :func:`torch.nn.utils.weight_norm` are hooks). A layer may then read
-    its weight instead of calling it.
-    """
-    from torch.nn.modules import module as nn_module
-
-    return (type(module) is Linear and module.bias is None
-            and isinstance(module.weight, Parameter)
-            and not module._forward_hooks and not module._forward_pre_hooks
-            and not nn_module._global_forward_hooks
-            and not nn_module._global_forward_pre_hooks)
 
 
 class GATEConv(MessagePassing):
@@ -172,12 +160,12 @@ class GATEConv(MessagePassing):
         self.dropout = float(dropout)
         self.add_self_loops = add_self_loops
         self.edge_dim = edge_dim
-        # A value is kept as a tensor (scriptable; moved at each use):
         if not isinstance(fill_value, (str, Tensor)):
-            fill_value = torch.tensor(float(fill_value))
+            fill_value = float(fill_value)  # (a NumPy number scripts not)
         self.fill_value = fill_value
         self.share_weights = share_weights
         self.residual = residual
+        self._num_appended_loops = 0  # (explain mode: see explain_message)
 
         # W (values), U (source side of the score), V (target side):
         self.lin = Linear(src_channels, heads * out_channels, bias=False,
@@ -321,7 +309,7 @@ class GATEConv(MessagePassing):
         assert alpha is not None
         return out, (ei, alpha)
 
-    def attention(
+    def _attention(
         self,
         edge_index: Tensor,
         x: PairTensor,
@@ -336,7 +324,7 @@ class GATEConv(MessagePassing):
         :obj:`[N_dst, H, C]` and the attention weights :obj:`[E, H]` of
         the edges :obj:`edge_index`, given the projections :obj:`x = (U
         x_src, V x_dst)` and :obj:`value = W x_src`, by
-        :meth:`propagate_attention`. :obj:`loop` flags the self-loops that
+        :meth:`_propagate_attention`. :obj:`loop` flags the self-loops that
         :math:`\mathbf{a}_t` scores; :obj:`None` under
         :obj:`add_self_loops`: the last :obj:`min(size)` edges are then the
         appended self-loops, and the input's own are masked. A subclass may
@@ -345,10 +333,10 @@ class GATEConv(MessagePassing):
         :obj:`input_edge_index` (say, the cached CSR of an
         :class:`~torch_geometric.EdgeIndex`).
         """
-        return self.propagate_attention(edge_index, x, value, edge_attr, loop,
-                                        size)
+        return self._propagate_attention(edge_index, x, value, edge_attr, loop,
+                                         size)
 
-    def propagate_attention(
+    def _propagate_attention(
         self,
         edge_index: Tensor,
         x: PairTensor,
@@ -408,9 +396,12 @@ class GATEConv(MessagePassing):
                     dst = dst.masked_fill(ei[0] == ei[1], num_dst)
                     loop_attr = scatter(edge_attr, dst, 0, num_dst + 1,
                                         fill_value)[:num_loops]
-                else:
+                elif isinstance(fill_value, Tensor):
                     loop_attr = fill_value.to(edge_attr).expand(
                         num_loops, edge_attr.size(1))
+                else:
+                    loop_attr = edge_attr.new_full(
+                        (num_loops, edge_attr.size(1)), float(fill_value))
                 edge_attr = torch.cat([edge_attr, loop_attr], dim=0)
             loops = torch.arange(num_loops, device=ei.device)
             ei = torch.cat([ei, loops.repeat(2, 1)], dim=1)
@@ -418,9 +409,12 @@ class GATEConv(MessagePassing):
             loop = (torch.zeros_like(ei[0], dtype=torch.bool)
                     if bipartite else ei[0] == ei[1])
 
-        out, alpha = self.attention(ei, (q_src, q_dst), value, edge_attr, loop,
-                                    (num_src, num_dst), need_weights,
-                                    edge_index)
+        if not torch.jit.is_scripting():
+            # The self-loops an explainer's edge mask does not cover:
+            self._num_appended_loops = num_loops
+        out, alpha = self._attention(ei, (q_src, q_dst), value, edge_attr,
+                                     loop, (num_src, num_dst), need_weights,
+                                     edge_index)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         if self.res is not None:
             out = out + self.res(x_dst)
@@ -442,33 +436,12 @@ class GATEConv(MessagePassing):
                  bipartite: bool) -> Tuple[Tensor, Tensor, Tensor]:
         # W x_src, U x_src and V x_dst, each [N, H, C].
         H, C = self.heads, self.out_channels
+        value = self.lin(x_src).view(-1, H, C)
         if self.lin_src is None or self.lin_dst is None:  # share_weights
-            value = self.lin(x_src).view(-1, H, C)
             q_dst = self.lin(x_dst).view(-1, H, C) if bipartite else value
             return value, value, q_dst
-        # One product for the three, where all three read x and none is
-        # lazy (in_channels=-1) any more: x read once, views of its
-        # [N, 3, H, C] result (rows 3 * H * C apart; the fused kernels read
-        # them in place), one operator in the backward. Only where it is
-        # what the three modules compute (else their hooks, a bias, a
-        # pruned or parametrized weight would be skipped).
-        if torch.jit.is_scripting():
-            plain = (self.lin.bias is None and self.lin_src.bias is None
-                     and self.lin_dst.bias is None)
-        else:
-            plain = all(
-                is_plain_linear(m)
-                for m in (self.lin, self.lin_src, self.lin_dst))
-        if (plain and not bipartite and self.lin.in_channels > 0
-                and self.lin_src.in_channels > 0
-                and self.lin_dst.in_channels > 0):
-            weight = torch.cat(
-                [self.lin.weight, self.lin_src.weight, self.lin_dst.weight])
-            parts = F.linear(x_src, weight).view(-1, 3, H, C).unbind(1)
-            return parts[0], parts[1], parts[2]
-        value = self.lin(x_src).view(-1, H, C)
-        q_src = self.lin_src(x_src).view(-1, H, C)
-        return value, q_src, self.lin_dst(x_dst).view(-1, H, C)
+        return (value, self.lin_src(x_src).view(-1, H, C),
+                self.lin_dst(x_dst).view(-1, H, C))
 
     def edge_update(self, x_j: Tensor, x_i: Tensor, edge_attr: OptTensor,
                     loop: Tensor, masked: OptTensor, index: Tensor,
@@ -498,11 +471,12 @@ class GATEConv(MessagePassing):
                              'to explain. Did you forget to initialize it?')
         if self._apply_sigmoid:
             edge_mask = edge_mask.sigmoid()
-        loops = inputs.size(self.node_dim) - edge_mask.size(0)
-        if loops < 0 or loops > 0 and not self.add_self_loops:
-            raise ValueError("The explainer's edge mask has "
-                             f'{edge_mask.size(0)} entries for '
-                             f'{inputs.size(self.node_dim) - loops} edges')
+        loops = self._num_appended_loops
+        num_edges = inputs.size(self.node_dim) - loops
+        if edge_mask.size(0) != num_edges:
+            raise ValueError(f"The explainer's edge mask has "
+                             f'{edge_mask.size(0)} entries for {num_edges} '
+                             f'edges')
         edge_mask = torch.cat([edge_mask, edge_mask.new_ones(loops)])
         return inputs * edge_mask.view([-1] + [1] * (inputs.dim() - 1))
 

@@ -4,15 +4,17 @@ r""":class:`GATEConv` with its attention step on the memory-lean kernels of
 :class:`~torch_geometric.nn.conv.GATConv` on dgNN's fused kernel.
 
 The layer (:mod:`torch_geometric_gate.nn.conv.gate_conv`, the file PyG
-merges) defines one overridable step, :meth:`GATEConv.attention`; the class
+merges) defines one overridable step, :meth:`GATEConv._attention`; the class
 here (:class:`KernelGATEConv`, exported as
 :class:`torch_geometric_gate.GATEConv`) overrides it, with one call to
-the kernels (and wraps the entry points with the package's checks, below),
+the kernels, computes the three projections as one product where its
+modules allow (:meth:`_project`), and wraps the entry points with the
+package's checks (below),
 and has the same parameters (checkpoints load into either class) and the
 same outputs. It has a class name of its own: PyG's
 :class:`~torch_geometric.inspector.Inspector` reads the base's type
 comments by class name. Under TorchScript its step is the base's message
-passing (:meth:`propagate_attention`).
+passing (:meth:`_propagate_attention`).
 
 The upstream file checks what PyG's
 :class:`~torch_geometric.nn.conv.GATv2Conv` checks, plus what the layer
@@ -32,9 +34,11 @@ replace the layer in the caller's eager model too.)
 from typing import List, Optional, Tuple, Union
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.parameter import UninitializedParameter
 from torch_geometric import EdgeIndex
+from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.typing import Adj, OptTensor, PairTensor
 
 from torch_geometric_gate.nn.conv import gate_conv
@@ -42,6 +46,7 @@ from torch_geometric_gate.ops import (
     AttentionGraph,
     AttentionInputs,
     AttentionParams,
+    current_settings,
     projection_product,
 )
 from torch_geometric_gate.ops.dispatch import attend
@@ -63,6 +68,31 @@ _HOOKS = tuple(
     )
     for pre in ('_pre', '')
 )
+
+
+def is_plain_linear(module: torch.nn.Module) -> bool:
+    r"""Whether :obj:`module` computes :obj:`x @ module.weight.T` and nothing
+    else, so that a kernel may read its weight instead of calling it: PyG's
+    :class:`~torch_geometric.nn.dense.Linear` itself (not a subclass or a
+    parametrized one), without a bias, its weight a parameter, and no hook
+    of its own or global, forward or backward (pruning and
+    :func:`torch.nn.utils.weight_norm` are forward pre-hooks)."""
+    from torch.nn.modules import module as nn_module
+
+    hooks = (
+        module._forward_hooks, module._forward_pre_hooks,
+        module._backward_hooks, module._backward_pre_hooks,
+        nn_module._global_forward_hooks,
+        nn_module._global_forward_pre_hooks,
+        nn_module._global_backward_hooks,
+        nn_module._global_backward_pre_hooks,
+    )  # fmt: skip
+    return (
+        type(module) is Linear
+        and module.bias is None
+        and isinstance(module.weight, torch.nn.Parameter)
+        and not any(hooks)
+    )
 
 
 class KernelGATEConv(gate_conv.GATEConv):
@@ -150,6 +180,42 @@ class KernelGATEConv(gate_conv.GATEConv):
         gate_conv.GATEConv.forward_with_attention.__doc__
     )
 
+    def _project(
+        self, x_src: Tensor, x_dst: Tensor, bipartite: bool
+    ) -> Tuple[Tensor, Tensor, Tensor]:
+        # W x_src, U x_src and V x_dst as the views of one product
+        # [N, 3, H, C] (x read once, one operator in the backward; the
+        # kernels read the views in place and differentiate the product),
+        # where it computes what the three modules would.
+        H, C = self.heads, self.out_channels
+        if not torch.jit.is_scripting() and self._fusable(bipartite):
+            weight = torch.cat(
+                [self.lin.weight, self.lin_src.weight, self.lin_dst.weight]
+            )
+            parts = F.linear(x_src, weight).view(-1, 3, H, C).unbind(1)
+            return parts[0], parts[1], parts[2]
+        if not torch.jit.is_scripting():
+            return super()._project(x_src, x_dst, bipartite)
+        # TorchScript (no super()): the base's, by the modules.
+        value = self.lin(x_src).view(-1, H, C)
+        if self.lin_src is None or self.lin_dst is None:  # share_weights
+            q_dst = self.lin(x_dst).view(-1, H, C) if bipartite else value
+            return value, value, q_dst
+        q_src, q_dst = self.lin_src(x_src), self.lin_dst(x_dst)
+        return value, q_src.view(-1, H, C), q_dst.view(-1, H, C)
+
+    @torch.jit.unused
+    def _fusable(self, bipartite: bool) -> bool:
+        # (Not with the reference forced: then the upstream layer's
+        # computation, the three modules, bit for bit.)
+        lins = (self.lin, self.lin_src, self.lin_dst)
+        return (
+            not bipartite
+            and current_settings().kernel != 'reference'
+            and all(m is not None and is_plain_linear(m) for m in lins)
+            and all(m.in_channels > 0 for m in lins)  # not lazy any more
+        )
+
     def __repr__(self) -> str:
         # Imported and documented as GATEConv; printed so too:
         return (
@@ -157,7 +223,7 @@ class KernelGATEConv(gate_conv.GATEConv):
             f'heads={self.heads})'
         )
 
-    def attention(
+    def _attention(
         self,
         edge_index: Tensor,
         x: PairTensor,
@@ -211,7 +277,7 @@ class KernelGATEConv(gate_conv.GATEConv):
             result = attend(graph, params, inputs, self._reference_only())
             if result is not None:
                 return result
-        return self.propagate_attention(
+        return self._propagate_attention(
             edge_index, x, value, edge_attr, loop, size
         )
 
@@ -222,7 +288,7 @@ class KernelGATEConv(gate_conv.GATEConv):
             why.append('the layer is in explain mode')
         if any(len(getattr(self, name)) > 0 for name in _HOOKS):
             why.append('message-passing hooks are registered')
-        if self.lin_edge is not None and not gate_conv.is_plain_linear(
+        if self.lin_edge is not None and not is_plain_linear(
             self.lin_edge
         ):  # The kernels read its weight.
             why.append(
