@@ -9,7 +9,7 @@ def looks_linear_orthogonal_(weight: Tensor, position: str) -> Tensor:
     with the orthogonal *looks-linear* structure of `"Initialization of ReLUs
     for Dynamical Isometry" <https://arxiv.org/abs/1806.06362>`_ (Burkholz &
     Dubatovka, NeurIPS 2019), the initialisation of the GATE paper's
-    Appendix C.
+    Appendix B.
 
     With :math:`\mathbf{D}` drawn by :func:`torch.nn.init.orthogonal_`
     (orthonormal rows or columns, whichever are fewer), the blocks are

@@ -1,6 +1,7 @@
 r"""GATE's attention as a function on tensors,
-:func:`gate_attention`, as :func:`torch.nn.functional.
-scaled_dot_product_attention` is for dense attention: any layer that
+:func:`gate_attention`, as
+:func:`torch.nn.functional.scaled_dot_product_attention` is for dense
+attention: any layer that
 scores edges GATE's or GATv2's way runs on the memory-lean kernels
 through it."""
 
@@ -89,8 +90,9 @@ def gate_attention(
             non-negative. (default: :obj:`0.0`)
         dropout_p (float, optional): Dropout on the attention weights, as
             :func:`torch.nn.functional.dropout` (pass :obj:`0.0` when not
-            training, as for :func:`~torch.nn.functional.
-            scaled_dot_product_attention`). (default: :obj:`0.0`)
+            training, as for
+            :func:`~torch.nn.functional.scaled_dot_product_attention`).
+            (default: :obj:`0.0`)
         need_weights (bool, optional): Whether to return the attention
             weights :obj:`[E, H]` (after dropout). (default: :obj:`False`)
         loop (torch.Tensor, optional): :obj:`[E]` booleans, the edges scored

@@ -1,6 +1,6 @@
 r"""The one switch of the attention kernels, :func:`attention_kernel`: which
 kernel runs, and the kernels' settings, as options of one scoped
-selection (:class:`KernelSettings`).
+selection (:class:`~torch_geometric_gate.ops.KernelSettings`).
 
 The selection is held per thread. A :obj:`with attention_kernel(...)`
 block cannot be entered in a generator or a coroutine (but a
@@ -58,8 +58,9 @@ class KernelSettings(NamedTuple):
     #: (``benchmark/results/h100-kernels-*.md``) at :math:`10^4` and
     #: :math:`10^5` edges the reference's training step took 2.0-2.9 ms and
     #: Triton's 3.1-4.9 ms (both bound by launches); from :math:`10^6`
-    #: edges Triton took 0.35-0.76x :class:`~torch_geometric.nn.conv.
-    #: GATv2Conv`'s step and the reference 1.05-1.13x. The crossing between
+    #: edges Triton took 0.35-0.76x
+    #: :class:`~torch_geometric.nn.conv.GATv2Conv`'s step and the reference
+    #: 1.05-1.13x. The crossing between
     #: :math:`10^5` and :math:`10^6` was not measured.
     triton_min_edges: int = 2**18
     #: Up to how many edge elements the compiled CPU loops run (they write
@@ -110,8 +111,9 @@ class KernelSettings(NamedTuple):
 
 def chunk_size(chunk_elements: Optional[int], device: torch.device) -> int:
     r"""The edge elements of a chunk on :obj:`device` for the setting
-    :attr:`KernelSettings.chunk_elements` (:obj:`None` or :obj:`0`: the
-    default for the device and the threads in force)."""
+    :attr:`~torch_geometric_gate.ops.KernelSettings.chunk_elements`
+    (:obj:`None` or :obj:`0`: the default for the device and the threads in
+    force)."""
     if chunk_elements:
         return chunk_elements
     if device.type == 'cpu':
@@ -145,7 +147,8 @@ _STATE = _State()
 
 
 def current_settings() -> KernelSettings:
-    r"""The :class:`KernelSettings` in force in this thread."""
+    r"""The :class:`~torch_geometric_gate.ops.KernelSettings` in force in
+    this thread."""
     # A thread-local attribute: torch.compile guards on its value.
     return _STATE.selection.settings
 
@@ -156,7 +159,8 @@ class attention_kernel:
     and the kernels' settings, within a :obj:`with` block, for the current
     thread, as :func:`torch.nn.attention.sdpa_kernel` does for scaled
     dot-product attention. Options left at :obj:`None` keep the enclosing
-    block's (the defaults of :class:`KernelSettings` outside any block).
+    block's (the defaults of
+    :class:`~torch_geometric_gate.ops.KernelSettings` outside any block).
 
     * :obj:`'auto'` (the default): the chunked kernels on CPU tensors; on
       CUDA the Triton kernels from :obj:`triton_min_edges` edges (the
@@ -191,25 +195,25 @@ class attention_kernel:
     Args:
         name (str, optional): The kernel, one of :data:`KERNELS`.
         chunk_elements (int, optional): See
-            :attr:`KernelSettings.chunk_elements`.
+            :attr:`~torch_geometric_gate.ops.KernelSettings.chunk_elements`.
         eager_loops (bool, optional): See
-            :attr:`KernelSettings.eager_loops`.
+            :attr:`~torch_geometric_gate.ops.KernelSettings.eager_loops`.
         triton_min_edges (int, optional): See
-            :attr:`KernelSettings.triton_min_edges`.
+            :attr:`~torch_geometric_gate.ops.KernelSettings.triton_min_edges`.
         loops_max_elements (int, optional): See
-            :attr:`KernelSettings.loops_max_elements`.
+            :attr:`~torch_geometric_gate.ops.KernelSettings.loops_max_elements`.
         triton_forward_tile (int, optional): See
-            :attr:`KernelSettings.triton_forward_tile`.
+            :attr:`~torch_geometric_gate.ops.KernelSettings.triton_forward_tile`.
         triton_backward_tile (int, optional): See
-            :attr:`KernelSettings.triton_backward_tile`.
+            :attr:`~torch_geometric_gate.ops.KernelSettings.triton_backward_tile`.
         triton_one_head_layout (bool, optional): See
-            :attr:`KernelSettings.triton_one_head_layout`.
+            :attr:`~torch_geometric_gate.ops.KernelSettings.triton_one_head_layout`.
         triton_one_head_nodes (int, optional): See
-            :attr:`KernelSettings.triton_one_head_nodes`.
+            :attr:`~torch_geometric_gate.ops.KernelSettings.triton_one_head_nodes`.
         triton_backward_record (bool, optional): See
-            :attr:`KernelSettings.triton_backward_record`.
+            :attr:`~torch_geometric_gate.ops.KernelSettings.triton_backward_record`.
         triton_warps (int, optional): See
-            :attr:`KernelSettings.triton_warps`.
+            :attr:`~torch_geometric_gate.ops.KernelSettings.triton_warps`.
 
     Example:
         >>> import torch

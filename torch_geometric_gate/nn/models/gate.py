@@ -29,7 +29,7 @@ class GATE(BasicGNN):
     :obj:`act` (and :obj:`norm` and feature dropout, if set). With :obj:`jk`,
     all layers are followed by :obj:`act` and a final linear layer maps to
     :obj:`out_channels`, exactly as in
-    :class:`~torch_geometric.nn.models.BasicGNN`.
+    :class:`~torch_geometric.nn.models.basic_gnn.BasicGNN`.
 
     Multiple heads follow PyG's :class:`~torch_geometric.nn.models.GAT`:
     hidden layers concatenate :obj:`heads` heads of
@@ -45,13 +45,14 @@ class GATE(BasicGNN):
 
     **Edge weights.** GATE does not use edge weights:
     :meth:`forward` raises a :class:`ValueError` for an
-    :obj:`edge_weight` (PyG's :class:`~torch_geometric.nn.models.BasicGNN`
-    would silently ignore it). Pass them as edge features instead,
+    :obj:`edge_weight` (PyG's
+    :class:`~torch_geometric.nn.models.basic_gnn.BasicGNN` would silently
+    ignore it). Pass them as edge features instead,
     :obj:`edge_attr=edge_weight.view(-1, 1)` with :obj:`edge_dim=1`, and the
     attention scores them.
 
     **Initialisation.** With :obj:`init='looks_linear'` (the paper's
-    Appendix C), the weights :obj:`lin` (:math:`\mathbf{W}`), :obj:`lin_src`
+    Appendix B), the weights :obj:`lin` (:math:`\mathbf{W}`), :obj:`lin_src`
     (:math:`\mathbf{U}`) and :obj:`lin_dst` (:math:`\mathbf{V}`) of every
     layer are filled by
     :func:`~torch_geometric_gate.nn.inits.looks_linear_orthogonal_` with the
@@ -97,9 +98,10 @@ class GATE(BasicGNN):
             additive bias. The paper's networks have none, and the
             looks-linear argument holds without them. (default: :obj:`False`)
         **conv_kwargs (optional): Additional arguments of
-            :class:`~torch_geometric.nn.models.BasicGNN` (:obj:`act_first`,
-            :obj:`act_kwargs`, :obj:`norm`, :obj:`norm_kwargs`, :obj:`jk`)
-            and of :class:`~torch_geometric_gate.nn.conv.GATEConv`
+            :class:`~torch_geometric.nn.models.basic_gnn.BasicGNN`
+            (:obj:`act_first`, :obj:`act_kwargs`, :obj:`norm`,
+            :obj:`norm_kwargs`, :obj:`jk`) and of
+            :class:`~torch_geometric_gate.nn.conv.GATEConv`
             (:obj:`concat`, :obj:`negative_slope`, :obj:`add_self_loops`,
             :obj:`edge_dim`, :obj:`residual`, ...).
 
@@ -279,11 +281,12 @@ class GATE(BasicGNN):
         num_sampled_edges_per_hop: Optional[List[int]] = None,
     ) -> Tensor:
         r"""Forward pass, as in
-        :meth:`~torch_geometric.nn.models.BasicGNN.forward`.
+        :meth:`~torch_geometric.nn.models.basic_gnn.BasicGNN.forward`.
 
         GATE takes no :obj:`edge_weight`: a tensor there raises a
-        :class:`ValueError` (:class:`~torch_geometric.nn.models.BasicGNN`
-        would silently drop it, as it does for every layer without edge
+        :class:`ValueError`
+        (:class:`~torch_geometric.nn.models.basic_gnn.BasicGNN` would
+        silently drop it, as it does for every layer without edge
         weights). The attention decides how much each edge counts; to let
         it see a weight per edge, pass it as a one-dimensional edge feature,
         :obj:`edge_attr=edge_weight.view(-1, 1)`, to a model built with
