@@ -84,6 +84,14 @@ def environment() -> dict:
     return env
 
 
+def commit_known(given: Optional[str] = None) -> bool:
+    r"""Whether the run files written now record a commit: ``given`` (a
+    ``--commit``), ``$GATE_PAPER_COMMIT`` or the checkout's."""
+    return bool(
+        given or os.environ.get('GATE_PAPER_COMMIT') or environment()['commit']
+    )
+
+
 def of_run(
     device, dtype, compiled: bool, epochs_run: int, kernel: Optional[str]
 ) -> dict:

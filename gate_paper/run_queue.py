@@ -174,9 +174,8 @@ class _Call:
         return self.deadline - time.monotonic()
 
     def expected(self, config):
-        # Seconds a run of this model and depth takes, from this call's (the
-        # median: a worker's first run also compiles), None if none
-        # finished yet.
+        # Seconds a run of this model and depth takes: the median of this
+        # call's (a worker's first run also compiles); None before any.
         walls = [
             r['provenance']['wall_s']
             for r in self.records
@@ -569,11 +568,7 @@ def parse_args(argv=None):
             parser.error('run: --out (or $OUT) is required')
         if args.dry and args.device == 'auto':
             args.device = 'cpu'
-        if (
-            not args.dry
-            and not (args.commit or os.environ.get('GATE_PAPER_COMMIT'))
-            and provenance.environment()['commit'] is None
-        ):
+        if not (args.dry or provenance.commit_known(args.commit)):
             parser.error(
                 'run: no git checkout here: pass --commit <the full hash of '
                 "this checkout's commit> (COMMIT=... for gpu_queue.sh), which "
