@@ -138,12 +138,16 @@ def _is_real(value) -> bool:
     )
 
 
-def _check_int(value, name: str, lazy: bool = False):
+def _check_int(value, name: str, lazy: bool = False) -> int:
+    # A Python or NumPy integer (as_int), as a Python int:
     kind = 'a positive int' + (', or -1 for lazy initialization,' * lazy)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"'{name}' must be {kind} (got {value!r})")
+    try:
+        value = as_int(value, name)
+    except TypeError:
+        raise TypeError(f"'{name}' must be {kind} (got {value!r})") from None
     if not (value > 0 or lazy and value == -1):
         raise ValueError(f"'{name}' must be {kind} (got {value!r})")
+    return value
 
 
 def check_conv_arguments(
@@ -156,14 +160,19 @@ def check_conv_arguments(
     fill_value,
 ):
     r"""Checks the arguments of
-    :class:`~torch_geometric_gate.nn.conv.GATEConv`."""
+    :class:`~torch_geometric_gate.nn.conv.GATEConv`; returns
+    :obj:`in_channels, out_channels, heads, edge_dim` as Python ints
+    (NumPy integers taken, as :class:`~torch_geometric.nn.conv.GATv2Conv`
+    takes them; the layer's scripted form needs Python ints)."""
     pair = in_channels if isinstance(in_channels, tuple) else None
     src_channels, dst_channels = pair or (in_channels, in_channels)
-    _check_int(src_channels, 'in_channels', lazy=True)
-    _check_int(dst_channels, 'in_channels', lazy=True)
-    _check_int(out_channels, 'out_channels')
-    _check_int(heads, 'heads')
-    _check_int(-1 if edge_dim is None else edge_dim, 'edge_dim', lazy=True)
+    src_channels = _check_int(src_channels, 'in_channels', lazy=True)
+    dst_channels = _check_int(dst_channels, 'in_channels', lazy=True)
+    in_channels = (src_channels, dst_channels) if pair else src_channels
+    out_channels = _check_int(out_channels, 'out_channels')
+    heads = _check_int(heads, 'heads')
+    if edge_dim is not None:
+        edge_dim = _check_int(edge_dim, 'edge_dim', lazy=True)
     if not _is_real(negative_slope):
         raise ValueError("'negative_slope' must be a finite float")
     if not (_is_real(dropout) and 0 <= dropout < 1):
@@ -186,6 +195,7 @@ def check_conv_arguments(
             "'fill_value' must be a finite float, a finite tensor of 1 or "
             f"'edge_dim' entries, or one of {_REDUCE}"
         )
+    return in_channels, out_channels, heads, edge_dim
 
 
 def check_conv_inputs(conv, x, edge_index, edge_attr):

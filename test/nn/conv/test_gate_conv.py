@@ -846,6 +846,28 @@ def test_gate_conv_numpy_scalar_arguments():
         GATEConv(5, 4, edge_dim=2, fill_value=True)
 
 
+def test_numpy_integers_are_taken_as_gatv2conv_takes_them():
+    # A sweep's NumPy integers were refused ('heads' must be a positive int
+    # (got np.int64(2))); the layer keeps Python ints (its scripted form).
+    import numpy as np
+
+    conv = GATEConv(np.int64(5), np.int32(4), heads=np.int64(2),
+                    edge_dim=np.int64(3))  # fmt: skip
+    args = (conv.in_channels, conv.out_channels, conv.heads, conv.edge_dim)
+    assert args == (5, 4, 2, 3)
+    assert all(type(a) is int for a in args)
+    x, edge_attr = (
+        torch.randn(NUM_NODES, 5),
+        torch.randn(EDGE_INDEX.size(1), 3),
+    )
+    scripted = torch.jit.script(conv)
+    assert scripted(x, EDGE_INDEX, edge_attr).shape == (NUM_NODES, 8)
+    assert GATEConv((np.int64(5), 6), 4).in_channels == (5, 6)
+    for bad in (True, 2.0, np.float64(2.0)):
+        with pytest.raises(TypeError, match="'heads' must be a positive int"):
+            GATEConv(5, 4, heads=bad)
+
+
 def test_a_fill_tensor_is_checked_once_edge_dim_is_known():
     # With a lazy edge_dim (-1) a tensor fill_value was refused (its length
     # compared with -1), as GATv2Conv accepts it; the first call checks it.

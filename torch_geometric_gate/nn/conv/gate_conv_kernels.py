@@ -114,7 +114,7 @@ class KernelGATEConv(gate_conv.GATEConv):
         residual: bool = False,
         **kwargs,
     ):
-        check_conv_arguments(
+        in_channels, out_channels, heads, edge_dim = check_conv_arguments(
             in_channels,
             out_channels,
             heads,
