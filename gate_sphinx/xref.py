@@ -106,7 +106,7 @@ def external_url(path):
         obj = getattr(builtins, path)
         if inspect.isclass(obj) and issubclass(obj, BaseException):
             return f'{PYTHON_URL}library/exceptions.html#{path}'
-        if inspect.isclass(obj):
+        if inspect.isclass(obj) or inspect.isbuiltin(obj):
             return f'{PYTHON_URL}library/functions.html#{path}'
         return None
     root = path.split('.')[0]

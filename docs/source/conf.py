@@ -60,6 +60,24 @@ add_module_names = False
 napoleon_custom_sections = ['Shapes']
 napoleon_use_rtype = False
 
+# Every reference must resolve (with `-W`, CI fails on one that does not),
+# so that a mistyped name or a docstring that Napoleon misreads (an
+# attribute's "text: more text" taken as a type) cannot render as plain
+# text. Exempt: PyG's `:obj:` literals (`:obj:`None``, `:obj:`[N, H]``),
+# Napoleon's "(callable, optional)", and other projects' objects, which
+# `gate_sphinx.xref` links where it can and leaves as text where no
+# inventory is at hand offline.
+nitpicky = True
+nitpick_ignore_regex = [
+    ('py:obj', r'(?s).*'),
+    ('py:class', r'optional|callable'),
+    (
+        r'py:\w+',
+        r'(torch|torch_geometric|numpy|matplotlib|sklearn|ogb|os|threading'
+        r'|contextlib|SparseTensor)(\..*)?',
+    ),
+]
+
 # Doctest builder: runs the `testcode`/`doctest` directives of the narrative
 # pages. Docstring examples are run by `pytest --doctest-modules`, with the
 # globals of their module, so they are not collected a second time here.

@@ -47,7 +47,7 @@ class NeighborDependentER(SyntheticDataset):
     :obj:`pre_transform`, by a hash of its :func:`repr` (memory addresses
     left out): a changed argument, or a :obj:`pre_transform` whose
     :func:`repr` changes, builds a new file. A change the :func:`repr` does
-    not show (an edited function body, a transform whose :meth:`__repr__`
+    not show (an edited function body, a transform whose :func:`repr`
     hides a parameter, e.g. PyG's
     :class:`~torch_geometric.transforms.RandomNodeSplit`) loads the old
     file: pass :obj:`force_reload=True`. Invalid arguments raise before

@@ -41,7 +41,7 @@ class SelfSufficientER(SyntheticDataset):
     (memory addresses left out): a changed argument, or a
     :obj:`pre_transform` whose :func:`repr` changes, builds a new file. A
     change the :func:`repr` does not show (an edited function body, a
-    transform whose :meth:`__repr__` hides a parameter, e.g. PyG's
+    transform whose :func:`repr` hides a parameter, e.g. PyG's
     :class:`~torch_geometric.transforms.RandomNodeSplit`) loads the old
     file: pass :obj:`force_reload=True`. Invalid arguments raise before
     anything is written to :obj:`root`, and an error while generating

@@ -41,7 +41,7 @@ class KernelSettings(NamedTuple):
     :func:`attention_kernel`, which sets them;
     :func:`current_settings` returns them)."""
 
-    #: The kernel: one of :data:`KERNELS`.
+    #: The kernel, one of :data:`~torch_geometric_gate.ops.KERNELS`.
     kernel: str = 'auto'
     #: Edge elements (edges times heads times channels) per chunk of the
     #: chunked ATen loops; :obj:`None`: :math:`2^{19}` per intra-op thread
@@ -68,7 +68,7 @@ class KernelSettings(NamedTuple):
     #: chunked ATen loops, whose temporaries stay chunk-sized, so that a
     #: step's peak stays bounded where the loops are not measured.
     loops_max_elements: int = 2**27
-    #: The Triton forward kernel's tile: at most about this many float32
+    #: The Triton forward kernel's tile, at most about this many float32
     #: per :obj:`[BLOCK_E, H, C]` tile (a power of two), from which its
     #: block of edges follows (the average in-degree rounded up to a power
     #: of two, at least 4 and at most 64 edges): at 4096 ``ptxas`` keeps
@@ -76,7 +76,7 @@ class KernelSettings(NamedTuple):
     #: (``benchmark/triton_compile.py``); ``benchmark/triton_tune.py``
     #: times other tiles on a GPU.
     triton_forward_tile: int = 4096
-    #: The Triton backward kernels' tile (they hold more tiles at once): at
+    #: The Triton backward kernels' tile (they hold more tiles at once); at
     #: 4096 ``ptxas`` gives the backward up to 255 registers and spills
     #: for sm_90, at 2048 none.
     triton_backward_tile: int = 2048
@@ -175,9 +175,11 @@ class attention_kernel:
       read its weight), with another aggregation than a sum, the
       :obj:`target_to_source` flow, a negative slope, or edge features
       before a lazy :obj:`edge_dim` is initialized.
-    * :obj:`'reference'`: PyG's message passing, :meth:`edge_updater` and
-      :meth:`propagate` (the layer as PyG ships it; hooks, explainers,
-      TorchScript, :func:`torch.compile` and :mod:`torch.func` all work).
+    * :obj:`'reference'`: PyG's message passing,
+      :meth:`~torch_geometric.nn.conv.MessagePassing.edge_updater` and
+      :meth:`~torch_geometric.nn.conv.MessagePassing.propagate` (the layer
+      as PyG ships it; hooks, explainers, TorchScript,
+      :func:`torch.compile` and :mod:`torch.func` all work).
     * :obj:`'chunked'`: the memory-lean kernels of
       ``torch_geometric_gate.ops.chunked``. On CPU tensors, with up to
       four threads, they run loops that Inductor compiles (a C++ compiler
@@ -193,7 +195,8 @@ class attention_kernel:
     that says why. Double backward works with every kernel.
 
     Args:
-        name (str, optional): The kernel, one of :data:`KERNELS`.
+        name (str, optional): The kernel, one of
+            :data:`~torch_geometric_gate.ops.KERNELS`.
         chunk_elements (int, optional): See
             :attr:`~torch_geometric_gate.ops.KernelSettings.chunk_elements`.
         eager_loops (bool, optional): See

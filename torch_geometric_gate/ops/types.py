@@ -56,7 +56,7 @@ class AttentionGraph(NamedTuple):
     def loops_masked_before(self) -> int:
         r"""The edges before this index whose :obj:`src` equals :obj:`dst`
         are masked (:obj:`mask_input_loops`; :obj:`0`: none), as
-        :func:`edge_flags` and the chunked operator take it."""
+        ``ops.types.edge_flags`` and the chunked operator take it."""
         if not self.mask_input_loops:
             return 0
         return self.src.numel() - self.num_loops
@@ -131,13 +131,13 @@ class AttentionInputs(NamedTuple):
     #: Edge features :obj:`[E, D]` (used with
     #: :attr:`AttentionParams.weight_edge`), or :obj:`None`.
     edge_attr: Optional[Tensor] = None
-    #: The :obj:`[N, 3 H C]` product whose views :obj:`value, q_src,
-    #: q_dst` are (:func:`projection_product`: the layer's one projection
-    #: product), or :obj:`None`. Given, a kernel may differentiate it in
-    #: their place (the Triton kernels write its gradient in place: no
-    #: stack of three gradients into a copy); so give it only where
-    #: nothing asks for the views' own gradients (their hooks, or
-    #: :func:`torch.autograd.grad` of the views).
+    #: The :obj:`[N, 3 H C]` product whose views are :obj:`value`,
+    #: :obj:`q_src` and :obj:`q_dst` (:func:`projection_product`: the
+    #: layer's one projection product), or :obj:`None`. Given, a kernel
+    #: may differentiate it in their place (the Triton kernels write its
+    #: gradient in place: no stack of three gradients into a copy); so
+    #: give it only where nothing asks for the views' own gradients
+    #: (their hooks, or :func:`torch.autograd.grad` of the views).
     product: Optional[Tensor] = None
 
 

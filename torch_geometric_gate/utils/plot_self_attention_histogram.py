@@ -28,7 +28,8 @@ def plot_self_attention_histogram(
     Typically the values after training: the second output of
     :meth:`~torch_geometric_gate.nn.models.GATE.forward_with_self_attention`,
     or a :class:`~torch_geometric_gate.utils.SelfAttentionRecorder` (its
-    :attr:`last` values). With several heads, all heads of a layer are
+    :attr:`~torch_geometric_gate.utils.SelfAttentionRecorder.last`
+    values). With several heads, all heads of a layer are
     pooled.
 
     Requires :obj:`matplotlib` (imported only when called).

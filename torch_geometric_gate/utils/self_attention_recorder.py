@@ -39,7 +39,8 @@ class SelfAttentionRecorder:
     Args:
         keep_last (bool, optional): If set to :obj:`True`, keeps a detached
             CPU copy of the :math:`\alpha_{v,v}` passed to the last call of
-            :meth:`record` in :attr:`last`. (default: :obj:`True`)
+            :meth:`record` in :attr:`~SelfAttentionRecorder.last`.
+            (default: :obj:`True`)
 
     Example:
         >>> import torch
@@ -70,6 +71,9 @@ class SelfAttentionRecorder:
         self._epochs: Optional[Tensor] = None  # [capacity]
         self._size = 0
         self._qs: Optional[Tensor] = None
+        #: The :math:`\alpha_{v,v}` of the last call of :meth:`record` (with
+        #: :obj:`keep_last=True`), a detached CPU copy per layer; else
+        #: :obj:`None`.
         self.last: Optional[List[Tensor]] = None
 
     @property

@@ -9,7 +9,7 @@ from .op import triton_attention
 
 
 def kernels() -> Dict[str, object]:
-    r"""The Triton kernels that :func:`triton_attention` launches, by name
+    r"""The Triton kernels that ``triton_attention`` launches, by name
     (Triton's :obj:`JITFunction` objects, or the interpreter's under
     :obj:`TRITON_INTERPRET=1`): for tools that compile them for a GPU
     target or record their launches, as ``benchmark/triton_compile.py``
