@@ -538,3 +538,32 @@ def test_nodes_without_edges():
     )
     assert out.shape == (4, 3)
     assert all(torch.allclose(a, torch.ones(4, 2)) for a in alphas)
+
+
+def test_numpy_integers_are_taken_as_gat_takes_them():
+    # A sweep's NumPy integers were refused ('hidden_channels' must be a
+    # positive int (got int64)), as PyG's GAT takes them; the model keeps
+    # Python ints (its scripted form needs them).
+    import numpy as np
+
+    x = torch.randn(6, 4)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])
+    torch.manual_seed(0)
+    model = GATE(4, np.int64(8), np.int32(3), np.int64(2), heads=np.int64(2))
+    sizes = (model.hidden_channels, model.num_layers, model.out_channels)
+    assert sizes == (8, 3, 2) and all(type(s) is int for s in sizes)
+    assert [c.heads for c in model.convs] == [2, 2, 2]
+    torch.manual_seed(0)
+    reference = GATE(4, 8, 3, 2, heads=2)
+    assert torch.equal(model(x, edge_index), reference(x, edge_index))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', DeprecationWarning)
+        jit = torch.jit.script(model)
+    assert torch.allclose(jit(x, edge_index), reference(x, edge_index))
+    for bad in (True, 2.0, np.float64(2.0)):
+        with pytest.raises(TypeError, match="'heads' must be a positive int"):
+            GATE(4, 8, 2, heads=bad)
+        with pytest.raises(ValueError, match="'out_channels' must be None"):
+            GATE(4, 8, 2, out_channels=bad)
+    with pytest.raises(ValueError, match="'num_layers' must be a positive"):
+        GATE(4, 8, np.int64(0))

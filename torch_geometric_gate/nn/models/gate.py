@@ -10,6 +10,7 @@ from torch_geometric.typing import Adj, OptTensor
 from torch_geometric_gate.nn.conv import GATEConv
 from torch_geometric_gate.nn.inits import looks_linear_orthogonal_
 from torch_geometric_gate.utils import self_loop_attention
+from torch_geometric_gate.utils._validation import _check_int
 
 _INITS = ('looks_linear', 'glorot')
 # The Jumping Knowledge modes PyG's `BasicGNN` accepts:
@@ -138,29 +139,19 @@ class GATE(BasicGNN):
         bias: bool = False,
         **conv_kwargs: Any,
     ):
-        for name, value in (
-            ('hidden_channels', hidden_channels),
-            ('num_layers', num_layers),
-            ('heads', heads),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(
-                    f"'{name}' must be a positive int (got "
-                    f'{type(value).__name__})'
-                )
-            if value < 1:
+        # Python or NumPy integers (as PyG's `GAT` takes them), kept as
+        # Python ints (the scripted model needs them):
+        hidden_channels = _check_int(hidden_channels, 'hidden_channels')
+        num_layers = _check_int(num_layers, 'num_layers')
+        heads = _check_int(heads, 'heads')
+        if out_channels is not None:
+            try:
+                out_channels = _check_int(out_channels, 'out_channels')
+            except (TypeError, ValueError):
                 raise ValueError(
-                    f"'{name}' must be a positive int (got {value})"
-                )
-        if out_channels is not None and (
-            isinstance(out_channels, bool)
-            or not isinstance(out_channels, int)
-            or out_channels < 1
-        ):
-            raise ValueError(
-                f"'out_channels' must be None or a positive int "
-                f'(got {out_channels!r})'
-            )
+                    f"'out_channels' must be None or a positive int "
+                    f'(got {out_channels!r})'
+                ) from None
         if init not in _INITS:
             raise ValueError(f"'init' must be one of {_INITS} (got {init!r})")
         jk = conv_kwargs.get('jk')
