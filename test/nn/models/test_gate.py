@@ -567,3 +567,23 @@ def test_numpy_integers_are_taken_as_gat_takes_them():
             GATE(4, 8, 2, out_channels=bad)
     with pytest.raises(ValueError, match="'num_layers' must be a positive"):
         GATE(4, 8, np.int64(0))
+
+
+def test_heads_need_not_divide_an_unused_hidden_width():
+    # One layer that maps to `out_channels` averages its heads and has no
+    # hidden width: PyG's GAT takes GAT(4, 6, 1, 3, heads=4), GATE refused
+    # it ('hidden_channels' (got 6) must be divisible by 'heads').
+    x = torch.randn(6, 4)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])
+    model = GATE(4, 6, 1, out_channels=3, heads=4)
+    conv = model.convs[0]
+    assert (conv.out_channels, conv.heads, conv.concat) == (3, 4, False)
+    assert model(x, edge_index).shape == (6, 3)
+    # Where a layer concatenates `hidden_channels`, the check holds:
+    for kwargs in (
+        dict(num_layers=2, out_channels=3),
+        dict(num_layers=1),
+        dict(num_layers=1, out_channels=3, jk='last'),
+    ):
+        with pytest.raises(ValueError, match='must be divisible by'):
+            GATE(4, 6, heads=4, **kwargs)

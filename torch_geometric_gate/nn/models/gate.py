@@ -157,7 +157,14 @@ class GATE(BasicGNN):
         jk = conv_kwargs.get('jk')
         if jk not in _JK_MODES:
             raise ValueError(f"'jk' must be one of {_JK_MODES} (got {jk!r})")
-        if conv_kwargs.get('concat', True) and hidden_channels % heads != 0:
+        # Every layer but the one that maps to `out_channels` (without `jk`)
+        # concatenates heads of `hidden_channels // heads` channels:
+        concats_hidden = num_layers > 1 or out_channels is None or jk
+        if (
+            concats_hidden
+            and conv_kwargs.get('concat', True)
+            and hidden_channels % heads != 0
+        ):
             raise ValueError(
                 f"With concatenated heads, 'hidden_channels' (got "
                 f"{hidden_channels}) must be divisible by 'heads' (got "
