@@ -587,3 +587,37 @@ def test_heads_need_not_divide_an_unused_hidden_width():
     ):
         with pytest.raises(ValueError, match='must be divisible by'):
             GATE(4, 6, heads=4, **kwargs)
+
+
+def test_forward_with_self_attention_bipartite():
+    # A bipartite (x_src, x_dst) input, which forward takes, raised an
+    # AttributeError ('tuple' object has no attribute 'size'). The
+    # self-attention has one row per target node; checked against a dense
+    # computation of the layer's softmax.
+    torch.manual_seed(0)
+    x_src = torch.randn(6, 4, dtype=torch.float64)
+    x_dst = torch.randn(4, 5, dtype=torch.float64)
+    # Target 1's input self-loop (1, 1) is masked; target 3 has none.
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5, 5], [0, 1, 1, 2, 2, 3, 0]])
+    model = GATE((4, 5), 8, 1, out_channels=3, heads=2).double()
+    conv = model.convs[0]
+    with torch.no_grad():
+        conv.att_neighbor.normal_()
+        conv.att_self.normal_()
+    out, (alpha_vv,) = model.forward_with_self_attention(
+        (x_src, x_dst), edge_index
+    )
+    assert torch.equal(out, model((x_src, x_dst), edge_index))
+
+    h = (2, conv.out_channels)
+    q_src = conv.lin_src(x_src).view(-1, *h)
+    q_dst = conv.lin_dst(x_dst).view(-1, *h)
+    expected = torch.zeros(4, 2, dtype=torch.float64)
+    for v in range(4):
+        nbrs = [u for u, w in edge_index.t().tolist() if w == v and u != v]
+        scores = [(conv.att_neighbor * (q_src[u] + q_dst[v]).relu()).sum(-1)
+                  for u in nbrs]  # fmt: skip
+        scores.append((conv.att_self * (q_src[v] + q_dst[v]).relu()).sum(-1))
+        expected[v] = torch.stack(scores).softmax(dim=0)[-1]
+    assert alpha_vv.shape == (4, 2)
+    assert torch.allclose(alpha_vv, expected, atol=1e-12)

@@ -345,8 +345,9 @@ class GATE(BasicGNN):
     ) -> Tuple[Tensor, List[Tensor]]:
         r"""Runs the forward pass and also returns the self-attention
         :math:`\alpha_{v,v}` of every layer, as a list of :obj:`num_layers`
-        tensors of shape :obj:`[num_nodes, heads]` (after attention dropout,
-        if any, in training mode).
+        tensors of shape :obj:`[num_nodes, heads]`, one row per node of the
+        layer's output (the target nodes of a bipartite input), after
+        attention dropout, if any, in training mode.
 
         Takes the arguments of :meth:`forward` (without
         :obj:`edge_weight`, which GATE does not support, and without the
@@ -356,13 +357,14 @@ class GATE(BasicGNN):
         alphas: List[Tensor] = []
         xs: List[Tensor] = []
         for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):  # noqa: B905
-            num_nodes = x.size(0)
             # The layer's output and the attention of every edge used (the
             # dense form for any adjacency, scriptable):
             x, (ei, alpha) = conv.forward_with_attention(
                 x, edge_index, edge_attr
             )
-            alphas.append(self_loop_attention(ei, alpha, num_nodes))
+            # One row per target node, as the output (the input may be a
+            # bipartite pair):
+            alphas.append(self_loop_attention(ei, alpha, x.size(0)))
 
             if i < self.num_layers - 1 or self.jk_mode is not None:
                 if self.act is not None and self.act_first:
