@@ -621,3 +621,33 @@ def test_forward_with_self_attention_bipartite():
         expected[v] = torch.stack(scores).softmax(dim=0)[-1]
     assert alpha_vv.shape == (4, 2)
     assert torch.allclose(alpha_vv, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize('num_layers', [1, 2, 3])
+@pytest.mark.parametrize('heads,concat', [(1, True), (2, True), (2, False)])
+def test_looks_linear_with_residual_is_linear_at_init(
+    num_layers, heads, concat
+):
+    # The skip-connection kept its Glorot weight: with residual=True the
+    # looks-linear network was not linear (f(x + y) != f(x) + f(y)).
+    num_nodes = 12
+    edge_index = _graph(num_nodes)
+    torch.manual_seed(1)
+    x = torch.randn(num_nodes, 6, dtype=torch.float64)
+    y = torch.randn_like(x)
+    model = GATE(6, 8, num_layers, out_channels=3, heads=heads,
+                 concat=concat, residual=True).double()  # fmt: skip
+
+    def f(z):
+        return model(z, edge_index)
+
+    assert torch.allclose(f(x + y), f(x) + f(y), atol=1e-10)
+    # Layer by layer, A H D^T + H R^T with the blocks D and R:
+    a = _dense_mean_aggregation(edge_index, num_nodes)
+    expected = x
+    for i, (conv, d) in enumerate(zip(model.convs, _blocks(model))):  # noqa: B905
+        r = conv.res.weight.detach()
+        rows = r.size(0) if i == num_layers - 1 else r.size(0) // 2
+        cols = r.size(1) if i == 0 else r.size(1) // 2
+        expected = a @ expected @ d.t() + expected @ r[:rows, :cols].t()
+    assert torch.allclose(f(x), expected, atol=1e-10)

@@ -62,9 +62,14 @@ class GATE(BasicGNN):
     zero. Without biases and with a ReLU, the network is then linear at
     initialisation: its output is :math:`\mathbf{A}^L \mathbf{X}
     \mathbf{D}_1^{\top} \cdots \mathbf{D}_L^{\top}`, with :math:`\mathbf{A}`
-    the mean over each node's neighbors and itself. When :obj:`jk` is set,
-    the last layer is initialised as a hidden one (an activation follows it)
-    and the final :class:`~torch.nn.Linear` keeps PyG's default. Averaged
+    the mean over each node's neighbors and itself. With
+    :obj:`residual=True`, the skip-connection :obj:`res`
+    (:math:`\mathbf{R}`) of every layer is filled alike, and layer
+    :math:`l` maps :math:`\mathbf{H}` to :math:`\mathbf{A} \mathbf{H}
+    \mathbf{D}_l^{\top} + \mathbf{H} \mathbf{R}_l^{\top}`. When
+    :obj:`jk` is set, the last layer is initialised as a hidden one (an
+    activation follows it) and the final :class:`~torch.nn.Linear` keeps
+    PyG's default. Averaged
     heads (:obj:`concat=False`) are each filled as a whole layer, so that
     their mean is the mirrored pair of the mean of their blocks. A layer
     whose size the construction cannot take (odd :obj:`hidden_channels`, an
@@ -233,8 +238,11 @@ class GATE(BasicGNN):
                 position = 'last'
             else:
                 position = 'hidden'
-            for lin in (conv.lin, conv.lin_src, conv.lin_dst):
-                if lin is None:  # `share_weights=True`: `lin` only.
+            # The skip-connection `res` (`residual=True`) adds the input's
+            # map to the (head-averaged) output: filled alike, the sum keeps
+            # the mirrored pairs, and the layer stays linear.
+            for lin in (conv.lin, conv.lin_src, conv.lin_dst, conv.res):
+                if lin is None:  # `share_weights`: `lin` only; no `res`.
                     continue
                 weight = lin.weight
                 if isinstance(
@@ -253,7 +261,11 @@ class GATE(BasicGNN):
                 # the next layer reads (mirrored across the heads, one head
                 # would be the negative of another and their mean zero).
                 blocks = [weight]
-                if not conv.concat and position in ('first', 'hidden'):
+                if (
+                    lin is not conv.res
+                    and not conv.concat
+                    and position in ('first', 'hidden')
+                ):
                     blocks = weight.view(conv.heads, -1, weight.size(1))
                 try:
                     for block in blocks:
