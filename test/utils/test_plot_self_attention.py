@@ -103,3 +103,20 @@ def test_layer_names_must_not_be_one_string():
             plot(recorder, layer_names='ab')
     fig = plot_self_attention_histogram(recorder, layer_names=('x', 'y'))
     assert [ax.get_title() for ax in fig.axes] == ['x', 'y']
+
+
+@withPackage('matplotlib')
+def test_histogram_bins_take_numpy_integers():
+    # bins=np.int64(5) was refused ("'bins' must be a positive int (got
+    # np.int64(5))"), though the package takes NumPy integers elsewhere.
+    import numpy as np
+
+    alpha_vv = [torch.rand(20)]
+    fig = plot_self_attention_histogram(alpha_vv, bins=np.int64(5))
+    ref = plot_self_attention_histogram(alpha_vv, bins=5)
+    heights = [[p.get_height() for p in f.axes[0].patches] for f in (fig, ref)]
+    assert len(heights[0]) == 5 and heights[0] == heights[1]
+    with pytest.raises(TypeError, match="'bins' must be an int"):
+        plot_self_attention_histogram(alpha_vv, bins=5.0)
+    with pytest.raises(ValueError, match="'bins' must be at least 1"):
+        plot_self_attention_histogram(alpha_vv, bins=np.int64(0))

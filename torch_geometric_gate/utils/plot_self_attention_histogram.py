@@ -10,6 +10,7 @@ from torch_geometric_gate.utils._plotting import (
     save,
 )
 from torch_geometric_gate.utils._plotting import layer_names as _names
+from torch_geometric_gate.utils._validation import as_int
 from torch_geometric_gate.utils.self_attention_recorder import (
     SelfAttentionRecorder,
 )
@@ -81,8 +82,7 @@ def plot_self_attention_histogram(
                 f'values (of {a.numel()}): training diverged; expected '
                 f'finite values in [0, 1]'
             )
-    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-        raise ValueError(f"'bins' must be a positive int (got {bins!r})")
+    bins = as_int(bins, 'bins', 1)  # NumPy integers too, as Python ints
     Figure = import_figure()
     num_layers = len(alpha_vv)
     names = _names(num_layers, layer_names)
