@@ -651,3 +651,18 @@ def test_looks_linear_with_residual_is_linear_at_init(
         cols = r.size(1) if i == 0 else r.size(1) // 2
         expected = a @ expected @ d.t() + expected @ r[:rows, :cols].t()
     assert torch.allclose(f(x), expected, atol=1e-10)
+
+
+def test_v2_of_gat():
+    # GAT(..., v2=True) users switching to GATE got "MessagePassing.__init__()
+    # got an unexpected keyword argument 'v2'". GATE's layers are
+    # GATv2-scored: v2=True builds the same model, v2=False is refused.
+    x = torch.randn(6, 4)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])
+    torch.manual_seed(0)
+    model = GATE(4, 8, 2, out_channels=3, heads=2, v2=True)
+    torch.manual_seed(0)
+    reference = GATE(4, 8, 2, out_channels=3, heads=2)
+    assert torch.equal(model(x, edge_index), reference(x, edge_index))
+    with pytest.raises(ValueError, match=r"no 'v2=False' \(GATConv\) form"):
+        GATE(4, 8, 2, v2=False)

@@ -109,7 +109,10 @@ class GATE(BasicGNN):
             :obj:`norm_kwargs`, :obj:`jk`) and of
             :class:`~torch_geometric_gate.nn.conv.GATEConv`
             (:obj:`concat`, :obj:`negative_slope`, :obj:`add_self_loops`,
-            :obj:`edge_dim`, :obj:`residual`, ...).
+            :obj:`edge_dim`, :obj:`residual`, ...). :obj:`v2=True` of
+            :class:`~torch_geometric.nn.models.GAT` is taken (GATE's layers
+            score the edges as :class:`~torch_geometric.nn.conv.GATv2Conv`
+            does); :obj:`v2=False` raises a :class:`ValueError`.
 
     Example:
         >>> import torch
@@ -159,6 +162,13 @@ class GATE(BasicGNN):
                 ) from None
         if init not in _INITS:
             raise ValueError(f"'init' must be one of {_INITS} (got {init!r})")
+        # PyG's `GAT` builds `GATv2Conv` layers with `v2=True`; GATE's are
+        # scored as those are, and have no `GATConv` form:
+        if not conv_kwargs.pop('v2', True):
+            raise ValueError(
+                "GATE has no 'v2=False' (GATConv) form: its layers score the "
+                "edges as GATv2Conv does, as with 'v2=True'; drop 'v2'"
+            )
         jk = conv_kwargs.get('jk')
         if jk not in _JK_MODES:
             raise ValueError(f"'jk' must be one of {_JK_MODES} (got {jk!r})")
