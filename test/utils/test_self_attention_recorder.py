@@ -128,3 +128,16 @@ def test_recorder_rejects_non_integer_epoch_and_layer():
         with pytest.raises(TypeError, match="'layer' must be an int"):
             recorder.stat('mean', layer)
     assert recorder.history(np.int64(-1)).shape == (2, 13)
+
+
+def test_layer_range_in_the_error_names_negative_layers():
+    # layer=-1 reads the last layer, but layer=-3 of 2 was refused with
+    # "'layer' must be in [0, 2)", which -1 is not in either.
+    recorder = SelfAttentionRecorder()
+    a = [torch.rand(5), torch.rand(5)]
+    recorder.record(a)
+    assert torch.equal(recorder.history(-1), recorder.history(1))
+    assert torch.equal(recorder.history(-2), recorder.history(0))
+    for layer in (-3, 2):
+        with pytest.raises(ValueError, match=r"'layer' must be in \[-2, 2\)"):
+            recorder.history(layer)

@@ -182,7 +182,8 @@ class SelfAttentionRecorder:
         layer = as_int(layer, 'layer')
         if not -self.num_layers <= layer < self.num_layers:
             raise ValueError(
-                f"'layer' must be in [0, {self.num_layers}) (got {layer})"
+                f"'layer' must be in [-{self.num_layers}, {self.num_layers}) "
+                f'(negative counts from the last layer; got {layer})'
             )
         return layer
 
