@@ -1,5 +1,6 @@
 """Input checks of the package (private): :func:`as_int` for the integer
-arguments of the datasets, transforms and utilities,
+arguments of the datasets, transforms and utilities, :func:`positive_int`
+for the sizes of the layer and the model,
 :func:`check_edge_index` for the utilities and transforms,
 :func:`check_conv_arguments` and :func:`check_conv_inputs` for
 :class:`~torch_geometric_gate.nn.conv.GATEConv`.
@@ -138,8 +139,10 @@ def _is_real(value) -> bool:
     )
 
 
-def _check_int(value, name: str, lazy: bool = False) -> int:
-    # A Python or NumPy integer (as_int), as a Python int:
+def positive_int(value, name: str, lazy: bool = False) -> int:
+    r""":obj:`value` (a Python or NumPy integer, as :func:`as_int` takes
+    it) as a positive Python :obj:`int`, or :obj:`-1` if :obj:`lazy`; the
+    errors name :obj:`name` and that form."""
     kind = 'a positive int' + (', or -1 for lazy initialization,' * lazy)
     try:
         value = as_int(value, name)
@@ -166,13 +169,13 @@ def check_conv_arguments(
     takes them; the layer's scripted form needs Python ints)."""
     pair = in_channels if isinstance(in_channels, tuple) else None
     src_channels, dst_channels = pair or (in_channels, in_channels)
-    src_channels = _check_int(src_channels, 'in_channels', lazy=True)
-    dst_channels = _check_int(dst_channels, 'in_channels', lazy=True)
+    src_channels = positive_int(src_channels, 'in_channels', lazy=True)
+    dst_channels = positive_int(dst_channels, 'in_channels', lazy=True)
     in_channels = (src_channels, dst_channels) if pair else src_channels
-    out_channels = _check_int(out_channels, 'out_channels')
-    heads = _check_int(heads, 'heads')
+    out_channels = positive_int(out_channels, 'out_channels')
+    heads = positive_int(heads, 'heads')
     if edge_dim is not None:
-        edge_dim = _check_int(edge_dim, 'edge_dim', lazy=True)
+        edge_dim = positive_int(edge_dim, 'edge_dim', lazy=True)
     if not _is_real(negative_slope):
         raise ValueError("'negative_slope' must be a finite float")
     if not (_is_real(dropout) and 0 <= dropout < 1):

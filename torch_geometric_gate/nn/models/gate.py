@@ -10,7 +10,7 @@ from torch_geometric.typing import Adj, OptTensor
 from torch_geometric_gate.nn.conv import GATEConv
 from torch_geometric_gate.nn.inits import looks_linear_orthogonal_
 from torch_geometric_gate.utils import self_loop_attention
-from torch_geometric_gate.utils._validation import _check_int
+from torch_geometric_gate.utils._validation import positive_int
 
 _INITS = ('looks_linear', 'glorot')
 # The Jumping Knowledge modes PyG's `BasicGNN` accepts:
@@ -149,12 +149,12 @@ class GATE(BasicGNN):
     ):
         # Python or NumPy integers (as PyG's `GAT` takes them), kept as
         # Python ints (the scripted model needs them):
-        hidden_channels = _check_int(hidden_channels, 'hidden_channels')
-        num_layers = _check_int(num_layers, 'num_layers')
-        heads = _check_int(heads, 'heads')
+        hidden_channels = positive_int(hidden_channels, 'hidden_channels')
+        num_layers = positive_int(num_layers, 'num_layers')
+        heads = positive_int(heads, 'heads')
         if out_channels is not None:
             try:
-                out_channels = _check_int(out_channels, 'out_channels')
+                out_channels = positive_int(out_channels, 'out_channels')
             except (TypeError, ValueError):
                 raise ValueError(
                     f"'out_channels' must be None or a positive int "
