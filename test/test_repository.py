@@ -1,5 +1,8 @@
 import os
 import re
+import shutil
+import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -112,3 +115,30 @@ def test_no_code_outside_the_tests_edits_sys_path():
         if re.search(r'\bsys\.path\b', text):
             offenders.append(str(rel))
     assert offenders == [], f'sys.path edited in {offenders}'
+
+
+def test_sdist_holds_every_file_of_the_repository(tmp_path, monkeypatch):
+    # The sdist ships test/ and docs/source/, so what they read must be in
+    # it too: without upstream/ and .ci/run, `pytest` in an unpacked sdist
+    # stopped at collection (test/upstream, test/test_docs_commands.py).
+    buildapi = pytest.importorskip('flit_core.buildapi')
+    if shutil.which('git') is None or not (ROOT / '.git').exists():
+        pytest.skip('needs a git checkout of the repository')
+    tracked = subprocess.run(
+        ['git', 'ls-files', '-z'],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+        text=True,
+    ).stdout.split('\0')
+    tracked = {name for name in tracked if name and (ROOT / name).is_file()}
+    monkeypatch.chdir(ROOT)  # flit_core reads ./pyproject.toml
+    sdist = tmp_path / buildapi.build_sdist(str(tmp_path))
+    with tarfile.open(sdist) as tar:
+        shipped = {
+            member.name.split('/', 1)[1]
+            for member in tar.getmembers()
+            if member.isfile()
+        }
+    # The only files it leaves out on purpose:
+    assert tracked - shipped == {'.gitignore'}
