@@ -63,6 +63,25 @@ def test_version_lives_in_one_place():
     assert (ROOT / 'torch_geometric_gate' / 'py.typed').is_file()
 
 
+def test_version_follows_the_changelog():
+    # The released versions are the CHANGELOG's headings; while its
+    # [Unreleased] section lists changes, the code is a development version
+    # after the newest release, not that release's number.
+    from packaging.version import Version
+
+    text = (ROOT / 'CHANGELOG.md').read_text()
+    released = re.findall(r'^## \[(\d[^\]]*)\]', text, re.M)
+    unreleased = re.search(
+        r'^## \[Unreleased\]\n(.*?)^## \[', text, re.M | re.S
+    )
+    version = Version(torch_geometric_gate.__version__)
+    newest = max(map(Version, released))
+    if unreleased is not None and unreleased.group(1).strip():
+        assert version.is_devrelease and version > newest, (version, newest)
+    else:
+        assert version == newest
+
+
 def test_public_imports():
     from torch_geometric_gate import GATEConv
     from torch_geometric_gate.nn import GATEConv as GATEConv2

@@ -4,7 +4,7 @@ Implements the layer of `"GATE: How to Keep Out Intrusive Neighbors"
 <https://arxiv.org/abs/2406.00418>`_ (Mustafa & Burkholz, ICML 2024).
 """
 
-__version__ = '0.1.0'
+__version__ = '0.2.0.dev0'
 
 import torch_geometric_gate.datasets  # noqa: E402,F401
 import torch_geometric_gate.nn  # noqa: E402,F401
