@@ -82,6 +82,32 @@ def test_version_follows_the_changelog():
         assert version == newest
 
 
+def test_install_page_names_what_each_extra_installs():
+    # The install page's table of extras names each package of an extra
+    # and every version bound it sets (a user reads there what
+    # `pip install ".[test]"` does to their environment).
+    tomllib = pytest.importorskip('tomllib')  # Python >= 3.11
+    from packaging.requirements import Requirement
+
+    meta = tomllib.loads((ROOT / 'pyproject.toml').read_text())
+    extras = meta['project']['optional-dependencies']
+    table = (ROOT / 'docs' / 'source' / 'install.rst').read_text()
+    table = table.split('.. list-table::')[-1].split('\n\n', 2)[1]
+    rows = dict(re.findall(r'\* - ``(\w+)``\n\s+- (.*?)(?=\n\s+\* - |$)',
+                           table, re.S))  # fmt: skip
+    assert set(rows) == set(extras)
+    missing = []
+    for extra, requirements in extras.items():
+        row = ' '.join(rows[extra].split()).lower()
+        for requirement in map(Requirement, requirements):
+            if requirement.name == meta['project']['name']:
+                continue  # `dev`: "all of the above"
+            named = str(requirement.specifier) or requirement.name
+            if requirement.name.lower() not in row or named not in row:
+                missing.append(f'{extra}: {requirement}')
+    assert missing == []
+
+
 def test_public_imports():
     from torch_geometric_gate import GATEConv
     from torch_geometric_gate.nn import GATEConv as GATEConv2
