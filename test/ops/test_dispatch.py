@@ -198,6 +198,22 @@ def test_auto_on_cuda_runs_triton_from_its_size(monkeypatch):
     )
 
 
+def test_triton_kernels_without_triton_say_what_to_install(monkeypatch):
+    import sys
+
+    from torch_geometric_gate.ops import triton as gate_triton
+
+    # As if Triton were not installed: its import fails, and the kernels'
+    # module is imported anew.
+    monkeypatch.setitem(sys.modules, 'triton', None)
+    monkeypatch.delitem(
+        sys.modules, 'torch_geometric_gate.ops.triton._kernels', False
+    )
+    monkeypatch.delattr(gate_triton, '_kernels', False)
+    with pytest.raises(ImportError, match='require Triton; install it with'):
+        gate_triton.kernels()
+
+
 def test_triton_missing_says_why(monkeypatch):
     x = torch.empty(1, device='meta')
     monkeypatch.setattr(dispatch, '_TRITON_INSTALLED', False)

@@ -15,8 +15,17 @@ def kernels() -> Dict[str, object]:
     target or record their launches, as ``benchmark/triton_compile.py``
     does (their registers and spills from ``ptxas``, no GPU needed). The
     names, signatures and number of kernels follow the implementation and
-    may change between versions. Imports Triton."""
-    from torch_geometric_gate.ops.triton import _kernels
+    may change between versions. Imports Triton: without it, raises an
+    :class:`ImportError` saying so."""
+    try:
+        from torch_geometric_gate.ops.triton import _kernels
+    except ModuleNotFoundError as e:
+        if e.name != 'triton':
+            raise
+        raise ImportError(
+            "The Triton kernels require Triton; install it with 'pip "
+            "install triton' (PyTorch's CUDA builds for Linux bring it)"
+        ) from e
 
     return {name: getattr(_kernels, name) for name in _kernels.__all__}
 
