@@ -1118,3 +1118,33 @@ def test_chunked_float16_sums_accumulate_in_float32(monkeypatch, path):
     )
     assert torch.allclose(out.double(), want, atol=2e-2, rtol=1e-2)
     assert torch.allclose(alpha.double(), want_alpha, atol=5e-4, rtol=2e-2)
+
+
+@pytest.mark.parametrize('num_nodes,add_self_loops', [(5, False), (0, True)])
+def test_eager_compiled_loops_with_edge_features_and_no_edges(
+    monkeypatch, num_nodes, add_self_loops
+):
+    # No edge at all (none given, none appended) with edge features: the
+    # compiled backward flattens [0, H, C] gradients; the chunks agree.
+    got = {}
+    for path in ('compiled', 'chunks'):
+        calls = eager_path(monkeypatch, path)
+        torch.manual_seed(0)
+        conv = GATEConv(5, 4, heads=2, edge_dim=3,
+                        add_self_loops=add_self_loops)  # fmt: skip
+        x = torch.randn(num_nodes, 5, requires_grad=True)
+        edge_attr = torch.randn(0, 3, requires_grad=True)
+        empty = torch.empty(2, 0, dtype=torch.long)
+        with attention_kernel('chunked'):
+            out = conv(x, empty, edge_attr)
+        out.sum().backward()
+        assert calls == (['_forward', '_backward'] if path == 'compiled'
+                         else [])  # fmt: skip
+        got[path] = (out, x.grad, edge_attr.grad, conv.lin_edge.weight.grad)
+    for a, b in zip(got['compiled'], got['chunks']):
+        torch.testing.assert_close(a, b)
+    out, x_grad, attr_grad, weight_grad = got['compiled']
+    # Without edges each output is the bias; nothing reaches the inputs:
+    torch.testing.assert_close(out, conv.bias.expand(num_nodes, -1))
+    assert x_grad.abs().sum() == 0 and attr_grad.shape == (0, 3)
+    assert weight_grad.abs().sum() == 0

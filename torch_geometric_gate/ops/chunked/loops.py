@@ -155,7 +155,7 @@ def _backward(
     grad_dst = torch.zeros_like(q_dst).index_add(0, dst, g_z.to(q_dst.dtype))
     grad_attr = grad_weight = None
     if edge_attr is not None and weight_edge is not None:
-        g_flat = g_z.view(g_z.size(0), -1)
+        g_flat = g_z.flatten(1)  # (view(E, -1) is ambiguous at E = 0)
         grad_attr = (g_flat @ weight_edge.to(g_flat.dtype)).to(edge_attr.dtype)
         grad_weight = (g_flat.t() @ edge_attr.to(g_flat.dtype)).to(
             weight_edge.dtype
