@@ -1327,3 +1327,26 @@ def test_triton_backward_reads_the_output_gradient_with_its_strides(
     for name in got:
         assert_close(got[name], want[name], what=name)
         assert_close(got[name], dense[name], what=f'{name} vs dense')
+
+
+@pytest.mark.parametrize('edge_dim', [None, 2])
+def test_triton_layer_on_a_graph_without_nodes(edge_dim):
+    # The layer's projections are the views of one product [0, 3 * H * C]:
+    # its gradient (backward and double backward) keeps its 0 rows.
+    from torch_geometric_gate import GATEConv
+    from torch_geometric_gate.ops import attention_kernel
+
+    conv = GATEConv(5, 4, heads=2, edge_dim=edge_dim).to(DEVICE)
+    x = torch.randn(0, 5, device=DEVICE, requires_grad=True)
+    empty = torch.empty(2, 0, dtype=torch.long, device=DEVICE)
+    edge_attr = None if edge_dim is None else torch.randn(0, 2).to(DEVICE)
+    with attention_kernel('triton'):
+        out = conv(x, empty, edge_attr)
+        assert out.shape == (0, 8)
+        (grad,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+        assert grad.shape == (0, 5)
+        (weight_grad,) = torch.autograd.grad(
+            out.sum(), conv.lin.weight, create_graph=True
+        )
+        weight_grad.square().sum().backward()
+    assert torch.equal(weight_grad, torch.zeros_like(conv.lin.weight))

@@ -227,7 +227,9 @@ def _backward(
     # Views of one buffer where `views` allows them:
     if fused:  # The product's gradient in the place of q_src:
         projections = (
-            proj[3].view(num_src, -1).to(value.dtype, copy=not views)
+            proj[3].view(num_src, 3 * heads * channels).to(
+                value.dtype, copy=not views
+            )
             if need[0] else None,
             None, None,
         )  # fmt: skip

@@ -239,7 +239,7 @@ def _double_backward(saved, settings, grad_alpha, grad_out):
             for g, t in zip(grads_in[:3], inputs[:3])
         ]
         fused = torch.stack([parts[2], parts[0], parts[1]], 1)
-        grads_in[:3] = [fused.view(fused.size(0), -1), None, None]
+        grads_in[:3] = [fused.flatten(1), None, None]  # (0 rows: no -1)
     return (*grads_in, None, None, None, None)
 
 
