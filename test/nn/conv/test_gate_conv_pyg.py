@@ -533,3 +533,35 @@ def test_an_edge_projection_with_a_hook_runs_the_reference():
     with attention_kernel('chunked'):
         with pytest.raises(RuntimeError, match="'lin_edge' is not a bias"):
             conv(x, EDGE_INDEX, edge_attr)
+
+
+@pytest.mark.parametrize('aggr', ['mean', 'max', 'min', ['mean', 'max']])
+@pytest.mark.parametrize('flow', ['source_to_target', 'target_to_source'])
+def test_masked_input_loops_are_not_aggregated(aggr, flow):
+    # Under add_self_loops the input's loops are replaced by fresh ones: as
+    # for GATv2Conv (which removes them), the output is the one without
+    # them, with an aggregation that would count (mean) or compare (max,
+    # min) their zero messages too.
+    torch.manual_seed(0)
+    x = torch.randn(NUM_NODES, 5)
+    conv = GATEConv(5, 4, heads=2, aggr=aggr, flow=flow)
+    randomize_attention(conv)
+    want = conv(x, EDGE_INDEX[:, ~LOOP])
+    out, (ei, alpha) = conv(x, EDGE_INDEX, return_attention_weights=True)
+    torch.testing.assert_close(out, want)
+    assert torch.equal(ei[:, : LOOP.numel()], EDGE_INDEX)  # still listed
+    assert alpha[: LOOP.numel()][LOOP].abs().sum() == 0
+    out.sum().backward()  # (differentiable)
+    # The mean is GATv2Conv's with the same parameters (a_s = a_t):
+    if aggr == 'mean' and flow == 'source_to_target':
+        gatv2 = GATv2Conv(5, 4, heads=2, aggr='mean', negative_slope=0.0)
+        with torch.no_grad():
+            gatv2.lin_l.weight.copy_(conv.lin.weight)
+            gatv2.lin_l.bias.zero_()
+            gatv2.lin_r.bias.zero_()
+            conv.lin_src.weight.copy_(conv.lin.weight)
+            conv.lin_dst.weight.copy_(gatv2.lin_r.weight)
+            conv.att_self.copy_(conv.att_neighbor)
+            gatv2.att.copy_(conv.att_neighbor)
+            gatv2.bias.copy_(conv.bias)
+        torch.testing.assert_close(conv(x, EDGE_INDEX), gatv2(x, EDGE_INDEX))

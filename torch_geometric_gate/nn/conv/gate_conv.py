@@ -151,6 +151,10 @@ class GATEConv(MessagePassing):
                              'target channels')
         if self.decomposed_layers > 1:
             raise ValueError("'decomposed_layers > 1' is not supported")
+        # Whether the masked input self-loops may stay among the edges
+        # aggregated (a zero message: a sum ignores it, a mean would count
+        # it and a max compare it; see _propagate_attention):
+        self._sum_aggr = self.aggr in ('add', 'sum')
 
         self.in_channels = in_channels
         self.out_channels = out_channels
@@ -354,10 +358,24 @@ class GATEConv(MessagePassing):
         # edge_updater_type: (x: PairTensor, edge_attr: OptTensor, loop: Tensor, masked: OptTensor)  # noqa
         alpha = self.edge_updater(edge_index, x=x, edge_attr=edge_attr,
                                   loop=loop, masked=masked, size=size)
-        # propagate_type: (x: PairTensor, alpha: Tensor)
-        out = self.propagate(edge_index, x=(value, x[1]), alpha=alpha,
-                             size=size)
-        return out, alpha
+        if masked is None or self._sum_aggr:
+            # propagate_type: (x: PairTensor, alpha: Tensor)
+            out = self.propagate(edge_index, x=(value, x[1]), alpha=alpha,
+                                 size=size)
+            return out, alpha
+        # Another aggregation: the masked loops to a spare row, cut off.
+        pad = value.new_zeros(1, value.size(1), value.size(2))
+        if self.flow == 'source_to_target':
+            ei = torch.stack(
+                [edge_index[0], edge_index[1].masked_fill(masked, size[1])])
+            out = self.propagate(ei, x=(value, torch.cat([x[1], pad])),
+                                 alpha=alpha, size=(size[0], size[1] + 1))
+            return out[:size[1]], alpha
+        ei = torch.stack(
+            [edge_index[0].masked_fill(masked, size[0]), edge_index[1]])
+        out = self.propagate(ei, x=(torch.cat([value, pad]), x[1]),
+                             alpha=alpha, size=(size[0] + 1, size[1]))
+        return out[:size[0]], alpha
 
     def _forward(
         self,
