@@ -565,3 +565,33 @@ def test_masked_input_loops_are_not_aggregated(aggr, flow):
             gatv2.att.copy_(conv.att_neighbor)
             gatv2.bias.copy_(conv.bias)
         torch.testing.assert_close(conv(x, EDGE_INDEX), gatv2(x, EDGE_INDEX))
+
+
+@pytest.mark.parametrize('add_self_loops', [True, False])
+@pytest.mark.parametrize('bipartite', [False, True])
+def test_edge_index_input_returns_edge_index_weights(
+    add_self_loops, bipartite
+):
+    # As GATv2Conv: an EdgeIndex in, an EdgeIndex of the edges used out
+    # (appended loops included), of the input's sparse size.
+    from torch_geometric import EdgeIndex
+
+    num_dst = 4 if bipartite else NUM_NODES
+    x_src = torch.randn(NUM_NODES, 5)
+    x = (x_src, torch.randn(num_dst, 5)) if bipartite else x_src
+    plain = EDGE_INDEX[:, EDGE_INDEX[1] < num_dst]
+    edge_index = EdgeIndex(plain, sparse_size=(NUM_NODES, num_dst))
+    conv = GATEConv(5, 4, heads=2, add_self_loops=add_self_loops)
+    randomize_attention(conv)
+    want_out, (want_ei, want_alpha) = conv(
+        x, plain, return_attention_weights=True
+    )
+    out, (ei, alpha) = conv(x, edge_index, return_attention_weights=True)
+    assert isinstance(ei, EdgeIndex)
+    assert ei.sparse_size() == (NUM_NODES, num_dst)
+    assert torch.equal(ei.as_tensor(), want_ei)
+    torch.testing.assert_close(alpha, want_alpha)
+    torch.testing.assert_close(out, want_out)
+    gatv2 = GATv2Conv(5, 4, heads=2, add_self_loops=add_self_loops)
+    _, (gatv2_ei, _) = gatv2(x, edge_index, return_attention_weights=True)
+    assert type(ei) is type(gatv2_ei)

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
 
+from torch_geometric import EdgeIndex
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.nn.inits import zeros
@@ -263,10 +264,11 @@ class GATEConv(MessagePassing):
                 :obj:`True`, will additionally return the tuple
                 :obj:`(edge_index, attention_weights)`: the edges used
                 :obj:`[2, E']` (appended self-loops, and masked input
-                self-loops with weight :obj:`0`, included) and their weights
-                :obj:`[E', H]`. For a sparse :obj:`edge_index`, the weights
-                come as a sparse matrix of its layout, without the masked
-                self-loops. Not under TorchScript: use
+                self-loops with weight :obj:`0`, included; an
+                :class:`~torch_geometric.EdgeIndex` for one) and their
+                weights :obj:`[E', H]`. For a sparse :obj:`edge_index`, the
+                weights come as a sparse matrix of its layout, without the
+                masked self-loops. Not under TorchScript: use
                 :meth:`forward_with_attention` there. (default: :obj:`None`)
         """
         need_weights = False
@@ -285,6 +287,11 @@ class GATEConv(MessagePassing):
         assert alpha is not None
         if isinstance(edge_index,
                       Tensor) and not is_torch_sparse_tensor(edge_index):
+            if (not torch.jit.is_scripting()
+                    and isinstance(edge_index, EdgeIndex)
+                    and not isinstance(ei, EdgeIndex)):
+                # With the appended loops, as GATv2Conv returns it:
+                ei = EdgeIndex(ei, sparse_size=edge_index.sparse_size())
             return out, (ei, alpha)
         if num_loops > 0:  # The sparse forms drop the input loops.
             keep = ~self._loop_flags(ei, num_loops)[1]
