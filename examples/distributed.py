@@ -70,7 +70,9 @@ positive_float = float_in(0.0, low_open=True)
 
 
 parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-parser.add_argument('--num-nodes', type=int_at_least(1), default=100_000)
+parser.add_argument(  # a 2:1:1 split has a test node from 4 nodes
+    '--num-nodes', type=int_at_least(4), default=100_000
+)
 parser.add_argument('--avg-degree', type=positive_float, default=10.0)
 parser.add_argument('--num-classes', type=int_at_least(2), default=8)
 parser.add_argument('--num-layers', type=int_at_least(1), default=2)
