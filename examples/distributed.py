@@ -93,7 +93,12 @@ parser.add_argument(
 )
 parser.add_argument('--epochs', type=int_at_least(1), default=3)
 parser.add_argument('--seed', type=int_at_least(0, 2**64), default=0)
-parser.add_argument('--save', help="rank 0 saves the model's parameters")
+parser.add_argument(
+    '--save',
+    metavar='FILE',
+    help="rank 0 saves the model's parameters (its state_dict) there, "
+    'in an existing folder',
+)
 
 
 def parse_args(argv=None):
@@ -107,6 +112,16 @@ def parse_args(argv=None):
         )
     if args.num_classes > args.num_nodes:
         parser.error('argument --num-classes: expected at most --num-nodes')
+    # Checked now, not after the training; by the rank that saves (the
+    # folder may exist on its machine only):
+    if args.save is not None and int(os.environ.get('RANK', 0)) == 0:
+        folder = os.path.dirname(os.path.abspath(args.save))
+        if os.path.isdir(args.save):
+            parser.error(f'argument --save: {args.save!r} is a folder')
+        if not os.path.isdir(folder):
+            parser.error(f'argument --save: no folder {folder!r}')
+        if not os.access(folder, os.W_OK):
+            parser.error(f'argument --save: {folder!r} is not writable')
     return args
 
 

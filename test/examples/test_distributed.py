@@ -117,3 +117,29 @@ def test_arguments_are_checked(capsys):
             module.parse_args(argv)
         assert e.value.code == 2
         assert capsys.readouterr().err.strip().endswith(message)
+
+
+def test_save_is_checked_before_training(tmp_path, monkeypatch, capsys):
+    # A --save into a missing folder failed in torch.save, after all the
+    # training (a traceback); now it is a usage error first.
+    spec = importlib.util.spec_from_file_location('distributed', SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.delenv('RANK', raising=False)
+    path = tmp_path / 'model.pt'
+    assert module.parse_args(['--save', str(path)]).save == str(path)
+    missing = tmp_path / 'missing'
+    for argv, message in (
+        (['--save', str(missing / 'model.pt')],
+         f"argument --save: no folder '{missing}'"),
+        (['--save', str(tmp_path)],
+         f"argument --save: '{tmp_path}' is a folder"),
+    ):  # fmt: skip
+        with pytest.raises(SystemExit) as e:
+            module.parse_args(argv)
+        assert e.value.code == 2
+        assert capsys.readouterr().err.strip().endswith(message)
+    assert not missing.exists()
+    # The other ranks do not save: the folder may be on rank 0's machine only.
+    monkeypatch.setenv('RANK', '1')
+    assert module.parse_args(['--save', str(missing / 'model.pt')]).save
