@@ -118,7 +118,14 @@ def load(data_root, name, split):
         with contextlib.redirect_stderr(io.StringIO()):
             dataset = HeterophilousGraphDataset(root, name)
     except OSError as e:  # no network: leave nothing half-written
-        if not had_raw and osp.isfile(raw):
+        if had_raw:  # nothing was downloaded: processing it failed
+            processed = osp.join(root, name.lower(), 'processed')
+            raise OSError(
+                f"could not process '{raw}' ({type(e).__name__}: {e}); PyG "
+                f"writes the processed dataset into '{processed}': point "
+                f'--data-root (or GATE_DATA_ROOT) at a writable copy'
+            ) from e
+        if osp.isfile(raw):
             os.remove(raw)
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
@@ -195,7 +202,7 @@ def main():
 
     try:
         data = load(args.data_root, args.dataset, args.split)
-    except FileNotFoundError as e:
+    except OSError as e:  # no data, or it cannot be processed
         raise SystemExit(f'error: {e}') from None
     print(
         f'{args.dataset}, split {args.split}: {data.num_nodes} nodes, '

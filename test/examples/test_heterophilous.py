@@ -108,6 +108,27 @@ def test_offline_is_a_clear_error_that_leaves_nothing(
     assert _files(tmp_path) == []
 
 
+def test_a_processing_failure_is_not_called_a_download_failure(tmp_path):
+    # With the raw file in place, an OSError of the processing (here its
+    # folder blocked by a file; or a read-only data root) was reported as
+    # "could not download", telling to copy the file that was there.
+    data_root = tmp_path / 'data'
+    folder = data_root / 'heterophilous' / 'minesweeper'
+    (folder / 'raw').mkdir(parents=True)
+    (folder / 'raw' / 'minesweeper.npz').write_bytes(b'')
+    (folder / 'processed').write_text('')
+    with pytest.raises(OSError) as e:
+        _load_module().load(str(data_root), 'Minesweeper', 0)
+    raw, processed = folder / 'raw' / 'minesweeper.npz', folder / 'processed'
+    assert str(e.value) == (
+        f"could not process '{raw}' (FileExistsError: [Errno 17] File "
+        f"exists: '{processed}'); PyG writes the processed dataset into "
+        f"'{processed}': point --data-root (or GATE_DATA_ROOT) at a "
+        'writable copy'
+    )
+    assert raw.exists()  # the user's file is kept
+
+
 @pytest.mark.slow
 @needs_shared(*MINESWEEPER)
 def test_minesweeper(tmp_path):
