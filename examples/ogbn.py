@@ -147,12 +147,23 @@ created = osp.abspath(folder)  # the outermost folder a download makes
 while not osp.isdir(osp.dirname(created)):
     created = osp.dirname(created)
 created = None if osp.exists(created) else created
+# What OGB reads from raw/; with them there, it downloads nothing:
+had_raw = all(
+    osp.isfile(osp.join(folder, 'raw', f))
+    for f in ('edge.csv.gz', 'node-feat.csv.gz')
+)
 try:
     with torch.serialization.safe_globals(
         [DataEdgeAttr, DataTensorAttr, GlobalStorage]
     ):
         dataset = PygNodePropPredDataset(args.dataset, root=args.root)
 except OSError as e:  # no network: leave nothing half-written
+    if had_raw:  # nothing was downloaded: processing it failed
+        parser.error(
+            f"argument --root: could not process '{folder}/raw/' "
+            f'({type(e).__name__}: {e}); OGB writes the processed dataset '
+            f"into '{folder}/processed/': point --root at a writable copy"
+        )
     if created is not None:
         shutil.rmtree(created, ignore_errors=True)
     parser.error(

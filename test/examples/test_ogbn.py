@@ -166,6 +166,25 @@ def test_usage_errors(runs):
 
 
 @pytest.mark.slow
+def test_a_processing_failure_is_not_called_a_download_failure(tmp_path):
+    # With the raw files in place, an OSError of the processing (here its
+    # folder blocked by a file; or a read-only --root) was reported as
+    # "could not download", telling to copy the files that were there.
+    write_fake_arxiv(str(tmp_path))
+    folder = tmp_path / 'ogbn_arxiv'
+    (folder / 'processed').write_text('')
+    proc = _run('--root', str(tmp_path))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"ogbn.py: error: argument --root: could not process '{folder}/raw/' "
+        f"(FileExistsError: [Errno 17] File exists: '{folder}/processed'); "
+        f"OGB writes the processed dataset into '{folder}/processed/': point "
+        '--root at a writable copy'
+    )
+    assert (folder / 'raw' / 'edge.csv.gz').exists()  # the user's files
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(
     WITH_PYG_LIB or WITH_TORCH_SPARSE, reason='a sampler is installed'
 )
