@@ -157,6 +157,13 @@ try:
         [DataEdgeAttr, DataTensorAttr, GlobalStorage]
     ):
         dataset = PygNodePropPredDataset(args.dataset, root=args.root)
+except EOFError:  # OGB's prompt, with no one to answer it
+    parser.error(
+        f"argument --root: '{folder}' holds no RELEASE_v1.txt, OGB's "
+        f'marker of the current version of {args.dataset} (an older '
+        'download, or a copy without it), and OGB asked whether to download '
+        'it anew: answer on a terminal, or add the marker to a current copy'
+    )
 except OSError as e:  # no network: leave nothing half-written
     if had_raw:  # nothing was downloaded: processing it failed
         parser.error(
@@ -170,8 +177,9 @@ except OSError as e:  # no network: leave nothing half-written
         f'argument --root: could not download {args.dataset} '
         f'({type(e).__name__}: '
         f"{e}); expected OGB's layout under --root '{args.root}': "
-        f"'{folder}/raw/' and '{folder}/split/'. Without network, copy them "
-        'there, or point --root at a folder that holds them'
+        f"'{folder}/raw/', '{folder}/split/' and '{folder}/RELEASE_v1.txt'. "
+        'Without network, copy them there, or point --root at a folder '
+        'that holds them'
     )
 split = dataset.get_idx_split()
 data = dataset[0]

@@ -69,6 +69,7 @@ ENV.update(dict.fromkeys(('http_proxy', 'https_proxy'), dead_url('')))
 def _run(*argv):
     proc = subprocess.run(
         [sys.executable, SCRIPT, *argv],
+        stdin=subprocess.DEVNULL,  # nothing answers a prompt, as in CI
         capture_output=True,
         text=True,
         env=ENV,
@@ -161,8 +162,31 @@ def test_usage_errors(runs):
         '(URLError: <urlopen error [Errno 111] Connection refused>)'
     ), last
     folder = osp.join(str(runs['tmp'] / 'missing'), 'ogbn_arxiv')
-    assert f"'{folder}/raw/' and '{folder}/split/'" in last
+    assert (
+        f"'{folder}/raw/', '{folder}/split/' and '{folder}/RELEASE_v1.txt'"
+    ) in last
     assert not osp.exists(runs['tmp'] / 'missing')  # nothing created either
+
+
+@pytest.mark.slow
+def test_a_copy_without_the_release_marker_is_a_usage_error(tmp_path):
+    # The offline message said to copy raw/ and split/; a folder with only
+    # those made OGB ask whether to download the dataset anew, and without
+    # a terminal the script ended in an EOFError traceback.
+    write_fake_arxiv(str(tmp_path))
+    folder = tmp_path / 'ogbn_arxiv'
+    (folder / 'RELEASE_v1.txt').unlink()
+    proc = _run('--root', str(tmp_path))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert 'Traceback' not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"ogbn.py: error: argument --root: '{folder}' holds no "
+        "RELEASE_v1.txt, OGB's marker of the current version of ogbn-arxiv "
+        '(an older download, or a copy without it), and OGB asked whether to '
+        'download it anew: answer on a terminal, or add the marker to a '
+        'current copy'
+    )
+    assert sorted(os.listdir(folder)) == ['raw', 'split']  # left as it was
 
 
 @pytest.mark.slow
