@@ -125,3 +125,19 @@ def test_readme_flag_prints_the_table_only(monkeypatch, capsys):
     data = module.make_graph(40, 0.1, 4, seed=0)
     assert data.num_nodes == 40
     assert 'Processing...' in capsys.readouterr().err
+
+
+def test_docs_give_the_threads_flag_not_the_environment():
+    # The script pins torch's thread count (--threads, default 1) whatever
+    # OMP_NUM_THREADS says (test_one_thread_unless_told); the install and
+    # quick-start pages told to set OMP_NUM_THREADS=1 to make it fast.
+    for page in ('install.rst', 'quickstart.rst'):
+        with open(osp.join(ROOT, 'docs', 'source', page)) as f:
+            paragraphs = f.read().split('\n\n')
+        about = [
+            p for p in paragraphs if 'README' in p and 'thread' in p.lower()
+        ]
+        assert about, page
+        for paragraph in about:
+            assert '--threads' in paragraph, paragraph
+            assert 'OMP_NUM_THREADS=1' not in paragraph, paragraph
