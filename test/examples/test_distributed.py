@@ -154,3 +154,12 @@ def test_the_scaling_page_claims_what_is_tested():
         )
     assert 'bit for bit' not in paragraph
     assert 'up to float rounding' in paragraph
+
+
+def test_the_install_page_says_the_sampler_is_not_in_full():
+    # The `full` extra was "everything the examples use", but this script
+    # (and ogbn.py --loader neighbor) stops without pyg-lib or torch-sparse.
+    with open(osp.join(ROOT, 'docs', 'source', 'install.rst')) as f:
+        text = f.read()
+    row = text[text.index('   * - ``full``') :].split('   * - ')[1]
+    assert 'examples/distributed.py' in row and '``sparse``' in row, row
