@@ -236,7 +236,9 @@ def main():
     print('\n' + format_table(results))
     print(
         '\nalpha_vv = 1: the node ignores its neighbours; 0: it ignores '
-        'itself. The labels here need no aggregation at all.'
+        'itself. The labels here need no aggregation at all.\ntime: the '
+        "training's wall time; GATE's includes compiling its attention "
+        'kernels on their first call (seconds, once per process).'
     )
 
 

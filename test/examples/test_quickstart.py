@@ -141,3 +141,24 @@ def test_docs_give_the_threads_flag_not_the_environment():
         for paragraph in about:
             assert '--threads' in paragraph, paragraph
             assert 'OMP_NUM_THREADS=1' not in paragraph, paragraph
+
+
+def test_the_table_says_what_its_times_include(monkeypatch, capsys):
+    # GATE's time includes the compilation of its kernels on their first
+    # call: about half of it at the default sizes on one CPU thread, which
+    # made GATE look as slow as GATv2 (it is about twice as fast after).
+    module = _quickstart()
+    small = ['--num-nodes', '40', '--num-layers', '1', '--hidden', '4',
+             '--epochs', '1']  # fmt: skip
+    monkeypatch.setattr(sys, 'argv', [SCRIPT, *small])
+    threads = torch.get_num_threads()
+    try:
+        module.main()
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert re.search(r'^GATE .* \d+\.\ds ', out, re.M), out
+    assert out.strip().endswith(
+        "time: the training's wall time; GATE's includes compiling its "
+        'attention kernels on their first call (seconds, once per process).'
+    )
