@@ -275,6 +275,65 @@ def test_low_precision_keeps_its_dtype(kernel, device):
 
 @withCUDA
 @pytest.mark.parametrize('kernel', KERNELS)
+@pytest.mark.parametrize('heads', [2, 17])  # (17: per head, not by block)
+def test_attention_vectors_narrower_than_the_projections(
+    kernel, heads, device
+):
+    # Float64 projections scored with float32 attention vectors (float32
+    # with bfloat16 on Triton) compute in the wider dtype, as the reference
+    # promotes: the chunked ATen loops (on CPU from five threads under
+    # 'auto'), the compiled loops' and Triton's double backward multiplied
+    # the two and failed ("expected m1 and m2 to have the same dtype").
+    skip_unless_runs(kernel, device)
+    wide = dtype_of(kernel)
+    narrow = torch.bfloat16 if wide == torch.float32 else torch.float32
+    graph = make_graph(False)
+    inputs = make_inputs(graph, heads, 3, 2, False, device, wide)
+    for name in ('att_src', 'att_self'):
+        inputs[name] = inputs[name].detach().to(narrow).requires_grad_()
+    out, alpha = run(kernel, graph, inputs, 0.2)
+    (want_out, want_alpha), want_inputs = dense(graph, inputs, 0.2)
+    assert out.dtype == alpha.dtype == wide
+    atol = 1e-4 if wide == torch.float32 else 1e-10
+    torch.testing.assert_close(out.cpu().double(), want_out, atol=atol,
+                               rtol=1e-4)  # fmt: skip
+    torch.testing.assert_close(alpha.cpu().double(), want_alpha, atol=atol,
+                               rtol=1e-4)  # fmt: skip
+    got = gradients((out, alpha), inputs)
+    want = gradients((want_out, want_alpha), want_inputs)
+    for name in want:
+        assert got[name].dtype == inputs[name].dtype, name
+        # (The vectors' gradients are rounded to their dtype:)
+        tol = 1e-2 if got[name].dtype != wide else atol * 10
+        torch.testing.assert_close(got[name].cpu().double(), want[name],
+                                   atol=tol, rtol=tol, msg=name)  # fmt: skip
+    # Double backward, against the float64 reference (the dense softmax's
+    # second order is NaN at its -inf): a gradient penalty's gradients.
+    names = [k for k in NAMES if inputs[k] is not None]
+
+    def second(kernel, inputs):
+        out, alpha = run(kernel, graph, inputs, 0.2)
+        loss = out.square().sum() + alpha.square().sum()
+        leaves = [inputs[k] for k in names]
+        first = torch.autograd.grad(loss, leaves, create_graph=True)
+        total = sum(g.double().square().sum() for g in first)
+        return torch.autograd.grad(total, leaves)
+
+    got = second(kernel, inputs)
+    want = second('reference', {
+        k: None if v is None else v.detach().cpu().double().requires_grad_()
+        for k, v in inputs.items()
+    })  # fmt: skip
+    for name, g, w in zip(names, got, want):
+        assert g.dtype == inputs[name].dtype, name
+        # (Of the squares of the vectors' gradients, rounded to their dtype:)
+        tol = 5e-2 if narrow == torch.bfloat16 else 1e-5
+        torch.testing.assert_close(g.cpu().double(), w, atol=tol, rtol=tol,
+                                   msg=f'second order, {name}')  # fmt: skip
+
+
+@withCUDA
+@pytest.mark.parametrize('kernel', KERNELS)
 def test_edge_cases(kernel, device):
     skip_unless_runs(kernel, device)
     dtype = dtype_of(kernel)

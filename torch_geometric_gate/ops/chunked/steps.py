@@ -58,6 +58,9 @@ def _scores(
     chunk: int,
 ) -> Tensor:
     dtype = torch.promote_types(q_src.dtype, att.dtype)
+    # In the scores' dtype: an attention vector of a narrower dtype than the
+    # projections (float32 by float64) cannot be a product's operand.
+    att = att.to(dtype)
     heads, channels = att.shape[1:]
     e = q_src.new_empty(src.numel(), heads, dtype=dtype)
     # On the CPU both scores of every head come from one matrix product
@@ -161,7 +164,7 @@ def _score_backward(
     # non-finite one would leak NaN into the other heads):
     block = None
     if cpu_block and g_split is not None and _finite(grad_e):
-        block = _block_diagonal(att)
+        block = _block_diagonal(att.to(grad_e.dtype))
     for s in _chunks(src.numel(), att.size(1) * att.size(2), chunk):
         act = _activation(
             q_src, q_dst, edge_attr, weight_edge, src, dst, s, slope
