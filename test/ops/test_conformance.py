@@ -402,6 +402,20 @@ def test_edge_cases(kernel, device):
          r"'weight_edge' of shape \[2, 3\]"),
         (dict(edge_attr=torch.zeros(2), weight_edge=torch.zeros(2, 1)),
          r"'edge_attr' of shape \[2, edge_dim\]"),
+        # (Integer features ran on the chunked kernels, promoted, and failed
+        # in the reference's leaky_relu; integer vectors ran everywhere;
+        # the edge tensors' dtypes failed in a product of 'm1 and m2'.)
+        (dict(value=torch.ones(3, 1, 2, dtype=torch.long)),
+         r"'value' of a floating-point dtype \(got torch.int64\)"),
+        (dict(att_src=torch.ones(1, 2, dtype=torch.int32)),
+         r"'att_src' of a floating-point dtype \(got torch.int32\)"),
+        (dict(edge_attr=torch.zeros(2, 3, dtype=torch.long),
+              weight_edge=torch.zeros(2, 3)),
+         r"'edge_attr' of a floating-point dtype"),
+        (dict(edge_attr=torch.zeros(2, 3, dtype=torch.double),
+              weight_edge=torch.zeros(2, 3)),
+         r"'edge_attr' and 'weight_edge' of the same dtype \(got "
+         r'torch.float64 and torch.float32\)'),
     ],
 )  # fmt: skip
 def test_bad_input_is_refused_naming_the_problem(kwargs, match):

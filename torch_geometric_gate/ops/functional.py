@@ -83,7 +83,8 @@ def gate_attention(
             :obj:`[1, H, C]`.
         att_self (torch.Tensor, optional): :math:`\mathbf{a}_t`, the same
             shape, or :obj:`None` (GATv2's one vector).
-        edge_attr (torch.Tensor, optional): Edge features :obj:`[E, D]`.
+        edge_attr (torch.Tensor, optional): Edge features :obj:`[E, D]`, of
+            :obj:`weight_edge`'s dtype.
         weight_edge (torch.Tensor, optional): :math:`\mathbf{W}_e`,
             :obj:`[H * C, D]` (with :obj:`edge_attr`).
         negative_slope (float, optional): :math:`\phi`'s slope,
@@ -178,6 +179,21 @@ def gate_attention(
             raise ValueError(
                 f"Expected 'weight_edge' of shape {expected} (heads * "
                 f'channels, edge_dim), got {list(weight_edge.shape)}'
+            )
+    for name, t in (('query_src', query_src), ('query_dst', query_dst),
+                    ('value', value), ('att_src', att_src),
+                    ('att_self', att_self), ('edge_attr', edge_attr),
+                    ('weight_edge', weight_edge)):  # fmt: skip
+        if t is not None and not t.is_floating_point():
+            raise ValueError(
+                f"Expected '{name}' of a floating-point dtype (got {t.dtype})"
+            )
+    if edge_attr is not None and weight_edge is not None:
+        # (The kernels multiply them: `edge_attr @ weight_edge.t()`.)
+        if edge_attr.dtype != weight_edge.dtype:
+            raise ValueError(
+                "Expected 'edge_attr' and 'weight_edge' of the same dtype "
+                f'(got {edge_attr.dtype} and {weight_edge.dtype})'
             )
     if mask_loops_before is not None and not (
         0 <= mask_loops_before <= num_edges
