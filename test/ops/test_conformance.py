@@ -416,6 +416,12 @@ def test_edge_cases(kernel, device):
               weight_edge=torch.zeros(2, 3)),
          r"'edge_attr' and 'weight_edge' of the same dtype \(got "
          r'torch.float64 and torch.float32\)'),
+        # (A float masked the loops below it, rounded up; a bool as 0 or 1.)
+        (dict(mask_loops_before=1.5),
+         r"'mask_loops_before' an int in \[0, 2\] \(got 1.5\)"),
+        (dict(mask_loops_before=True),
+         r"'mask_loops_before' an int in \[0, 2\] \(got True\)"),
+        (dict(mask_loops_before=3), r"'mask_loops_before' an int in \[0, 2\]"),
     ],
 )  # fmt: skip
 def test_bad_input_is_refused_naming_the_problem(kwargs, match):

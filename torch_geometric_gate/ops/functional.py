@@ -195,12 +195,14 @@ def gate_attention(
                 "Expected 'edge_attr' and 'weight_edge' of the same dtype "
                 f'(got {edge_attr.dtype} and {weight_edge.dtype})'
             )
-    if mask_loops_before is not None and not (
-        0 <= mask_loops_before <= num_edges
+    if mask_loops_before is not None and (
+        isinstance(mask_loops_before, bool)  # (An edge count, not a flag.)
+        or not isinstance(mask_loops_before, (int, torch.SymInt))
+        or not 0 <= mask_loops_before <= num_edges
     ):
         raise ValueError(
-            f"Expected 'mask_loops_before' in [0, {num_edges}] (got "
-            f'{mask_loops_before})'
+            f"Expected 'mask_loops_before' an int in [0, {num_edges}] (got "
+            f'{mask_loops_before!r})'
         )
     if gatv2:
         loop = torch.zeros_like(src, dtype=torch.bool)
