@@ -21,6 +21,7 @@ from torch_geometric_gate.ops import (
     KernelSettings,
     current_settings,
     dispatch,
+    gate_attention,
 )
 
 
@@ -166,6 +167,28 @@ def test_forcing_triton_without_a_gpu_says_why(monkeypatch):
             conv(x, EDGE_INDEX)
     # 'auto' never picks Triton for CPU tensors:
     assert selected_kernel(conv, x) == 'chunked'
+
+
+def test_forcing_triton_on_float64_says_why(monkeypatch):
+    # As attention_kernel documents, a RuntimeError from the switch (the
+    # kernels raised a TypeError), for any of the call's tensors:
+    monkeypatch.setattr(dispatch, '_triton_missing', lambda x: None)
+    triton = KernelSettings(kernel='triton')
+    x = torch.empty(1, dtype=torch.float64)
+    match = (
+        r"attention_kernel\('triton'\) cannot run this call: the Triton "
+        r'kernels compute in float32 .* \(got torch.float64\)'
+    )
+    with pytest.raises(RuntimeError, match=match):
+        dispatch.select(triton, x, [], 1)
+    with pytest.raises(RuntimeError, match=match):
+        dispatch.select(triton, x.float(), [], 1, [torch.float64])
+    assert dispatch.select(triton, x.half(), [], 1, [torch.bfloat16]) == (
+        'triton'
+    )
+    q = torch.randn(3, 1, 2, dtype=torch.float64)
+    with attention_kernel('triton'), pytest.raises(RuntimeError, match=match):
+        gate_attention(q, q, q, torch.tensor([[0, 1], [1, 2]]), q[0])
 
 
 def test_auto_on_cuda_runs_triton_from_its_size(monkeypatch):

@@ -87,6 +87,12 @@ def select(
         missing = _triton_missing(value)
         if missing is not None:
             reasons.append(missing)
+        wrong = [d for d in (value.dtype, *dtypes) if d not in _TRITON_DTYPES]
+        if wrong:
+            reasons.append(
+                'the Triton kernels compute in float32 and take float32, '
+                f'bfloat16 or float16 tensors (got {wrong[0]})'
+            )
     if reasons:
         raise RuntimeError(
             f"attention_kernel('{name}') cannot run this call: "
