@@ -375,6 +375,15 @@ def test_edge_cases(kernel, device):
         (dict(att_self=torch.zeros(1, 3)), r"'att_self' of shape"),
         (dict(value=torch.zeros(4, 1, 2)), "a row per source node"),
         (dict(query_dst=torch.zeros(3, 2)), "'query_dst' of shape"),
+        # (No channel failed on Triton with a ZeroDivisionError, no head on
+        # the chunked ATen loops in a reshape.)
+        (dict(query_src=torch.zeros(3, 1, 0), query_dst=torch.zeros(3, 1, 0),
+              value=torch.zeros(3, 1, 0), att_src=torch.zeros(1, 0)),
+         r"'query_src' of shape \[num_nodes, heads, channels\] with heads, "
+         r'channels > 0 \(got \[3, 1, 0\]\)'),
+        (dict(query_src=torch.zeros(3, 0, 2), query_dst=torch.zeros(3, 0, 2),
+              value=torch.zeros(3, 0, 2), att_src=torch.zeros(0, 2)),
+         r'with heads, channels > 0 \(got \[3, 0, 2\]\)'),
         (dict(negative_slope=-0.1), "non-negative 'negative_slope'"),
         (dict(dropout_p=1.5), r"'dropout_p' in \[0, 1\]"),
         (dict(edge_attr=torch.zeros(2, 3)), "'edge_attr' and 'weight_edge'"),

@@ -126,10 +126,10 @@ def gate_attention(
     """
     for name, t in (('query_src', query_src), ('query_dst', query_dst),
                     ('value', value)):  # fmt: skip
-        if t.dim() != 3:
+        if t.dim() != 3 or t.size(1) == 0 or t.size(2) == 0:
             raise ValueError(
                 f"Expected '{name}' of shape [num_nodes, heads, channels] "
-                f'(got {list(t.shape)})'
+                f'with heads, channels > 0 (got {list(t.shape)})'
             )
     if not query_src.shape[1:] == query_dst.shape[1:] == value.shape[1:]:
         raise ValueError(
