@@ -444,6 +444,27 @@ def test_bad_input_is_refused_naming_the_problem(kwargs, match):
 
 
 @pytest.mark.parametrize('kernel', KERNELS)
+@pytest.mark.parametrize('name', ['masked', 'loop', 'edge_attr', 'att_self',
+                                  'edge_index'])  # fmt: skip
+def test_a_tensor_on_another_device_is_refused_on_every_kernel(kernel, name):
+    # (The chunked kernels ignored a 'masked' or 'edge_attr' on the meta
+    # device, or read garbage for it, and returned a CPU result.)
+    skip_unless_runs(kernel, torch.device('cpu'))
+    q, a = torch.randn(3, 1, 2), torch.randn(1, 2)
+    args = dict(
+        edge_index=torch.tensor([[0, 1, 2], [1, 1, 2]]), att_self=a,
+        masked=torch.tensor([True, False, False]),
+        loop=torch.tensor([False, False, True]),
+        edge_attr=torch.randn(3, 4), weight_edge=torch.randn(2, 4),
+    )  # fmt: skip
+    args[name] = args[name].to('meta')
+    match = f"Expected '{name}' on the device of 'query_src' \\(cpu\\)"
+    with attention_kernel(**KERNELS[kernel]):
+        with pytest.raises(ValueError, match=match + ', got meta'):
+            gate_attention(q, q, q, att_src=a, **args)
+
+
+@pytest.mark.parametrize('kernel', KERNELS)
 @pytest.mark.parametrize(
     'edge_index,match',
     [

@@ -204,6 +204,17 @@ def gate_attention(
             f"Expected 'mask_loops_before' an int in [0, {num_edges}] (got "
             f'{mask_loops_before!r})'
         )
+    device = query_src.device
+    for name, t in (('query_dst', query_dst), ('value', value),
+                    ('edge_index', src), ('edge_index', dst),
+                    ('att_src', att_src), ('att_self', att_self),
+                    ('edge_attr', edge_attr), ('weight_edge', weight_edge),
+                    ('loop', loop), ('masked', masked)):  # fmt: skip
+        if t is not None and t.device != device:
+            raise ValueError(
+                f"Expected '{name}' on the device of 'query_src' ({device}), "
+                f'got {t.device}'
+            )
     if gatv2:
         loop = torch.zeros_like(src, dtype=torch.bool)
     before = num_edges if mask_loops_before is None else mask_loops_before
