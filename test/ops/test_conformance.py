@@ -83,9 +83,15 @@ def make_inputs(graph, heads, channels, edge_dim, gatv2, device, dtype):
     }
 
 
-def dense(graph, inputs: Dict[str, Optional[Tensor]], slope: float):
+def dense(
+    graph,
+    inputs: Dict[str, Optional[Tensor]],
+    slope: float,
+    loop: Optional[Tensor] = None,
+):
     r"""The attention with a dense :obj:`[N_dst, E]` incidence matrix and
-    :func:`torch.softmax`, in float64 on the CPU (no gather, no scatter)."""
+    :func:`torch.softmax`, in float64 on the CPU (no gather, no scatter);
+    :obj:`att_self` scores the edges :obj:`loop` (default: the self-loops)."""
     i = {
         k: None if v is None else v.detach().cpu().double().requires_grad_()
         for k, v in inputs.items()
@@ -96,7 +102,8 @@ def dense(graph, inputs: Dict[str, Optional[Tensor]], slope: float):
         z = z + (i['edge_attr'] @ i['weight_edge'].t()).view_as(z)
     act = torch.where(z > 0, z, slope * z)
     att_self = i['att_self'] if i['att_self'] is not None else i['att_src']
-    att = torch.where((src == dst)[:, None, None], att_self, i['att_src'])
+    loop = src == dst if loop is None else loop
+    att = torch.where(loop[:, None, None], att_self, i['att_src'])
     score = (act * att).sum(-1)  # [E, H]
     member = dst[None, :] == torch.arange(num_dst)[:, None]  # [N, E]
     kept = member & ~masked[None, :]
@@ -108,7 +115,8 @@ def dense(graph, inputs: Dict[str, Optional[Tensor]], slope: float):
     return (out, alpha), i
 
 
-def run(kernel, graph, inputs, slope=0.0, dropout_p=0.0, form='plain'):
+def run(kernel, graph, inputs, slope=0.0, dropout_p=0.0, form='plain',
+        **kwargs):  # fmt: skip
     src, dst, masked, _, num_dst = graph
     device = inputs['value'].device
     edge_index = torch.stack([src, dst]).to(device)
@@ -122,7 +130,7 @@ def run(kernel, graph, inputs, slope=0.0, dropout_p=0.0, form='plain'):
             edge_index, inputs['att_src'], inputs['att_self'],
             edge_attr=inputs['edge_attr'], weight_edge=inputs['weight_edge'],
             negative_slope=slope, dropout_p=dropout_p, need_weights=True,
-            masked=masked.to(device),
+            **{'masked': masked.to(device), **kwargs},
         )  # fmt: skip
 
 
@@ -173,6 +181,47 @@ def test_outputs_and_gradients_equal_dense(kernel, case, device):
             rtol=1e-3,
             msg=name,
         )
+
+
+@withCUDA
+@pytest.mark.parametrize('kernel', KERNELS)
+@pytest.mark.parametrize('flags', ['loop', 'mask_loops_before'])
+def test_loop_flags_and_masked_input_loops_equal_dense(kernel, flags, device):
+    # The self-loops appended after the graph's own edges, as GATEConv
+    # appends them: with 'mask_loops_before' the graph's own self-loops
+    # (edges 4, 6, 8 and the masked 10) leave the softmax; with 'loop' the
+    # flags given, not the self-loops, pick the edges scored with att_self.
+    skip_unless_runs(kernel, device)
+    dtype = dtype_of(kernel)
+    atol = 1e-4 if dtype == torch.float32 else 1e-10
+    src, dst, masked, num_src, num_dst = make_graph(False)
+    num_input = src.numel()
+    nodes = torch.arange(num_dst)
+    src, dst = torch.cat([src, nodes]), torch.cat([dst, nodes])
+    masked = torch.cat([masked, torch.zeros(num_dst, dtype=torch.bool)])
+    loop = torch.arange(src.numel()) % 3 == 0
+    graph = (src, dst, masked, num_src, num_dst)
+    inputs = make_inputs(graph, 2, 3, 2, False, device, dtype)
+    if flags == 'loop':
+        out, alpha = run(kernel, graph, inputs, 0.1, loop=loop.to(device))
+        want, want_inputs = dense(graph, inputs, 0.1, loop=loop)
+    else:
+        out, alpha = run(kernel, graph, inputs, 0.1, masked=None,
+                         mask_loops_before=num_input)  # fmt: skip
+        input_loop = (src == dst) & (torch.arange(src.numel()) < num_input)
+        assert input_loop.sum() == 4
+        want, want_inputs = dense(
+            (src, dst, input_loop, num_src, num_dst), inputs, 0.1
+        )
+    for got, w in zip((out, alpha), want):
+        torch.testing.assert_close(got.cpu().double(), w, atol=atol,
+                                   rtol=1e-4)  # fmt: skip
+    got = gradients((out, alpha), inputs)
+    want = gradients(want, want_inputs)
+    for name in want:
+        torch.testing.assert_close(got[name].cpu().double(), want[name],
+                                   atol=atol * 10, rtol=1e-3,
+                                   msg=name)  # fmt: skip
 
 
 @withCUDA
