@@ -224,6 +224,37 @@ def test_loop_flags_and_masked_input_loops_equal_dense(kernel, flags, device):
                                    msg=name)  # fmt: skip
 
 
+@pytest.mark.parametrize('kernel', ['reference', 'chunked-aten'])
+def test_bipartite_loop_flags_as_the_docs_say(kernel):
+    # Source i and target i of a bipartite graph: by default an edge (i, i)
+    # is scored with att_self; GATEConv without add_self_loops scores it
+    # with att_src, which loop=False gives (as the docstring says).
+    from torch_geometric_gate import GATEConv
+
+    torch.manual_seed(0)
+    conv = GATEConv((5, 3), 4, heads=2, add_self_loops=False)
+    torch.nn.init.normal_(conv.att_self)
+    torch.nn.init.normal_(conv.att_neighbor)
+    x_src, x_dst = torch.randn(6, 5), torch.randn(3, 3)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5, 1], [0, 1, 0, 1, 2, 2, 2]])
+    q_src = conv.lin_src(x_src).view(6, 2, 4)
+    q_dst = conv.lin_dst(x_dst).view(3, 2, 4)
+    value = conv.lin(x_src).view(6, 2, 4)
+    args = (q_src, q_dst, value, edge_index, conv.att_neighbor,
+            conv.att_self)  # fmt: skip
+    with attention_kernel(**KERNELS[kernel]):
+        want = conv((x_src, x_dst), edge_index)
+        by_index, _ = gate_attention(*args)
+        none, _ = gate_attention(*args, loop=torch.zeros(7, dtype=torch.bool))
+    torch.testing.assert_close(none.reshape(3, 8) + conv.bias, want)
+    assert not torch.allclose(by_index.reshape(3, 8) + conv.bias, want)
+    with attention_kernel(**KERNELS[kernel]):
+        flagged, _ = gate_attention(
+            *args, loop=edge_index[0] == edge_index[1]
+        )  # fmt: skip
+    torch.testing.assert_close(by_index, flagged)
+
+
 @withCUDA
 @pytest.mark.parametrize('kernel', KERNELS)
 def test_one_tensor_in_every_role_has_the_gradients_of_all_its_roles(

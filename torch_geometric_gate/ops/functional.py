@@ -98,7 +98,10 @@ def gate_attention(
             weights :obj:`[E, H]` (after dropout). (default: :obj:`False`)
         loop (torch.Tensor, optional): :obj:`[E]` booleans, the edges scored
             with :obj:`att_self`; by default the edges whose source equals
-            their target.
+            their target, by index, in a bipartite graph too (where
+            :class:`~torch_geometric_gate.GATEConv` without
+            :obj:`add_self_loops` scores every edge with :obj:`att_src`:
+            pass :obj:`loop` of :obj:`False` for its behaviour).
         masked (torch.Tensor, optional): :obj:`[E]` booleans, the edges
             left out of the softmax. (default: none)
         mask_loops_before (int, optional): Leaves out of the softmax, too,
