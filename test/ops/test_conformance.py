@@ -505,6 +505,11 @@ def test_edge_cases(kernel, device):
               weight_edge=torch.zeros(2, 3)),
          r"'edge_attr' and 'weight_edge' of the same dtype \(got "
          r'torch.float64 and torch.float32\)'),
+        # (The kernels computed in 'query_src''s dtype, the reference in the
+        # wider: a bfloat16 or a float32 result, by kernel.)
+        (dict(query_dst=torch.zeros(3, 1, 2, dtype=torch.double)),
+         r"'query_src' and 'query_dst' of the same dtype \(got "
+         r'torch.float32 and torch.float64\)'),
         # (A float masked the loops below it, rounded up; a bool as 0 or 1.)
         (dict(mask_loops_before=1.5),
          r"'mask_loops_before' an int in \[0, 2\] \(got 1.5\)"),

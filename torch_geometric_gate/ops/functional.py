@@ -191,6 +191,13 @@ def gate_attention(
             raise ValueError(
                 f"Expected '{name}' of a floating-point dtype (got {t.dtype})"
             )
+    if query_src.dtype != query_dst.dtype:
+        # (Summed into one activation: the kernels compute it in
+        # 'query_src''s dtype, the reference in the wider one.)
+        raise ValueError(
+            "Expected 'query_src' and 'query_dst' of the same dtype (got "
+            f'{query_src.dtype} and {query_dst.dtype})'
+        )
     if edge_attr is not None and weight_edge is not None:
         # (The kernels multiply them: `edge_attr @ weight_edge.t()`.)
         if edge_attr.dtype != weight_edge.dtype:
