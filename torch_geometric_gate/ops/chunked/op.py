@@ -19,9 +19,10 @@ softmax, dropout, aggregation) as one autograd node, in two forms that
 share every computation:
 
 * eagerly, a :class:`torch.autograd.Function` whose backward is itself made
-  of differentiable ATen operations (double backward, gradient penalties,
-  :func:`torch.func.grad`); on CPU tensors it runs the loops that Inductor
-  compiles from the same computation
+  of differentiable ATen operations (double backward, gradient penalties;
+  not :mod:`torch.func` transforms, under which the switch runs the
+  reference and a forced kernel raises); on CPU tensors it runs the loops
+  that Inductor compiles from the same computation
   (:mod:`~torch_geometric_gate.ops.chunked.loops`) where they apply,
   forward and first-order backward;
 * under :func:`torch.compile`, the :mod:`torch.library` custom operator
