@@ -531,8 +531,29 @@ def test_an_edge_projection_with_a_hook_runs_the_reference():
     conv(x, EDGE_INDEX, edge_attr)
     assert ran == [1]
     with attention_kernel('chunked'):
-        with pytest.raises(RuntimeError, match="'lin_edge' is not a bias"):
+        with pytest.raises(RuntimeError, match="'lin_edge' has hooks"):
             conv(x, EDGE_INDEX, edge_attr)
+
+
+def test_a_forced_kernel_says_what_keeps_it_from_the_edge_projection():
+    x = torch.randn(NUM_NODES, 4)
+    edge_attr = torch.randn(EDGE_INDEX.size(1), 2)
+    lazy = GATEConv(4, 3, edge_dim=-1)
+    conv = GATEConv(4, 3, edge_dim=2)
+    params = {k: v.detach().clone() for k, v in conv.named_parameters()}
+    for call, problem in [
+        (lambda: lazy(x, EDGE_INDEX, edge_attr), 'is not initialized yet'),
+        (  # The weights as plain tensors:
+            lambda: torch.func.functional_call(
+                conv, params, (x, EDGE_INDEX, edge_attr)
+            ),
+            'has a weight that is not a parameter',
+        ),
+    ]:
+        with attention_kernel('chunked'):
+            with pytest.raises(RuntimeError, match=f"'lin_edge' {problem}"):
+                call()
+        call()  # 'auto' runs the reference
 
 
 @pytest.mark.parametrize('aggr', ['mean', 'max', 'min', ['mean', 'max']])

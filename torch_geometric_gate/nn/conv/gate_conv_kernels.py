@@ -70,12 +70,13 @@ _HOOKS = tuple(
 )
 
 
-def is_plain_linear(module: torch.nn.Module) -> bool:
-    r"""Whether :obj:`module` computes :obj:`x @ module.weight.T` and nothing
-    else, so that a kernel may read its weight instead of calling it: PyG's
+def plain_linear_problem(module: torch.nn.Module) -> Optional[str]:
+    r"""Why a kernel may not read :obj:`module.weight` in the place of
+    calling :obj:`module`, or :obj:`None` where it may: where the module
+    computes :obj:`x @ module.weight.T` and nothing else, PyG's
     :class:`~torch_geometric.nn.dense.Linear` itself (not a subclass or a
-    parametrized one), without a bias, its weight a parameter, and no hook
-    of its own or global, forward or backward (pruning and
+    parametrized one), initialized, without a bias, its weight a parameter,
+    and no hook of its own or global, forward or backward (pruning and
     :func:`torch.nn.utils.weight_norm` are forward pre-hooks)."""
     from torch.nn.modules import module as nn_module
 
@@ -87,12 +88,26 @@ def is_plain_linear(module: torch.nn.Module) -> bool:
         nn_module._global_backward_hooks,
         nn_module._global_backward_pre_hooks,
     )  # fmt: skip
-    return (
-        type(module) is Linear
-        and module.bias is None
-        and isinstance(module.weight, torch.nn.Parameter)
-        and not any(hooks)
-    )
+    if type(module) is not Linear:
+        return f"is a {type(module).__name__}, not PyG's Linear"
+    if isinstance(module.weight, UninitializedParameter):
+        return 'is not initialized yet (lazy, before its first call)'
+    if module.bias is not None:
+        return 'has a bias'
+    if not isinstance(module.weight, torch.nn.Parameter):
+        return (
+            'has a weight that is not a parameter (as under '
+            'torch.func.functional_call)'
+        )
+    if any(hooks):
+        return 'has hooks (forward or backward, its own or global)'
+    return None
+
+
+def is_plain_linear(module: torch.nn.Module) -> bool:
+    r"""Whether a kernel may read :obj:`module.weight` in the place of
+    calling :obj:`module` (:func:`plain_linear_problem` says why not)."""
+    return plain_linear_problem(module) is None
 
 
 class KernelGATEConv(gate_conv.GATEConv):
@@ -288,12 +303,15 @@ class KernelGATEConv(gate_conv.GATEConv):
             why.append('the layer is in explain mode')
         if any(len(getattr(self, name)) > 0 for name in _HOOKS):
             why.append('message-passing hooks are registered')
-        if self.lin_edge is not None and not is_plain_linear(
-            self.lin_edge
-        ):  # The kernels read its weight.
+        problem = (
+            None
+            if self.lin_edge is None
+            else plain_linear_problem(self.lin_edge)
+        )
+        if problem is not None:  # The kernels read its weight alone.
             why.append(
-                "'lin_edge' is not a bias-free Linear without hooks (the "
-                'kernels would read its weight alone)'
+                f"'lin_edge' {problem}: the kernels would read its weight "
+                f'alone'
             )
         if self.aggr not in ('add', 'sum'):
             why.append(f"aggr='{self.aggr}' is not a sum")
