@@ -134,6 +134,12 @@ def run(kernel, graph, inputs, slope=0.0, dropout_p=0.0, form='plain',
         )  # fmt: skip
 
 
+def assert_close_to_dense(got, want, atol, rtol=1e-4):
+    # The kernel's outputs against the dense float64 computation's:
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu().double(), w, atol=atol, rtol=rtol)
+
+
 def gradients(outputs, inputs):
     gen = torch.Generator().manual_seed(1)
     grads = [
@@ -166,10 +172,7 @@ def test_outputs_and_gradients_equal_dense(kernel, case, device):
     out, alpha = run(kernel, graph, inputs, slope, form=form)
     (want_out, want_alpha), want_inputs = dense(graph, inputs, slope)
     assert out.dtype == alpha.dtype == dtype
-    torch.testing.assert_close(out.cpu().double(), want_out, atol=atol,
-                               rtol=1e-4)  # fmt: skip
-    torch.testing.assert_close(alpha.cpu().double(), want_alpha, atol=atol,
-                               rtol=1e-4)  # fmt: skip
+    assert_close_to_dense((out, alpha), (want_out, want_alpha), atol)
     got = gradients((out, alpha), inputs)
     want = gradients((want_out, want_alpha), want_inputs)
     assert got.keys() == want.keys()
@@ -213,9 +216,7 @@ def test_loop_flags_and_masked_input_loops_equal_dense(kernel, flags, device):
         want, want_inputs = dense(
             (src, dst, input_loop, num_src, num_dst), inputs, 0.1
         )
-    for got, w in zip((out, alpha), want):
-        torch.testing.assert_close(got.cpu().double(), w, atol=atol,
-                                   rtol=1e-4)  # fmt: skip
+    assert_close_to_dense((out, alpha), want, atol)
     got = gradients((out, alpha), inputs)
     want = gradients(want, want_inputs)
     for name in want:
@@ -375,10 +376,7 @@ def test_attention_vectors_narrower_than_the_projections(
     (want_out, want_alpha), want_inputs = dense(graph, inputs, 0.2)
     assert out.dtype == alpha.dtype == wide
     atol = 1e-4 if wide == torch.float32 else 1e-10
-    torch.testing.assert_close(out.cpu().double(), want_out, atol=atol,
-                               rtol=1e-4)  # fmt: skip
-    torch.testing.assert_close(alpha.cpu().double(), want_alpha, atol=atol,
-                               rtol=1e-4)  # fmt: skip
+    assert_close_to_dense((out, alpha), (want_out, want_alpha), atol)
     got = gradients((out, alpha), inputs)
     want = gradients((want_out, want_alpha), want_inputs)
     for name in want:
