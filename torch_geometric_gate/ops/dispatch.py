@@ -18,14 +18,11 @@ from torch import Tensor
 from torch_geometric_gate.ops import _compat
 from torch_geometric_gate.ops.switch import KernelSettings, current_settings
 from torch_geometric_gate.ops.types import (
+    TRITON_DTYPES,
     AttentionGraph,
     AttentionInputs,
     AttentionParams,
 )
-
-# What the Triton kernels take (they compute in float32; float64 runs the
-# reference under 'auto'):
-_TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 # Looked up once, at import: `find_spec` takes about 0.1 ms, and
 # torch.compile (torch 2.11) cannot trace it; a module constant it reads.
@@ -78,7 +75,7 @@ def select(
         if (
             value.device.type == 'cuda'
             and num_edges >= settings.triton_min_edges
-            and all(d in _TRITON_DTYPES for d in (value.dtype, *dtypes))
+            and all(d in TRITON_DTYPES for d in (value.dtype, *dtypes))
             and _triton_missing(value) is None
         ):
             return 'triton'
@@ -87,7 +84,7 @@ def select(
         missing = _triton_missing(value)
         if missing is not None:
             reasons.append(missing)
-        wrong = [d for d in (value.dtype, *dtypes) if d not in _TRITON_DTYPES]
+        wrong = [d for d in (value.dtype, *dtypes) if d not in TRITON_DTYPES]
         if wrong:
             reasons.append(
                 'the Triton kernels compute in float32 and take float32, '

@@ -15,6 +15,10 @@ from typing import NamedTuple, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+#: The dtypes the Triton kernels take (they compute in float32; float64
+#: runs the reference under 'auto').
+TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
 
 class AttentionGraph(NamedTuple):
     r"""The edges that GATE attends over, as the layer built them.

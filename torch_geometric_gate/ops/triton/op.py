@@ -122,6 +122,7 @@ from torch_geometric_gate.ops.triton._launch import (
 )
 from torch_geometric_gate.ops.triton._launch_backward import _backward
 from torch_geometric_gate.ops.types import (
+    TRITON_DTYPES,
     AttentionGraph,
     AttentionInputs,
     AttentionParams,
@@ -243,9 +244,6 @@ def _double_backward(saved, settings, grad_alpha, grad_out):
     return (*grads_in, None, None, None, None)
 
 
-_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
-
 def _check_dtypes(params: AttentionParams, q_src, q_dst, value, edge_attr):
     named = dict(
         q_src=q_src, q_dst=q_dst, value=value,
@@ -253,7 +251,7 @@ def _check_dtypes(params: AttentionParams, q_src, q_dst, value, edge_attr):
         weight_edge=params.weight_edge,
     )  # fmt: skip
     for name, t in named.items():
-        if t is not None and t.dtype not in _DTYPES:
+        if t is not None and t.dtype not in TRITON_DTYPES:
             raise TypeError(
                 f'The Triton kernels compute in float32 and take float32, '
                 f"bfloat16 or float16 tensors, got '{name}' of dtype "
