@@ -183,10 +183,12 @@ def gate_attention(
                 f"Expected 'weight_edge' of shape {expected} (heads * "
                 f'channels, edge_dim), got {list(weight_edge.shape)}'
             )
-    for name, t in (('query_src', query_src), ('query_dst', query_dst),
-                    ('value', value), ('att_src', att_src),
-                    ('att_self', att_self), ('edge_attr', edge_attr),
-                    ('weight_edge', weight_edge)):  # fmt: skip
+    floats = dict(
+        query_src=query_src, query_dst=query_dst, value=value,
+        att_src=att_src, att_self=att_self, edge_attr=edge_attr,
+        weight_edge=weight_edge,
+    )  # fmt: skip
+    for name, t in floats.items():
         if t is not None and not t.is_floating_point():
             raise ValueError(
                 f"Expected '{name}' of a floating-point dtype (got {t.dtype})"
@@ -215,11 +217,9 @@ def gate_attention(
             f'{mask_loops_before!r})'
         )
     device = query_src.device
-    for name, t in (('query_dst', query_dst), ('value', value),
-                    ('edge_index', src), ('edge_index', dst),
-                    ('att_src', att_src), ('att_self', att_self),
-                    ('edge_attr', edge_attr), ('weight_edge', weight_edge),
-                    ('loop', loop), ('masked', masked)):  # fmt: skip
+    for name, t in (*floats.items(), ('edge_index', src),
+                    ('edge_index', dst), ('loop', loop),
+                    ('masked', masked)):  # fmt: skip
         if t is not None and t.device != device:
             raise ValueError(
                 f"Expected '{name}' on the device of 'query_src' ({device}), "
