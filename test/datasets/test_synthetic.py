@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from torch_geometric.testing import withPackage
+from torch_geometric.transforms import Compose
 from torch_geometric.utils import erdos_renyi_graph, to_undirected
 
 from torch_geometric_gate.datasets import (
@@ -19,6 +20,7 @@ from torch_geometric_gate.datasets import (
     SelfSufficientER,
     er_graph,
 )
+from torch_geometric_gate.transforms import OneHotLabelFeatures, RandomLabels
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 KEYS = ('x', 'edge_index', 'y', 'train_mask', 'val_mask', 'test_mask')
@@ -578,3 +580,24 @@ def test_concurrent_construction(tmp_path):
     for proc, (_, err) in zip(procs, outs):
         assert proc.returncode == 0, err[-3000:]
     assert all(int(out) > 0 for out, _ in outs[1:])
+
+
+@pytest.mark.parametrize('when', ['transform', 'pre_transform'])
+def test_num_classes_counts_relabelled_classes(tmp_path, when):
+    # A transform that relabels the nodes with more classes than drawn: the
+    # dataset said C (3), so a model sized by it could not take label 4.
+    relabel = Compose([RandomLabels(5, seed=1), OneHotLabelFeatures(5)])
+    dataset = SelfSufficientER(
+        str(tmp_path), num_nodes=200, num_classes=3, **{when: relabel}
+    )
+    data = dataset[0]
+    assert int(data.y.max()) + 1 == 5  # what PyG's count gives
+    assert dataset.num_classes == 5 and dataset.num_features == 5
+    # Fewer classes after the transform: still the C drawn.
+    fewer = SelfSufficientER(
+        str(tmp_path),
+        num_nodes=200,
+        num_classes=3,
+        **{when: RandomLabels(2, seed=1)},
+    )
+    assert int(fewer[0].y.max()) + 1 == 2 and fewer.num_classes == 3

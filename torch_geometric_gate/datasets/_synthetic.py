@@ -359,8 +359,13 @@ class SyntheticDataset(InMemoryDataset):
     def num_classes(self) -> int:
         r"""The number of classes :math:`C` the labels are drawn from (the
         :obj:`num_classes` argument), also when a small graph draws no node
-        of some class (PyG's default counts the classes present)."""
-        return self._num_classes
+        of some class (PyG's default counts the classes present). A
+        :obj:`transform` or :obj:`pre_transform` that gives labels of more
+        classes (e.g. :class:`~torch_geometric_gate.transforms.RandomLabels`)
+        raises it to their count, as in PyG."""
+        if self.transform is None and self.pre_transform is None:
+            return self._num_classes
+        return max(self._num_classes, super().num_classes)
 
     def pre_transform_tag(self) -> str:
         r"""The end of the processed file name that stands for

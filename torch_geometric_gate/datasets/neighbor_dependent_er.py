@@ -63,7 +63,9 @@ class NeighborDependentER(SyntheticDataset):
         num_classes (int, optional): The number of classes :math:`C`
             (at least :obj:`2`, at most :obj:`num_nodes`). The dataset's
             :obj:`num_classes` is :math:`C`, also when a small graph draws
-            no node of some class. (default: :obj:`2`)
+            no node of some class, or more when a :obj:`transform` or
+            :obj:`pre_transform` gives labels of more classes.
+            (default: :obj:`2`)
         num_features (int, optional): The feature size :math:`d`, also the
             width of the random GAT. (default: :obj:`2`)
         num_layers (int, optional): The number of layers :math:`k` of the

@@ -56,7 +56,9 @@ class SelfSufficientER(SyntheticDataset):
         num_classes (int, optional): The number of classes :math:`C`
             (at least :obj:`2`, at most :obj:`num_nodes`). The dataset's
             :obj:`num_classes` is :math:`C`, also when a small graph draws
-            no node of some class. (default: :obj:`2`)
+            no node of some class, or more when a :obj:`transform` or
+            :obj:`pre_transform` gives labels of more classes.
+            (default: :obj:`2`)
         split (tuple, optional): The fractions of training, validation and
             test nodes; finite, non-negative and summing to :obj:`1`.
             (default: :obj:`(0.5, 0.25, 0.25)`)
