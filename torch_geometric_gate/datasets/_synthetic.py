@@ -143,7 +143,10 @@ def er_graph(
     :func:`~torch_geometric.utils.erdos_renyi_graph` after
     :obj:`torch.default_generator.manual_seed(seed)`, bit for bit, but
     drawn in chunks, in :math:`O(N + |E|)` memory (PyG's needs
-    :math:`O(N^2)`); its time is still :math:`O(N^2)`.
+    :math:`O(N^2)`); its time is still :math:`O(N^2)`. As PyG's, it
+    compares float32 uniforms with :math:`p`, so a :math:`p` below
+    :math:`2^{-24}` (about :math:`6 \cdot 10^{-8}`) draws edges as
+    :math:`2^{-24}` does: use :obj:`method='sparse'` there.
     :obj:`method='sparse'` skips from edge to edge (Batagelj and Brandes,
     "Efficient generation of large random networks", 2005): the gaps
     between consecutive edges in that order are geometric with parameter
