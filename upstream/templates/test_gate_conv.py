@@ -306,6 +306,16 @@ def test_gate_conv_explain(add_self_loops):
             conv(x, edge_index)
     clear_masks(conv)
 
+    # Each entry scales the message of its own input edge:
+    _, (ei, alpha) = conv(x, edge_index, return_attention_weights=True)
+    mask = torch.rand(5)
+    scale = torch.cat([mask, mask.new_ones(ei.size(1) - 5)]).view(-1, 1)
+    msg = conv.lin(x)[ei[0]] * alpha * scale
+    expected = torch.zeros(4, 16).index_add_(0, ei[1], msg) + conv.bias
+    set_masks(conv, torch.nn.Parameter(mask), edge_index, apply_sigmoid=False)
+    assert torch.allclose(conv(x, edge_index), expected, atol=1e-6)
+    clear_masks(conv)
+
 
 @withDevice
 @onlyLinux
