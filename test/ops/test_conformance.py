@@ -485,6 +485,10 @@ def test_edge_cases(kernel, device):
          'channels'),
         (dict(query_dst=torch.zeros(3, 2, 2)), 'the same heads'),
         (dict(negative_slope=float('nan')), "finite non-negative"),
+        # (Python's own TypeError of a comparison, naming neither:)
+        (dict(negative_slope='0.2'), "finite non-negative 'negative_slope' "
+         r"\(got '0.2'\)"),
+        (dict(dropout_p=None), r"'dropout_p' in \[0, 1\] \(got None\)"),
         (dict(edge_attr=torch.zeros(2, 3), weight_edge=torch.zeros(2, 2)),
          r"'weight_edge' of shape \[2, 3\]"),
         (dict(edge_attr=torch.zeros(2), weight_edge=torch.zeros(2, 1)),

@@ -5,6 +5,7 @@ attention: any layer that
 scores edges GATE's or GATv2's way runs on the memory-lean kernels
 through it."""
 
+import numbers
 from typing import Optional, Tuple, Union
 
 import torch
@@ -153,13 +154,15 @@ def gate_attention(
             "Expected 'query_src' and 'value' to have a row per source node "
             f'(got {query_src.size(0)} and {value.size(0)})'
         )
-    if not 0 <= negative_slope < float('inf'):  # NaN too
+    if not (
+        _is_number(negative_slope) and 0 <= negative_slope < float('inf')
+    ):  # NaN too
         raise ValueError(
             "Expected a finite non-negative 'negative_slope' (got "
-            f'{negative_slope})'
+            f'{negative_slope!r})'
         )
-    if not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"Expected 'dropout_p' in [0, 1] (got {dropout_p})")
+    if not (_is_number(dropout_p) and 0.0 <= dropout_p <= 1.0):
+        raise ValueError(f"Expected 'dropout_p' in [0, 1] (got {dropout_p!r})")
     if (edge_attr is None) != (weight_edge is None):
         raise ValueError(
             "Expected 'edge_attr' and 'weight_edge' together, or neither"
@@ -245,6 +248,16 @@ def gate_attention(
         result = _reference(graph, params, inputs)
     out, alpha = result
     return out, (alpha if need_weights else None)
+
+
+def _is_number(value) -> bool:
+    # A real number (symbolic under torch.compile, a 0-dim tensor too), not
+    # a bool or a string:
+    if isinstance(value, Tensor):
+        return value.dim() == 0 and value.dtype != torch.bool
+    return isinstance(
+        value, (numbers.Real, torch.SymFloat, torch.SymInt)
+    ) and not isinstance(value, bool)
 
 
 def _vector(att: Tensor, name: str, heads: int, channels: int) -> Tensor:
