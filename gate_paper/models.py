@@ -257,11 +257,13 @@ class StrongBlock(torch.nn.Module):
     def forward(self, x, x0, edge_index):
         h = self.norm(x)
         alpha = None
-        if self.kind in ('gat', 'gat1', 'gate', 'gate_s'):
+        if self.kind in ('gate', 'gate_s'):  # The self-loops' weights alone:
+            agg, alpha = self.conv.forward_with_self_attention(h, edge_index)
+        elif self.kind in ('gat', 'gat1'):
             agg, (ei, att) = self.conv(
                 h, edge_index, return_attention_weights=True
             )
-            if not self.sep or self.kind in ('gate', 'gate_s'):
+            if not self.sep:
                 alpha = self_loop_attention(ei, att, h.size(0))
         elif self.kind == 'fagcn':
             agg = self.conv(h, x0, edge_index)

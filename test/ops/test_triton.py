@@ -1350,3 +1350,53 @@ def test_triton_layer_on_a_graph_without_nodes(edge_dim):
         )
         weight_grad.square().sum().backward()
     assert torch.equal(weight_grad, torch.zeros_like(conv.lin.weight))
+
+
+@pytest.mark.parametrize('heads,channels,edge_dim', [(1, 4, 0), (2, 3, 2)])
+@pytest.mark.parametrize('dropout', [0.0, 0.4])
+def test_loop_weights_only_are_the_last_rows_of_all_weights(
+    heads, channels, edge_dim, dropout
+):
+    # `loop_weights_only`: the appended loops' weights alone [num_loops, H]
+    # (N x H written), equal to the last rows of all weights and of the
+    # chunked kernels'; the same output, gradients and double backward.
+    graph = make_graph()
+    num_dst = graph[4]
+    num_loops = num_dst - 1  # The last edges: (v, v) for v < num_loops.
+    inputs = make_inputs(
+        num_dst, num_dst, graph[0].numel(), heads, channels, edge_dim
+    )
+    projections = AttentionInputs(
+        inputs['q_src'], inputs['q_dst'], inputs['value'],
+        inputs['edge_attr'],
+    )  # fmt: skip
+    weights = torch.randn(num_loops, heads, device=DEVICE)
+    wanted = [t for t in inputs.values() if t is not None]
+    results = []
+    for fn, loops_only in (
+        (tops.triton_attention, True),
+        (tops.triton_attention, False),
+        (chunked_attention, False),
+    ):
+        g, p = bundle(
+            graph, inputs, 0.1, dropout, dropout > 0, num_loops=num_loops
+        )
+        p = p._replace(loop_weights_only=loops_only)
+        torch.manual_seed(3)  # The same dropout draw (Triton's).
+        out, alpha = fn(g, p, projections, current_settings())
+        if loops_only:
+            assert alpha.shape == (num_loops, heads)
+        alpha = alpha[alpha.size(0) - num_loops :]
+        loss = (alpha * weights).sum() + out.square().sum()
+        grads = torch.autograd.grad(loss, wanted, create_graph=True)
+        second = torch.autograd.grad(
+            sum(gr.square().sum() for gr in grads), wanted[:3]
+        )
+        results.append((out, alpha, *grads, *second))
+    if dropout > 0:
+        assert bool((results[0][1] == 0).any())  # Some loops dropped.
+    for got, want in zip(*results[:2]):
+        torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL)
+    if dropout == 0:  # (The chunked kernels draw their own mask.)
+        for got, want in zip(results[0], results[2]):
+            torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL)

@@ -117,6 +117,14 @@ class AttentionParams(NamedTuple):
     #: Whether the caller needs the :obj:`[E, H]` attention weights; a
     #: kernel may return :obj:`None` for them otherwise.
     need_weights: bool = True
+    #: With :obj:`need_weights`: whether the caller reads only the weights
+    #: of the graph's :obj:`num_loops` appended self-loops (the last rows,
+    #: row :obj:`v` the loop :obj:`(v, v)`, as :class:`AttentionGraph`
+    #: defines them). A kernel may then return those rows alone,
+    #: :obj:`[num_loops, H]`, instead of all :obj:`[E, H]`: the caller
+    #: takes the last :obj:`num_loops` rows of what it gets (the Triton
+    #: kernels write :obj:`N x H` instead of :obj:`E x H`).
+    loop_weights_only: bool = False
 
 
 class AttentionInputs(NamedTuple):

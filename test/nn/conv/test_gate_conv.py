@@ -1034,3 +1034,92 @@ def test_gate_conv_compiled_dynamic_compiles_once(edge_dim):
         assert counter.frame_count == 1
     finally:
         torch._dynamo.reset()
+
+
+@pytest.mark.parametrize('kernel', ['reference', 'chunked', 'triton'])
+@pytest.mark.parametrize(
+    'add_self_loops,bipartite,edge_dim',
+    [
+        (True, False, None),
+        (True, False, 3),
+        (True, True, None),  # more targets than sources
+        (False, False, None),
+    ],
+)
+def test_forward_with_self_attention_is_the_dense_self_attention(
+    kernel, add_self_loops, bipartite, edge_dim
+):
+    # alpha_vv of every target node, from the kernels' self-loop weights
+    # alone (with add_self_loops), against the dense equations; a target
+    # node without a self-loop gets 0.
+    from torch_geometric_gate import attention_kernel
+
+    if kernel == 'triton':
+        pytest.importorskip('triton')
+    dtype = torch.float32 if kernel == 'triton' else torch.float64
+    torch.manual_seed(7)
+    x = torch.randn(NUM_NODES, 5, dtype=dtype)
+    edge_index = EDGE_INDEX
+    x_dst, inp = x, x
+    if bipartite:  # Eight targets: 6 and 7 have no self-loop.
+        x_src = x[:4]
+        edge_index = torch.tensor([[0, 1, 2, 3, 3, 0], [1, 6, 2, 7, 0, 0]])
+        x_dst = torch.randn(8, 5, dtype=dtype)
+        x, inp = x_src, (x_src, x_dst)
+    edge_attr = None
+    if edge_dim is not None:
+        edge_attr = torch.randn(edge_index.size(1), edge_dim, dtype=dtype)
+    conv = GATEConv(
+        5, 4, heads=2, add_self_loops=add_self_loops, edge_dim=edge_dim
+    ).to(dtype)
+    randomize_attention(conv)
+    with attention_kernel(kernel):
+        out, alpha_vv = conv.forward_with_self_attention(
+            inp, edge_index, edge_attr
+        )
+    expected_out, attention = dense_gate(conv, x, x_dst, edge_index, edge_attr)
+    expected = torch.zeros(x_dst.size(0), 2, dtype=dtype)
+    for v, rows in enumerate(attention):
+        for u, a_uv in rows:
+            if u == v:
+                expected[v] += a_uv
+    atol = 1e-5 if dtype == torch.float32 else 1e-10
+    assert alpha_vv.shape == (x_dst.size(0), 2)
+    torch.testing.assert_close(alpha_vv, expected, atol=atol, rtol=1e-4)
+    torch.testing.assert_close(out, expected_out, atol=atol, rtol=1e-4)
+
+
+@pytest.mark.parametrize('kernel', ['reference', 'chunked', 'triton'])
+def test_forward_with_self_attention_keeps_dropout_and_gradients(kernel):
+    # In training mode with attention dropout: the same draw and the same
+    # gradients as self_loop_attention of all weights (the Triton kernels
+    # compute the loops' weights alone, and their gradient's backward).
+    from torch_geometric_gate import attention_kernel
+
+    if kernel == 'triton':
+        pytest.importorskip('triton')
+    torch.manual_seed(0)
+    x = torch.randn(NUM_NODES, 5)
+    conv = GATEConv(5, 4, heads=2, dropout=0.4, edge_dim=2)
+    randomize_attention(conv)
+    edge_attr = torch.randn(EDGE_INDEX.size(1), 2)
+    weights = torch.randn(NUM_NODES, 2)
+    results = []
+    for loops_only in (True, False):
+        torch.manual_seed(1)
+        with attention_kernel(kernel):
+            if loops_only:
+                out, alpha_vv = conv.forward_with_self_attention(
+                    x, EDGE_INDEX, edge_attr
+                )
+            else:
+                out, att = conv.forward_with_attention(
+                    x, EDGE_INDEX, edge_attr
+                )
+                alpha_vv = self_loop_attention(*att, NUM_NODES)
+        loss = (alpha_vv * weights).sum() + out.square().sum()
+        grads = torch.autograd.grad(loss, list(conv.parameters()))
+        results.append((out, alpha_vv, *grads))
+    assert bool((results[0][1] == 0).any())  # Some loops dropped.
+    for got, want in zip(*results):
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)

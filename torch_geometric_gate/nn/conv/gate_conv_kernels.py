@@ -50,6 +50,7 @@ from torch_geometric_gate.ops import (
     projection_product,
 )
 from torch_geometric_gate.ops.dispatch import attend
+from torch_geometric_gate.utils import self_loop_attention
 from torch_geometric_gate.utils._validation import (
     check_conv_arguments,
     check_conv_inputs,
@@ -68,6 +69,21 @@ _HOOKS = tuple(
     )
     for pre in ('_pre', '')
 )
+
+
+class _LoopWeights:
+    r"""The :obj:`need_weights` that :meth:`KernelGATEConv.
+    forward_with_self_attention` passes through the base's :meth:`_forward`
+    to :meth:`_attention` (which takes it as it comes): the weights of the
+    appended self-loops alone (:attr:`~torch_geometric_gate.ops.
+    AttentionParams.loop_weights_only`). True, as weights are needed, for
+    the base's code, and the upstream file unchanged."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
+_LOOP_WEIGHTS = _LoopWeights()
 
 
 def plain_linear_problem(module: torch.nn.Module) -> Optional[str]:
@@ -195,6 +211,49 @@ class KernelGATEConv(gate_conv.GATEConv):
         gate_conv.GATEConv.forward_with_attention.__doc__
     )
 
+    @torch.jit.export
+    def forward_with_self_attention(
+        self,
+        x: Union[Tensor, PairTensor],
+        edge_index: Adj,
+        edge_attr: OptTensor = None,
+    ) -> Tuple[Tensor, Tensor]:
+        r"""Runs the forward pass and returns, with the output, the
+        self-attention :math:`\alpha_{v,v}` of every target node
+        :obj:`[N_dst, H]`: what
+        :func:`~torch_geometric_gate.utils.self_loop_attention` gives from
+        :meth:`forward_with_attention`'s weights (after attention dropout,
+        if any, in training mode), also under TorchScript.
+
+        With :obj:`add_self_loops=True` the kernels compute these weights
+        alone (the Triton kernels write :obj:`N x H` instead of :obj:`E x
+        H` weights); :math:`\alpha_{v,v} = 0` for a target node
+        :math:`v \geq N_{src}` of a bipartite input, which has no self-loop.
+        """
+        if not torch.jit.is_scripting():
+            check_conv_inputs(self, x, edge_index, edge_attr)
+            if self.add_self_loops:
+                return self._forward_with_loop_weights(
+                    x, edge_index, edge_attr
+                )
+        out, ei, alpha, _ = self._forward(x, edge_index, edge_attr, True)
+        assert alpha is not None
+        return out, self_loop_attention(ei, alpha, out.size(0))
+
+    @torch.jit.unused
+    def _forward_with_loop_weights(
+        self, x: Union[Tensor, PairTensor], edge_index: Adj, edge_attr
+    ) -> Tuple[Tensor, Tensor]:
+        # The appended self-loops' weights alone (the last `num_loops`
+        # rows, row v the loop (v, v); a kernel may return those alone):
+        out, _, alpha, num_loops = self._forward(
+            x, edge_index, edge_attr, _LOOP_WEIGHTS
+        )
+        alpha = alpha[alpha.size(0) - num_loops :]
+        # No self-loop for the targets v >= N_src of a bipartite input:
+        rest = alpha.new_zeros(out.size(0) - num_loops, alpha.size(1))
+        return out, torch.cat([alpha, rest])
+
     def _project(
         self, x_src: Tensor, x_dst: Tensor, bipartite: bool
     ) -> Tuple[Tensor, Tensor, Tensor]:
@@ -283,7 +342,8 @@ class KernelGATEConv(gate_conv.GATEConv):
                 negative_slope=self.negative_slope,
                 dropout=self.dropout,
                 training=self.training,
-                need_weights=need_weights,
+                need_weights=bool(need_weights),
+                loop_weights_only=need_weights is _LOOP_WEIGHTS and appended,
             )
             # The layer's views of its one projection product (nothing
             # else sees them): a kernel may differentiate the product.

@@ -9,7 +9,6 @@ from torch_geometric.typing import Adj, OptTensor
 
 from torch_geometric_gate.nn.conv import GATEConv
 from torch_geometric_gate.nn.inits import looks_linear_orthogonal_
-from torch_geometric_gate.utils import self_loop_attention
 from torch_geometric_gate.utils._validation import positive_int
 
 _INITS = ('looks_linear', 'glorot')
@@ -42,7 +41,10 @@ class GATE(BasicGNN):
     :meth:`forward_with_self_attention` returns, from the same single forward
     pass, the self-attention :math:`\alpha_{v,v}` of every node in every
     layer (:math:`1`: the layer ignores the node's neighbors, :math:`0`: it
-    ignores the node itself). :meth:`forward` does not compute it.
+    ignores the node itself), by each layer's
+    :meth:`~torch_geometric_gate.nn.GATEConv.forward_with_self_attention`
+    (the kernels compute the self-loops' weights alone).
+    :meth:`forward` does not compute it.
 
     **Edge weights.** GATE does not use edge weights:
     :meth:`forward` raises a :class:`ValueError` for an
@@ -379,14 +381,12 @@ class GATE(BasicGNN):
         alphas: List[Tensor] = []
         xs: List[Tensor] = []
         for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):  # noqa: B905
-            # The layer's output and the attention of every edge used (the
-            # dense form for any adjacency, scriptable):
-            x, (ei, alpha) = conv.forward_with_attention(
+            # The layer's output and its self-attention, one row per target
+            # node (the kernels compute the self-loops' weights alone):
+            x, alpha_vv = conv.forward_with_self_attention(
                 x, edge_index, edge_attr
             )
-            # One row per target node, as the output (the input may be a
-            # bipartite pair):
-            alphas.append(self_loop_attention(ei, alpha, x.size(0)))
+            alphas.append(alpha_vv)
 
             if i < self.num_layers - 1 or self.jk_mode is not None:
                 if self.act is not None and self.act_first:

@@ -112,6 +112,10 @@ class _Settings:
             q_src, value, att_neighbor, att_self
         )
         self.kind = kind
+        # Whether the caller reads the appended self-loops' weights alone
+        # (`AttentionParams.loop_weights_only`): `_forward` returns those,
+        # [num_loops, H], from `_loop_weights`:
+        self.loop_weights = False
         # Whether the autograd function differentiates the product whose
         # views the projections are, in their place (the views in `parts`
         # until its forward reads them):
@@ -247,8 +251,10 @@ def _forward(
     q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
     perm, src_s, rowptr, settings,
 ):  # fmt: skip
-    r"""The forward kernels: the attention weights (or :obj:`None`), the
-    output and the log-sum-exp."""
+    r"""The forward kernels: the attention weights (:obj:`[E, H]`, those
+    of the appended self-loops alone :obj:`[num_loops, H]` with
+    :obj:`settings.loop_weights`, or :obj:`None`), the output and the
+    log-sum-exp."""
     from torch_geometric_gate.ops.triton import _kernels as k
 
     # The targets in CSR order where the caller has them:
@@ -286,6 +292,11 @@ def _forward(
                     settings.scale, settings.slope, q_stride,
                     heads, channels, h_pad, c_pad, block_a, *flags,
                 )  # fmt: skip
+    if settings.loop_weights:
+        alpha = _loop_weights(
+            q_src, q_dst, edge_attr, weight_edge, a_s, a_t, rowptr,
+            settings.kind, lse, settings,
+        )  # fmt: skip
     return alpha, out, lse
 
 

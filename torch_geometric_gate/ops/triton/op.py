@@ -27,7 +27,12 @@ CSR of incoming edges), with GATE's score:
   softmax under bfloat16 keeps exact gradients). Only when the caller asks
   for the attention weights (:obj:`AttentionParams.need_weights`) does a
   second, edge-parallel kernel write :math:`\exp(e_{uv} - \mathrm{lse}_v)`
-  straight into the caller's edge order.
+  straight into the caller's edge order; where it reads only the appended
+  self-loops' (:obj:`AttentionParams.loop_weights_only`, as
+  :meth:`GATEConv.forward_with_self_attention
+  <torch_geometric_gate.nn.conv.GATEConv.forward_with_self_attention>`
+  asks), a node-parallel kernel (:func:`gate_loop_alpha_kernel`) writes
+  those alone, :obj:`N x H` instead of :obj:`E x H`.
 * **Backward** in two deterministic passes (no atomics): per segment of
   a target node's edges, as the forward splits them, the split nodes
   finished by :func:`gate_bwd_combine_kernel` (gradients of
@@ -164,6 +169,12 @@ class TritonAttention(torch.autograd.Function):
     def backward(ctx, grad_alpha, grad_out):
         saved = ctx.saved_tensors
         settings = ctx.settings
+        if grad_alpha is not None and settings.loop_weights:
+            # The appended loops' rows of all E weights' gradient (zero
+            # elsewhere), as the backward reads it:
+            num_others = saved[7].numel() - grad_alpha.size(0)
+            zeros = grad_alpha.new_zeros(num_others, grad_alpha.size(1))
+            grad_alpha = torch.cat([zeros, grad_alpha])
         if torch.is_grad_enabled():
             return (*_double_backward(saved, settings, grad_alpha, grad_out),)
         need = ctx.needs_input_grad
@@ -279,7 +290,9 @@ def triton_attention(
     r"""GATE's attention with the Triton kernels: returns the aggregated
     values :obj:`[N_dst, H, C]` and the attention weights :obj:`[E, H]` (in
     the order of :obj:`graph.src`; :obj:`None`, and not computed, unless
-    :obj:`params.need_weights`).
+    :obj:`params.need_weights`; with :obj:`params.loop_weights_only`, those
+    of the :obj:`graph.num_loops` appended self-loops alone,
+    :obj:`[num_loops, H]`, except under :func:`torch.compile`).
 
     Args:
         graph (AttentionGraph): The edges, self-loops appended. With a
@@ -336,6 +349,10 @@ def triton_attention(
         graph.num_loops, settings,
     )  # fmt: skip
     launch.reverse, launch.dst = reverse, csr.dst
+    # The appended loops' weights alone (`graph.num_loops` rows, the loop of
+    # node v the last edge of v's CSR segment in either CSR build):
+    launch.loop_weights = params.need_weights and params.loop_weights_only
+    launch.need_weights = params.need_weights and not launch.loop_weights
     # The chunks of the double backward (`_double_backward`):
     launch.chunk = settings.chunk_size(value.device)
     projections = (q_src, q_dst, value)
