@@ -252,7 +252,7 @@ def test_make_pr_is_idempotent(pyg, pristine, layer):
     assert init.index('GATv2Conv\n') < init.index('from .gate_conv')
 
     added = _unreleased(tree, 'Added')
-    assert added.startswith('- Added `GATEConv`, the GATE graph attention')
+    assert added.startswith('- Added `GATEConv`, the graph attention layer')
     first_line = added.splitlines()[0]
     assert first_line.endswith(f'([#XXXX]({PR_URL}XXXX))')
     assert 'AttentiveFP' not in first_line  # The rename is its own PR.
@@ -493,7 +493,7 @@ def test_contrib_pr_files(contrib, pristine, layer):
     assert test != TEMPLATE.read_text() and test == expected
     added = _unreleased(tree, 'Added')
     assert added.startswith(
-        '- Added `torch_geometric.contrib.nn.conv.GATEConv`, the GATE graph'
+        '- Added `torch_geometric.contrib.nn.conv.GATEConv`, the graph'
     )
 
 
