@@ -247,44 +247,6 @@ def test_gate_conv_with_equal_attention_vectors_is_gatv2_conv(edge_dim):
     assert torch.allclose(conv(x, edge_index, edge_attr), expected, atol=1e-6)
 
 
-def test_gate_conv_forward_with_attention():
-    # The dense attention weights for any adjacency, also under TorchScript:
-    x = torch.randn(4, 8)
-    edge_index = torch.tensor([[0, 1, 2, 3, 0], [0, 0, 1, 1, 2]])
-    adj = to_torch_csc_tensor(edge_index, size=(4, 4))
-    conv = GATEConv(8, 16, heads=2)
-    randomize_attention(conv)
-    out, (ei, alpha) = conv(x, edge_index, return_attention_weights=True)
-
-    def dense(ei: Tensor, alpha: Tensor) -> Tensor:
-        return torch.zeros(4, 4, 2).index_put_((ei[1], ei[0]), alpha, True)
-
-    for adj_t in (edge_index, adj.t()):
-        out2, (ei2, alpha2) = conv.forward_with_attention(x, adj_t)
-        assert torch.allclose(out2, out, atol=1e-6)
-        assert ei2.size() == (2, 9) and alpha2.size() == (9, 2)
-        assert torch.allclose(dense(ei2, alpha2), dense(ei, alpha))
-
-    if is_full_test():
-
-        class MyModule(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.conv = conv
-
-            def forward(
-                self,
-                x: Tensor,
-                edge_index: Tensor,
-            ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
-                return self.conv.forward_with_attention(x, edge_index)
-
-        jit = torch.jit.script(MyModule())
-        out3, (ei3, alpha3) = jit(x, edge_index)
-        assert torch.allclose(out3, out) and torch.equal(ei3, ei)
-        assert torch.allclose(alpha3, alpha)
-
-
 @pytest.mark.parametrize('add_self_loops', [True, False])
 def test_gate_conv_explain(add_self_loops):
     from torch_geometric.explain.algorithm.utils import clear_masks, set_masks

@@ -56,12 +56,7 @@ def test_the_kernel_layer_is_the_upstream_layer():
     }
     # The attention step, the projections, and the entry points that run
     # the package's checks first (in Python) and then the base's:
-    assert overridden - generated == {
-        '_attention',
-        '_project',
-        'forward',
-        'forward_with_attention',
-    }
+    assert overridden - generated == {'_attention', '_project', 'forward'}
     assert GATEConv.forward.__doc__ == gate_conv.GATEConv.forward.__doc__
 
 
@@ -207,6 +202,42 @@ def test_forward_with_attention_is_the_dense_attention(kernel):
     out3, (ei3, alpha3) = jit.forward_with_attention(x, EDGE_INDEX)
     assert torch.allclose(out3, out, atol=1e-12) and torch.equal(ei3, ei)
     assert torch.allclose(alpha3, alpha, atol=1e-12)
+
+
+def test_forward_with_attention_is_dense_for_any_adjacency():
+    # The edge-index form for a sparse adjacency too (whose own form,
+    # return_attention_weights=True, is a sparse matrix of its layout):
+    from torch_geometric.utils import to_torch_csc_tensor
+
+    ours, _ = _pair()
+    x = torch.randn(NUM_NODES, 5, dtype=torch.double)
+    edge_index = EDGE_INDEX[:, 1:]  # (A sparse matrix merges duplicates.)
+    out, (ei, alpha) = ours(x, edge_index, return_attention_weights=True)
+
+    def dense(ei: Tensor, alpha: Tensor) -> Tensor:
+        shape = (NUM_NODES, NUM_NODES, 2)
+        zeros = torch.zeros(shape, dtype=alpha.dtype)
+        return zeros.index_put_((ei[1], ei[0]), alpha, True)
+
+    adj = to_torch_csc_tensor(edge_index, size=(NUM_NODES, NUM_NODES))
+    got_out, (got_ei, got_alpha) = ours.forward_with_attention(x, adj.t())
+    assert got_ei.size(1) == ei.size(1)
+    assert torch.allclose(got_out, out, atol=1e-12)
+    assert torch.allclose(dense(got_ei, got_alpha), dense(ei, alpha))
+
+
+def test_the_upstream_layer_adds_no_public_method():
+    # PyG's convs have forward() alone; the package's class adds two.
+    from torch_geometric.nn.conv import GATv2Conv as Conv
+
+    def public(cls):
+        return {n for n in dir(cls) if not n.startswith('_')}
+
+    assert public(gate_conv.GATEConv) - public(Conv) == set()
+    assert public(GATEConv) - public(Conv) == {
+        'forward_with_attention',
+        'forward_with_self_attention',
+    }
 
 
 @pytest.mark.parametrize('add_self_loops', [True, False])

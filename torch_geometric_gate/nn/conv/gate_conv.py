@@ -268,8 +268,8 @@ class GATEConv(MessagePassing):
                 :class:`~torch_geometric.EdgeIndex` for one) and their
                 weights :obj:`[E', H]`. For a sparse :obj:`edge_index`, the
                 weights come as a sparse matrix of its layout, without the
-                masked self-loops. Not under TorchScript: use
-                :meth:`forward_with_attention` there. (default: :obj:`None`)
+                masked self-loops. Not under TorchScript.
+                (default: :obj:`None`)
         """
         need_weights = False
         if return_attention_weights is not None:
@@ -279,8 +279,7 @@ class GATEConv(MessagePassing):
         if torch.jit.is_scripting():
             if need_weights:
                 raise ValueError("'return_attention_weights=True' is not "
-                                 'supported under TorchScript (use '
-                                 'forward_with_attention)')
+                                 'supported under TorchScript')
             return out
         if not need_weights:
             return out
@@ -304,21 +303,6 @@ class GATEConv(MessagePassing):
                                      layout=edge_index.layout)
         adj = adj.coalesce() if adj.layout == torch.sparse_coo else adj
         return out, (adj, adj.values())
-
-    @torch.jit.export
-    def forward_with_attention(
-            self, x: Union[Tensor, PairTensor], edge_index: Adj,
-            edge_attr: OptTensor = None
-    ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
-        r"""Runs the forward pass and returns, with the output, the attention
-        weights of :obj:`return_attention_weights=True` in their dense form
-        for any adjacency, also under TorchScript: the edges used
-        :obj:`[2, E']` (masked input self-loops included, with weight
-        :obj:`0`) and their weights :obj:`[E', H]`.
-        """
-        out, ei, alpha, _ = self._forward(x, edge_index, edge_attr, True)
-        assert alpha is not None
-        return out, (ei, alpha)
 
     def _attention(
         self,

@@ -8,8 +8,9 @@ merges) defines one overridable step, :meth:`GATEConv._attention`; the class
 here (:class:`KernelGATEConv`, exported as
 :class:`torch_geometric_gate.GATEConv`) overrides it, with one call to
 the kernels, computes the three projections as one product where its
-modules allow (:meth:`_project`), and wraps the entry points with the
-package's checks (below),
+modules allow (:meth:`_project`), wraps the entry points with the
+package's checks (below), adds two (:meth:`forward_with_attention`, the
+weights also under TorchScript, and :meth:`forward_with_self_attention`),
 and has the same parameters (checkpoints load into either class) and the
 same outputs. It has a class name of its own: PyG's
 :class:`~torch_geometric.inspector.Inspector` reads the base's type
@@ -22,11 +23,12 @@ needs to be correct. The class here adds the package's checks, with
 messages that name the problem and the expected form (see
 :mod:`torch_geometric_gate.utils._validation`): of the arguments in
 :meth:`__init__`, before the layer is built, and of the inputs first in
-:meth:`forward` and :meth:`forward_with_attention`, which then run the
-base's. TorchScript has no :obj:`super()`: there the Python branch
-(:obj:`if not torch.jit.is_scripting()`, which TorchScript does not
-compile) is skipped, and the scripted methods call the base's
-:meth:`_forward` as the base's own do, with the upstream file's checks only.
+:meth:`forward`, :meth:`forward_with_attention` and
+:meth:`forward_with_self_attention`, which then run the base's.
+TorchScript has no :obj:`super()`: there the Python branch (:obj:`if not
+torch.jit.is_scripting()`, which TorchScript does not compile) is skipped,
+and the scripted methods call the base's :meth:`_forward` as the base's own
+do, with the upstream file's checks only.
 (:meth:`__prepare_scriptable__`, swapping in a base-class layer, would
 replace the layer in the caller's eager model too.)
 """
@@ -199,17 +201,17 @@ class KernelGATEConv(gate_conv.GATEConv):
         edge_index: Adj,
         edge_attr: OptTensor = None,
     ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
+        r"""Runs the forward pass and returns, with the output, the attention
+        weights of :obj:`return_attention_weights=True` in their dense form
+        for any adjacency, also under TorchScript: the edges used
+        :obj:`[2, E']` (masked input self-loops included, with weight
+        :obj:`0`) and their weights :obj:`[E', H]`.
+        """
         if not torch.jit.is_scripting():
             check_conv_inputs(self, x, edge_index, edge_attr)
-            return super().forward_with_attention(x, edge_index, edge_attr)
-        # TorchScript (no super()): the base's method.
         out, ei, alpha, _ = self._forward(x, edge_index, edge_attr, True)
         assert alpha is not None
         return out, (ei, alpha)
-
-    forward_with_attention.__doc__ = (
-        gate_conv.GATEConv.forward_with_attention.__doc__
-    )
 
     @torch.jit.export
     def forward_with_self_attention(
