@@ -220,6 +220,27 @@ def test_jit_script():
     )
 
 
+@pytest.mark.parametrize('norm', ['layer_norm', 'graph_norm'])
+def test_jit_script_with_a_norm_that_takes_the_batch(norm):
+    # PyG's BasicGNN cannot be scripted with these norms (the last layer's
+    # identity does not take the batch); GATE can, and computes the same.
+    num_nodes = 12
+    edge_index = _graph(num_nodes)
+    x = torch.randn(num_nodes, 5)
+    batch = torch.arange(num_nodes) // 6
+    model = GATE(5, 8, 3, out_channels=3, heads=2, norm=norm).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', DeprecationWarning)
+        jit = torch.jit.script(model)
+    want = model(x, edge_index, batch=batch, batch_size=2)
+    got = jit(x, edge_index, batch=batch, batch_size=2)
+    assert torch.allclose(got, want, atol=1e-6)
+    # The batch reaches the norms (per graph, not over all nodes):
+    assert not torch.allclose(model(x, edge_index), want, atol=1e-4)
+    out, _ = jit.forward_with_self_attention(x, edge_index, batch=batch)
+    assert torch.allclose(out, model(x, edge_index, batch=batch), atol=1e-6)
+
+
 def test_compile_without_graph_breaks():
     import torch._dynamo as dynamo
 

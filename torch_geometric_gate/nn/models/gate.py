@@ -3,6 +3,7 @@ from typing import Any, Callable, Final, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
+from torch.nn import Identity
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 from torch_geometric.typing import Adj, OptTensor
@@ -14,6 +15,17 @@ from torch_geometric_gate.utils._validation import positive_int
 _INITS = ('looks_linear', 'glorot')
 # The Jumping Knowledge modes PyG's `BasicGNN` accepts:
 _JK_MODES = (None, 'last', 'cat', 'max', 'lstm')
+
+
+class _BatchIdentity(Identity):
+    # The identity as a norm that takes the batch:
+    def forward(
+        self,
+        x: Tensor,
+        batch: OptTensor = None,
+        batch_size: Optional[int] = None,
+    ) -> Tensor:
+        return x
 
 
 class GATE(BasicGNN):
@@ -200,6 +212,11 @@ class GATE(BasicGNN):
             bias=bias,
             **conv_kwargs,
         )
+        if self.supports_norm_batch and type(self.norms[-1]) is Identity:
+            # Never called (the last layer's), but TorchScript compiles the
+            # call with the batch for every layer (PyG's `BasicGNN` cannot
+            # be scripted with such a norm):
+            self.norms[-1] = _BatchIdentity()
         self._apply_init()
 
     def init_conv(
