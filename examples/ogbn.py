@@ -2,20 +2,12 @@ r"""GATE on OGB node property prediction (ogbn-arxiv, ogbn-products): full
 batch, or mini-batches of sampled neighbourhoods from PyG's NeighborLoader
 (--loader neighbor, which needs pyg-lib or torch-sparse for the sampling).
 
-The model is :class:`torch_geometric_gate.nn.GATE` (a stack of
-:class:`GATEConv` layers, the last one emitting the logits). The loss is
-taken on training nodes only; each epoch prints the accuracy of OGB's
-:class:`Evaluator` on the three splits, and the end the test accuracy at the
-epoch of best validation accuracy. With :obj:`--loader neighbor`, evaluation
-is layer-wise over full neighbourhoods
-(:meth:`~torch_geometric.nn.models.BasicGNN.inference`), exact for every
-node.
-
-The dataset comes through OGB's :class:`PygNodePropPredDataset` under
-:obj:`--root` (by default the repository's :obj:`data/OGB`, or
-:obj:`$GATE_DATA_ROOT/OGB`), downloaded there on first use.
-
-Then::
+The loss is taken on training nodes only; each epoch prints the accuracy of
+OGB's :class:`Evaluator` on the three splits, the end the test accuracy at
+the best validation accuracy. Mini-batch evaluation is layer-wise over full
+neighbourhoods (:meth:`~torch_geometric.nn.models.BasicGNN.inference`),
+exact. The dataset is downloaded on first use under :obj:`--root` (by
+default the repository's :obj:`data/OGB`, or :obj:`$GATE_DATA_ROOT/OGB`)::
 
     python examples/ogbn.py --dataset ogbn-arxiv
     python examples/ogbn.py --dataset ogbn-products \
@@ -29,46 +21,32 @@ import os.path as osp
 import shutil
 
 
-def int_at_least(minimum, below=None):  # an argparse type with a range
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < minimum or below and value >= below:
-            raise argparse.ArgumentTypeError(
-                f'expected an integer >= {minimum}'
-                f'{f" and < {below}" if below else ""}, got {text!r}'
-            )
-        return value
-
-    return parse
-
-
-def float_in(low, high=math.inf, low_open=False, high_open=False):
-    # An argparse type: a finite number in [low, high] (or open sides)
-    unbounded = math.isinf(high)  # then "a finite number in (low, inf)"
+def number(kind, low, high=math.inf, sides='[)'):
+    # An argparse type: an int or finite float from low to high, a side '['
+    # or ']' including its bound; errors say as in 'an integer >= 0 and < 9',
+    # 'a finite number > 0' (high None), for floats 'a number in [0.0, 1.0)'.
+    top = math.inf if high is None else high
+    finite = 'finite ' * math.isinf(top)
+    left, right = sides[0], ')' if finite else sides[1]  # inf fails, as nan
+    what = 'an integer' if kind is int else f'a {finite}number'
+    if kind is float and high is not None:
+        what += f' in {left}{low}, {high}{right}'
+    else:
+        what += f' >{"=" * (left == "[")} {low}'
+        what += '' if finite else f' and <{"=" * (right == "]")} {high}'
 
     def parse(text):
         try:
-            value = float(text)
+            value = kind(text)
         except ValueError:
             value = math.nan
-        if not (low < value if low_open else low <= value) or not (
-            (value < high if high_open else value <= high)
-            and math.isfinite(value)
+        if (low < value if left == '(' else low <= value) and (
+            value < top if right == ')' else value <= top
         ):
-            raise argparse.ArgumentTypeError(
-                f'expected a {"finite " * unbounded}number in '
-                f'{"(" if low_open else "["}{low}, {high}'
-                f'{")" if unbounded or high_open else "]"}, got {text!r}'
-            )
-        return value
+            return value
+        raise argparse.ArgumentTypeError(f'expected {what}, got {text!r}')
 
     return parse
-
-
-positive_float = float_in(0.0, low_open=True)
 
 
 parser = argparse.ArgumentParser(
@@ -82,32 +60,28 @@ parser.add_argument(
     '--root',
     default=osp.join(
         os.environ.get('GATE_DATA_ROOT')
-        or osp.normpath(
-            osp.join(osp.dirname(osp.realpath(__file__)), '..', 'data')
-        ),
+        or osp.join(osp.dirname(osp.dirname(osp.realpath(__file__))), 'data'),
         'OGB',
     ),
     help="OGB's data folder, the dataset downloaded there if missing",
 )
 parser.add_argument('--loader', choices=('full', 'neighbor'), default='full')
-parser.add_argument('--num-layers', type=int_at_least(1), default=3)
-parser.add_argument('--hidden-channels', type=int_at_least(1), default=256)
-parser.add_argument('--heads', type=int_at_least(1), default=1)
-parser.add_argument(
-    '--dropout', type=float_in(0.0, 1.0, high_open=True), default=0.0
-)
-parser.add_argument('--lr', type=positive_float, default=0.005)
-parser.add_argument('--epochs', type=int_at_least(1), default=100)
-parser.add_argument('--batch-size', type=int_at_least(1), default=1024)
+parser.add_argument('--num-layers', type=number(int, 1), default=3)
+parser.add_argument('--hidden-channels', type=number(int, 1), default=256)
+parser.add_argument('--heads', type=number(int, 1), default=1)
+parser.add_argument('--dropout', type=number(float, 0.0, 1.0), default=0.0)
+parser.add_argument('--lr', type=number(float, 0.0, sides='()'), default=0.005)
+parser.add_argument('--epochs', type=number(int, 1), default=100)
+parser.add_argument('--batch-size', type=number(int, 1), default=1024)
 parser.add_argument(
     '--num-neighbors',
-    type=int_at_least(-1),
+    type=number(int, -1),
     nargs='+',
     default=[10],
     help='per layer (one value: every layer); -1: every neighbour',
 )
-parser.add_argument('--num-workers', type=int_at_least(0), default=0)
-parser.add_argument('--seed', type=int_at_least(0, 2**64), default=0)
+parser.add_argument('--num-workers', type=number(int, 0), default=0)
+parser.add_argument('--seed', type=number(int, 0, 2**64), default=0)
 args = parser.parse_args()
 if args.hidden_channels % args.heads:  # concatenated heads split it
     parser.error(
@@ -140,19 +114,16 @@ if args.loader == 'neighbor' and not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
         '--loader neighbor: the sampling needs pyg-lib or torch-sparse'
     )
 device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
-# ogb loads its processed file with `torch.load`, whose `weights_only=True`
-# default (PyTorch >= 2.6) refuses PyG's classes: allow the ones it holds.
 folder = osp.join(args.root, args.dataset.replace('-', '_'))
 created = osp.abspath(folder)  # the outermost folder a download makes
 while not osp.isdir(osp.dirname(created)):
     created = osp.dirname(created)
 created = None if osp.exists(created) else created
-# What OGB reads from raw/; with them there, it downloads nothing:
-had_raw = all(
+had_raw = all(  # what OGB reads from raw/ (there, it downloads nothing)
     osp.isfile(osp.join(folder, 'raw', f))
     for f in ('edge.csv.gz', 'node-feat.csv.gz')
 )
-try:
+try:  # torch.load's weights_only default refuses the PyG classes it holds
     with torch.serialization.safe_globals(
         [DataEdgeAttr, DataTensorAttr, GlobalStorage]
     ):
@@ -175,19 +146,15 @@ except OSError as e:  # no network: leave nothing half-written
         shutil.rmtree(created, ignore_errors=True)
     parser.error(
         f'argument --root: could not download {args.dataset} '
-        f'({type(e).__name__}: '
-        f"{e}); expected OGB's layout under --root '{args.root}': "
-        f"'{folder}/raw/', '{folder}/split/' and '{folder}/RELEASE_v1.txt'. "
-        'Without network, copy them there, or point --root at a folder '
-        'that holds them'
+        f"({type(e).__name__}: {e}); expected OGB's layout under --root "
+        f"'{args.root}': '{folder}/raw/', '{folder}/split/' and "
+        f"'{folder}/RELEASE_v1.txt'. Without network, copy them there, or "
+        'point --root at a folder that holds them'
     )
 split = dataset.get_idx_split()
 data = dataset[0]
-data = Data(
-    x=data.x,
-    edge_index=to_undirected(data.edge_index, num_nodes=data.num_nodes),
-    y=data.y.view(-1),
-)
+edge_index = to_undirected(data.edge_index, num_nodes=data.num_nodes)
+data = Data(x=data.x, edge_index=edge_index, y=data.y.view(-1))
 print(
     f'{args.dataset}: {data.num_nodes} nodes, {data.num_edges} edges '
     f'(undirected), train/valid/test {split["train"].numel()}/'
@@ -243,8 +210,7 @@ def train():
         out = model(
             batch.x,
             batch.edge_index,
-            # Each layer computes only the hops the next ones need:
-            # (pyg-lib's sampler counts the hops, torch-sparse's does not):
+            # Trim each layer to the hops still needed (pyg-lib counts them):
             num_sampled_nodes_per_hop=batch.get('num_sampled_nodes'),
             num_sampled_edges_per_hop=batch.get('num_sampled_edges'),
         )[: batch.batch_size]  # the seed nodes come first
