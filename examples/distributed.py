@@ -3,17 +3,15 @@ by torchrun: DistributedDataParallel (DDP) with PyG's NeighborLoader, nccl
 on GPUs (one per process), gloo on CPU. The sampling needs pyg-lib or
 torch-sparse.
 
-Every process generates the same graph (the package's
-:class:`SelfSufficientER`, seeded) and holds all of it, as in PyG's
-single-machine multi-GPU examples. Each epoch, one permutation of the
-training nodes, the same on every process
-(:class:`DistributedSampler` seeded with :obj:`--seed` and the epoch), is
-cut into global batches of :obj:`--batch-size` seed nodes, and each of the
-:math:`W` processes takes every :math:`W`-th seed. DDP averages the
+Every process generates and holds the same seeded graph (the package's
+:class:`SelfSufficientER`), as in PyG's single-machine multi-GPU examples.
+Each epoch cuts one permutation of the training nodes, the same on every
+process (:class:`DistributedSampler` seeded with :obj:`--seed` and the
+epoch), into global batches of :obj:`--batch-size` seed nodes, of which
+each of the :math:`W` processes takes every :math:`W`-th. DDP averages the
 gradients, so one step on :math:`W` processes is one step on the global
 batch: with full neighbourhoods (:obj:`--num-neighbors -1`) the run matches
-a single-process one (started without :obj:`torchrun`) up to floating-point
-summation order.
+a single-process one (without :obj:`torchrun`) up to summation order.
 
 ::
 
@@ -29,70 +27,59 @@ import os
 import tempfile
 
 
-def int_at_least(minimum, below=None):  # an argparse type with a range
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < minimum or below and value >= below:
-            raise argparse.ArgumentTypeError(
-                f'expected an integer >= {minimum}'
-                f'{f" and < {below}" if below else ""}, got {text!r}'
-            )
-        return value
-
-    return parse
-
-
-def float_in(low, high=math.inf, low_open=False):  # an argparse type
-    unbounded = math.isinf(high)  # then "a finite number in (low, inf)"
+def number(kind, low, high=math.inf, sides='[)'):
+    # An argparse type: an int or finite float from low to high, a side '['
+    # or ']' including its bound; errors say as in 'an integer >= 0 and < 9',
+    # 'a finite number > 0' (high None), for floats 'a number in [0.0, 1.0)'.
+    top = math.inf if high is None else high
+    finite = 'finite ' * math.isinf(top)
+    left, right = sides[0], ')' if finite else sides[1]  # inf fails, as nan
+    what = 'an integer' if kind is int else f'a {finite}number'
+    if kind is float and high is not None:
+        what += f' in {left}{low}, {high}{right}'
+    else:
+        what += f' >{"=" * (left == "[")} {low}'
+        what += '' if finite else f' and <{"=" * (right == "]")} {high}'
 
     def parse(text):
         try:
-            value = float(text)
+            value = kind(text)
         except ValueError:
             value = math.nan
-        if not (low < value if low_open else low <= value) or not (
-            value <= high and math.isfinite(value)
+        if (low < value if left == '(' else low <= value) and (
+            value < top if right == ')' else value <= top
         ):
-            raise argparse.ArgumentTypeError(
-                f'expected a {"finite " * unbounded}number in '
-                f'{"(" if low_open else "["}{low}, {high}'
-                f'{")" if unbounded else "]"}, got {text!r}'
-            )
-        return value
+            return value
+        raise argparse.ArgumentTypeError(f'expected {what}, got {text!r}')
 
     return parse
-
-
-positive_float = float_in(0.0, low_open=True)
 
 
 parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-parser.add_argument(  # a 2:1:1 split has a test node from 4 nodes
-    '--num-nodes', type=int_at_least(4), default=100_000
+# From 4 nodes, a 2:1:1 split has a test node:
+parser.add_argument('--num-nodes', type=number(int, 4), default=100_000)
+parser.add_argument(
+    '--avg-degree', type=number(float, 0.0, sides='()'), default=10.0
 )
-parser.add_argument('--avg-degree', type=positive_float, default=10.0)
-parser.add_argument('--num-classes', type=int_at_least(2), default=8)
-parser.add_argument('--num-layers', type=int_at_least(1), default=2)
-parser.add_argument('--hidden-channels', type=int_at_least(1), default=64)
-parser.add_argument('--lr', type=positive_float, default=0.005)
+parser.add_argument('--num-classes', type=number(int, 2), default=8)
+parser.add_argument('--num-layers', type=number(int, 1), default=2)
+parser.add_argument('--hidden-channels', type=number(int, 1), default=64)
+parser.add_argument('--lr', type=number(float, 0.0, sides='()'), default=0.005)
 parser.add_argument(
     '--batch-size',
-    type=int_at_least(1),
+    type=number(int, 1),
     default=1024,
     help='global batch: seed nodes per step, all processes',
 )
 parser.add_argument(
     '--num-neighbors',
-    type=int_at_least(-1),
+    type=number(int, -1),
     nargs='+',
     default=[10],
     help='per layer (one value: every layer); -1: all',
 )
-parser.add_argument('--epochs', type=int_at_least(1), default=3)
-parser.add_argument('--seed', type=int_at_least(0, 2**64), default=0)
+parser.add_argument('--epochs', type=number(int, 1), default=3)
+parser.add_argument('--seed', type=number(int, 0, 2**64), default=0)
 parser.add_argument(
     '--save',
     metavar='FILE',
@@ -112,8 +99,7 @@ def parse_args(argv=None):
         )
     if args.num_classes > args.num_nodes:
         parser.error('argument --num-classes: expected at most --num-nodes')
-    # Checked now, not after the training; by the rank that saves (the
-    # folder may exist on its machine only):
+    # Checked before the training, by the rank that saves (on its machine):
     if args.save is not None and int(os.environ.get('RANK', 0)) == 0:
         folder = os.path.dirname(os.path.abspath(args.save))
         if os.path.isdir(args.save):
@@ -160,14 +146,12 @@ def main():
         )[0]
     train_idx = data.train_mask.nonzero().view(-1)
     test_idx = data.test_mask.nonzero().view(-1)
-    # The same permutation on every process; process `rank` takes every
-    # `world_size`-th seed of it, so that a step of all processes together is
-    # one global batch.
+    # One permutation on every process, of which each takes every
+    # world_size-th seed: a step of all processes is one global batch.
     sampler = DistributedSampler(
         range(train_idx.numel()),
         world_size,
         rank,
-        shuffle=True,
         seed=args.seed,
         drop_last=True,
     )
