@@ -23,45 +23,32 @@ import tempfile
 import time
 
 
-def int_at_least(minimum, below=None):  # an argparse type with a range
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < minimum or below and value >= below:
-            raise argparse.ArgumentTypeError(
-                f'expected an integer >= {minimum}'
-                f'{f" and < {below}" if below else ""}, got {text!r}'
-            )
-        return value
-
-    return parse
-
-
-def float_in(low, high=math.inf, low_open=False):  # an argparse type
-    unbounded = math.isinf(high)  # then "a finite number in (low, inf)"
+def number(kind, low, high=math.inf, sides='[)'):
+    # An argparse type: an int or finite float from low to high, a side '['
+    # or ']' including its bound; errors say as in 'an integer >= 0 and < 9',
+    # 'a finite number > 0' (high None), for floats 'a number in [0.0, 1.0)'.
+    top = math.inf if high is None else high
+    finite = 'finite ' * math.isinf(top)
+    left, right = sides[0], ')' if finite else sides[1]  # inf fails, as nan
+    what = 'an integer' if kind is int else f'a {finite}number'
+    if kind is float and high is not None:
+        what += f' in {left}{low}, {high}{right}'
+    else:
+        what += f' >{"=" * (left == "[")} {low}'
+        what += '' if finite else f' and <{"=" * (right == "]")} {high}'
 
     def parse(text):
         try:
-            value = float(text)
+            value = kind(text)
         except ValueError:
             value = math.nan
-        if not (low < value if low_open else low <= value) or not (
-            value <= high and math.isfinite(value)
+        if (low < value if left == '(' else low <= value) and (
+            value < top if right == ')' else value <= top
         ):
-            raise argparse.ArgumentTypeError(
-                f'expected a {"finite " * unbounded}number in '
-                f'{"(" if low_open else "["}{low}, {high}'
-                f'{")" if unbounded else "]"}, got {text!r}'
-            )
-        return value
+            return value
+        raise argparse.ArgumentTypeError(f'expected {what}, got {text!r}')
 
     return parse
-
-
-positive_float = float_in(0.0, low_open=True)
-probability = float_in(0.0, 1.0)
 
 
 def make_convs(conv_cls, in_channels, hidden, out_channels, num_layers):
@@ -156,19 +143,22 @@ def format_table(results, readme=False):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument(  # a 2:1:1 split has a test node from 4 nodes
-        '--num-nodes', type=int_at_least(4), default=1000
+    # From 4 nodes, a 2:1:1 split has a test node:
+    parser.add_argument('--num-nodes', type=number(int, 4), default=1000)
+    parser.add_argument(
+        '--edge-prob', type=number(float, 0.0, 1.0, '[]'), default=0.01
     )
-    parser.add_argument('--edge-prob', type=probability, default=0.01)
-    parser.add_argument('--num-classes', type=int_at_least(2), default=8)
-    parser.add_argument('--num-layers', type=int_at_least(1), default=5)
-    parser.add_argument('--hidden', type=int_at_least(1), default=64)
-    parser.add_argument('--epochs', type=int_at_least(1), default=200)
-    parser.add_argument('--lr', type=positive_float, default=0.005)
-    parser.add_argument('--seed', type=int_at_least(0, 2**64), default=0)
+    parser.add_argument('--num-classes', type=number(int, 2), default=8)
+    parser.add_argument('--num-layers', type=number(int, 1), default=5)
+    parser.add_argument('--hidden', type=number(int, 1), default=64)
+    parser.add_argument('--epochs', type=number(int, 1), default=200)
+    parser.add_argument(
+        '--lr', type=number(float, 0.0, sides='()'), default=0.005
+    )
+    parser.add_argument('--seed', type=number(int, 0, 2**64), default=0)
     parser.add_argument(
         '--threads',
-        type=int_at_least(1),
+        type=number(int, 1),
         default=1,
         help='CPU threads of torch (the printed numbers are those of one '
         'thread; another count may change their last digits)',
