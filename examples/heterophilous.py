@@ -33,29 +33,30 @@ DEFAULT_ROOT = os.environ.get('GATE_DATA_ROOT') or osp.normpath(
 )
 
 
-def number(kind, minimum, strict=False, below=math.inf):
-    r"""An argparse type: a finite number of ``kind`` (int or float) ``>=
-    minimum`` (``> minimum`` if ``strict``) and ``< below``."""
-    sign = '>' if strict else '>='
-    bound = '' if math.isinf(below) else f' and < {below}'
+def number(kind, low, high=math.inf, sides='[)'):
+    # An argparse type: an int or finite float from low to high, a side '['
+    # or ']' including its bound; errors say as in 'an integer >= 0 and < 9',
+    # 'a finite number > 0' (high None), for floats 'a number in [0.0, 1.0)'.
+    top = math.inf if high is None else high
+    finite = 'finite ' * math.isinf(top)
+    left, right = sides[0], ')' if finite else sides[1]  # inf fails, as nan
+    what = 'an integer' if kind is int else f'a {finite}number'
+    if kind is float and high is not None:
+        what += f' in {left}{low}, {high}{right}'
+    else:
+        what += f' >{"=" * (left == "[")} {low}'
+        what += '' if finite else f' and <{"=" * (right == "]")} {high}'
 
     def parse(text):
         try:
             value = kind(text)
         except ValueError:
-            value = None
-        ok = (
-            value is not None
-            and (value > minimum if strict else value >= minimum)
-            and value < below
-            and math.isfinite(value)
-        )  # NaN fails too
-        if not ok:
-            what = 'an integer' if kind is int else 'a finite number'
-            raise argparse.ArgumentTypeError(
-                f'expected {what} {sign} {minimum}{bound}, got {text!r}'
-            )
-        return value
+            value = math.nan
+        if (low < value if left == '(' else low <= value) and (
+            value < top if right == ')' else value <= top
+        ):
+            return value
+        raise argparse.ArgumentTypeError(f'expected {what}, got {text!r}')
 
     return parse
 
@@ -75,11 +76,10 @@ def parse_args(argv=None):
     parser.add_argument('--hidden-channels', type=number(int, 1), default=64)
     parser.add_argument('--epochs', type=number(int, 1), default=200)
     parser.add_argument(
-        '--lr', type=number(float, 0, strict=True), default=0.005
+        '--lr', type=number(float, 0, None, '()'), default=0.005
     )
-    parser.add_argument(
-        '--seed', type=number(int, 0, below=2**64), default=0
-    )  # torch.manual_seed's range
+    # In torch.manual_seed's range:
+    parser.add_argument('--seed', type=number(int, 0, 2**64), default=0)
     parser.add_argument(
         '--plot',
         metavar='FOLDER',
