@@ -12,17 +12,13 @@ from gate_paper import store
 from gate_paper.queue_plan import STORE, STUDIES, TABLES, configs, plan
 
 
-def unpack(path, store_root=STORE, dry_epochs=None):
-    r"""Writes the run files of ``path`` (a ``runs.tar`` of :func:`run`)
-    into the store, each validated (a whole run record of a run of the
-    queue's :func:`plan`, with ``dry_epochs`` that of ``--dry``, named by
-    its configuration); returns ``{study: count}``. Nothing is written
-    unless every file is valid."""
+def _records(path, dry_epochs):
+    r"""The validated ``(study, record)`` of every run file of the tar file
+    ``path`` (:func:`unpack`)."""
     from gate_paper.real_graphs import RESULTS
 
     planned = {store.run_id(c): s for _, s, c in plan(dry_epochs)}
     valid = []
-    counts = collections.Counter()
     with tarfile.open(path) as tar, tempfile.TemporaryDirectory() as tmp:
         for member in tar.getmembers():
             study, _, name = member.name.partition('/')
@@ -58,6 +54,36 @@ def unpack(path, store_root=STORE, dry_epochs=None):
                     f'{study}' + ('' if dry_epochs else ' (a --dry run?)')
                 )
             valid.append((study, record))
+        # A tar file ends with a zero block; one that ends at a member's
+        # end (a cut transfer) or at a damaged header would read as whole.
+        tar.fileobj.seek(tar.offset)
+        if (
+            tar.fileobj.read(tarfile.BLOCKSIZE)
+            != tarfile.NUL * tarfile.BLOCKSIZE
+        ):
+            raise ValueError(
+                f'{path}: not a whole tar file: it ends (or is damaged) '
+                f'after {len(valid)} run files, without the end-of-archive '
+                'block (a cut transfer? fetch runs.tar again)'
+            )
+    return valid
+
+
+def unpack(path, store_root=STORE, dry_epochs=None):
+    r"""Writes the run files of ``path`` (a ``runs.tar`` of :func:`run`)
+    into the store, each validated (a whole run record of a run of the
+    queue's :func:`plan`, with ``dry_epochs`` that of ``--dry``, named by
+    its configuration); returns ``{study: count}``. Nothing is written
+    unless every file is valid."""
+    try:
+        valid = _records(path, dry_epochs)
+    except tarfile.TarError as e:  # a cut or damaged file
+        why = str(e).splitlines()[-1].removeprefix('- method tar: ')
+        raise ValueError(
+            f'{path}: not a whole tar file ({why}; a cut transfer? fetch '
+            'runs.tar again)'
+        ) from None
+    counts = collections.Counter()
     for study, record in valid:
         folder = os.path.join(store_root, study)
         os.makedirs(folder, exist_ok=True)

@@ -430,6 +430,41 @@ def test_unpack_refuses_what_is_not_a_run_of_the_queue(tmp_path):
     assert not (tmp_path / 'store').exists()
 
 
+def queue_tar(tmp_path, count=3):
+    r"""A ``runs.tar`` of ``count`` whole runs of the queue, as a call
+    writes it; returns its path and members."""
+    folder = tmp_path / 'made'
+    folder.mkdir(exist_ok=True)
+    facts = {'recorded': True, 'commit': 'a' * 40, 'device': 'cuda:0'}
+    result = dict.fromkeys(real_graphs.RESULTS, 0.5)
+    path = tmp_path / 'runs.tar'
+    with tarfile.open(path, 'w') as tar:
+        for _, study, config in queue_plan.plan()[:count]:
+            made = store.save(str(folder), config, result, 'finished',
+                              None, facts)  # fmt: skip
+            tar.add(made, f'{study}/{osp.basename(made)}')
+    with tarfile.open(path) as tar:
+        return path, tar.getmembers()
+
+
+def test_unpack_refuses_a_cut_tar_file(tmp_path):
+    path, members = queue_tar(tmp_path)
+    whole = path.read_bytes()
+    cut = tmp_path / 'cut.tar'
+    # Cut where a member ends (a transfer that stopped there): tarfile reads
+    # the members before the cut as a whole archive.
+    for end in (members[2].offset, members[1].offset_data + 10):
+        cut.write_bytes(whole[:end])
+        with pytest.raises(ValueError, match='not a whole tar file'):
+            queue_results.unpack(str(cut), str(tmp_path / 'store'))
+        assert not (tmp_path / 'store').exists()
+    cut.write_bytes(b'')
+    with pytest.raises(ValueError, match=r'cut.tar: not a whole tar file \('):
+        queue_results.unpack(str(cut), str(tmp_path / 'store'))
+    counts = queue_results.unpack(str(path), str(tmp_path / 'store'))
+    assert sum(counts.values()) == len(members) == 3
+
+
 def test_a_call_without_a_commit_to_record_is_refused(
     tmp_path, monkeypatch, capsys
 ):
