@@ -35,7 +35,11 @@ def _records(path, dry_epochs):
             copy = os.path.join(tmp, name)
             with open(copy, 'wb') as f:
                 f.write(tar.extractfile(member).read())
-            record = store.read(copy, RESULTS)
+            try:
+                record = store.read(copy, RESULTS)
+            except ValueError as e:  # it names the copy: name the member
+                why = str(e).replace(f"'{copy}'", member.name)
+                raise ValueError(f'{path}: {why}') from None
             key = store.run_id(record['config'])
             if key + '.json' != name:
                 raise ValueError(

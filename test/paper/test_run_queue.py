@@ -465,6 +465,23 @@ def test_unpack_refuses_a_cut_tar_file(tmp_path):
     assert sum(counts.values()) == len(members) == 3
 
 
+def test_unpack_names_the_member_a_run_file_is_refused_for(tmp_path):
+    path, members = queue_tar(tmp_path, 1)
+    with tarfile.open(path) as tar:
+        record = json.load(tar.extractfile(members[0]))
+    del record['result']['best_epoch']  # another version's file
+    bad = tmp_path / 'bad.json'
+    bad.write_text(json.dumps(record))
+    with tarfile.open(path, 'w') as tar:
+        tar.add(bad, members[0].name)
+    with pytest.raises(ValueError) as e:
+        queue_results.unpack(str(path), str(tmp_path / 'store'))
+    assert str(e.value) == (
+        f'{path}: {members[0].name} is a finished run without the results '
+        "best_epoch (another version's file?)"
+    )
+
+
 def test_a_call_without_a_commit_to_record_is_refused(
     tmp_path, monkeypatch, capsys
 ):
