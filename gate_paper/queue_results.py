@@ -7,6 +7,7 @@ import collections
 import os
 import tarfile
 import tempfile
+import warnings
 
 from gate_paper import store
 from gate_paper.queue_plan import STORE, STUDIES, TABLES, configs, plan
@@ -78,7 +79,11 @@ def unpack(path, store_root=STORE, dry_epochs=None):
     into the store, each validated (a whole run record of a run of the
     queue's :func:`plan`, with ``dry_epochs`` that of ``--dry``, named by
     its configuration); returns ``{study: count}``. Nothing is written
-    unless every file is valid."""
+    unless every file is valid. A run the store already holds (a whole run
+    file: one a call ran again from a store without it) is kept as it is,
+    with a warning naming it; delete its file to take the new one."""
+    from gate_paper.real_graphs import RESULTS
+
     try:
         valid = _records(path, dry_epochs)
     except tarfile.TarError as e:  # a cut or damaged file
@@ -87,9 +92,17 @@ def unpack(path, store_root=STORE, dry_epochs=None):
             f'{path}: not a whole tar file ({why}; a cut transfer? fetch '
             'runs.tar again)'
         ) from None
-    counts = collections.Counter()
+    counts, kept = collections.Counter(), []
     for study, record in valid:
         folder = os.path.join(store_root, study)
+        there = store.path_of(folder, record['config'])
+        if os.path.exists(there):
+            try:
+                store.read(there, RESULTS)
+                kept.append(there)
+                continue
+            except ValueError:  # not a whole run file: replaced
+                pass
         os.makedirs(folder, exist_ok=True)
         store.save(
             folder,
@@ -100,6 +113,12 @@ def unpack(path, store_root=STORE, dry_epochs=None):
             record.get('provenance'),
         )
         counts[study] += 1
+    if kept:
+        warnings.warn(
+            f'{len(kept)} runs of {path} are in the store already and were '
+            f'kept, not replaced: {", ".join(kept[:3])}'
+            + (', ...' if len(kept) > 3 else '')
+        )
     return dict(counts)
 
 

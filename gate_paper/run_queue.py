@@ -31,8 +31,8 @@ tried again in the call; when the time is up the runs still going are
 ended (none is written half; one whose file was written is kept) and the
 call ends with code 0.
 
-``unpack OUT/runs.tar``: validates every run file and writes it into the
-store, then rebuilds the tables of the docs (:func:`rebuild_tables`).
+``unpack OUT/runs.tar``: validates every run file, writes those the store
+lacks into it, then rebuilds the tables of the docs (:func:`rebuild_tables`).
 
 ``plan``: what is done and what is next, per tier.
 

@@ -482,6 +482,29 @@ def test_unpack_names_the_member_a_run_file_is_refused_for(tmp_path):
     )
 
 
+def test_unpack_keeps_a_run_the_store_holds(tmp_path):
+    # The store holds the first run (another call's, another commit) and a
+    # cut file of the second; the tar file holds both, from this call.
+    path, members = queue_tar(tmp_path, 2)
+    order = queue_plan.plan()
+    first = tmp_path / 'store' / order[0][1]
+    first.mkdir(parents=True)
+    facts = {'recorded': True, 'commit': 'b' * 40, 'device': 'cuda:1'}
+    result = dict.fromkeys(real_graphs.RESULTS, 0.25)
+    held = store.save(str(first), order[0][2], result, 'finished', None,
+                      facts)  # fmt: skip
+    before = open(held).read()
+    cut = store.path_of(str(tmp_path / 'store' / order[1][1]), order[1][2])
+    with open(cut, 'w') as f:
+        f.write(before[:50])
+    with pytest.warns(UserWarning, match='1 runs of .* kept, not replaced'):
+        counts = queue_results.unpack(str(path), str(tmp_path / 'store'))
+    assert counts == {order[1][1]: 1}
+    assert open(held).read() == before
+    with tarfile.open(path) as tar:
+        assert open(cut, 'rb').read() == tar.extractfile(members[1]).read()
+
+
 def test_a_call_without_a_commit_to_record_is_refused(
     tmp_path, monkeypatch, capsys
 ):
