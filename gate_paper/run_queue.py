@@ -504,17 +504,8 @@ def _requeue(call, outputs, item, work, died=True):
 # Command line --------------------------------------------------------------
 
 
-def _seconds(text):
-    value = float(text)
-    if not 10 <= value <= 540:
-        raise argparse.ArgumentTypeError(
-            f'expected seconds from 10 to 540 (9 minutes), got {text!r}'
-        )
-    return value
-
-
 def parse_args(argv=None):
-    from gate_paper.cli import int_at_least
+    from gate_paper.cli import float_in, int_at_least
 
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)
@@ -522,9 +513,9 @@ def parse_args(argv=None):
     go.add_argument('--out', default=os.environ.get('OUT'), required=False)
     go.add_argument(
         '--budget',
-        type=_seconds,
+        type=float_in(10, 540),
         default=480,
-        help='seconds this call may take (at most 540; default 480)',
+        help='seconds this call may take, 10 to 540 (default 480)',
     )
     go.add_argument('--procs', type=int_at_least(1), default=8)
     go.add_argument(

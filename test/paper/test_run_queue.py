@@ -525,6 +525,21 @@ def test_a_call_without_a_commit_to_record_is_refused(
         provenance.environment.cache_clear()
 
 
+@pytest.mark.parametrize('budget', ['abc', '5', 'nan', '541'])
+def test_a_budget_that_is_no_number_of_seconds_is_a_usage_error(
+    tmp_path, capsys, budget
+):
+    argv = ['run', '--out', str(tmp_path), '--dry', '--budget', budget]
+    with pytest.raises(SystemExit) as e:
+        run_queue.parse_args(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.endswith(
+        f"argument --budget: expected a number in [10, 540], got '{budget}'"
+    )
+    assert run_queue.parse_args(argv[:-1] + ['540']).budget == 540
+
+
 def test_the_strong_table_says_no_runs_yet_and_the_published_numbers():
     table = strong_sep([])
     assert len(table) == 12
