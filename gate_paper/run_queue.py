@@ -53,6 +53,7 @@ import functools
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -559,6 +560,13 @@ def parse_args(argv=None):
             parser.error('run: --out (or $OUT) is required')
         if args.dry and args.device == 'auto':
             args.device = 'cpu'
+        if args.commit and not re.fullmatch(
+            r'[0-9a-f]{40}|[0-9a-f]{64}', args.commit
+        ):
+            parser.error(
+                'argument --commit: expected the full hash of the commit (40 '
+                f'hex digits: git rev-parse HEAD), got {args.commit!r}'
+            )
         if not (args.dry or provenance.commit_known(args.commit)):
             parser.error(
                 'run: no git checkout here: pass --commit <the full hash of '

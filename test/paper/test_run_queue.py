@@ -540,6 +540,25 @@ def test_a_budget_that_is_no_number_of_seconds_is_a_usage_error(
     assert run_queue.parse_args(argv[:-1] + ['540']).budget == 540
 
 
+@pytest.mark.parametrize('commit', ['01e2bdc', 'HEAD', 'a' * 39, 'g' * 40])
+def test_a_commit_that_is_no_full_hash_is_a_usage_error(
+    tmp_path, capsys, commit
+):
+    # Every run file of the call records it, and unpack takes it as is.
+    argv = ['run', '--out', str(tmp_path), '--commit', commit]
+    with pytest.raises(SystemExit) as e:
+        run_queue.parse_args(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.endswith(
+        'argument --commit: expected the full hash of the commit (40 hex '
+        f'digits: git rev-parse HEAD), got {commit!r}'
+    )
+    full = '0123456789abcdef' * 4
+    for given in (full[:40], full):  # SHA-1, SHA-256
+        assert run_queue.parse_args(argv[:-1] + [given]).commit == given
+
+
 def test_the_strong_table_says_no_runs_yet_and_the_published_numbers():
     table = strong_sep([])
     assert len(table) == 12
