@@ -43,6 +43,13 @@ def cell(values, diverged: int = 0) -> str:
     return f'{mean:.2f}{ci} (n={len(values)}{"; " + gone if gone else ""})'
 
 
+def difference(mean, half, n) -> str:
+    r"""``mean ± half (n=n)`` of a paired difference in points; a mean that
+    rounds to zero is ``0.00`` whatever its sign (two models tied on every
+    split differ by float32 rounding of their accuracies)."""
+    return f'{round(mean, 2) + 0.0:.2f} ± {half:.2f} (n={n})'
+
+
 def finished(frame) -> pd.DataFrame:
     return frame[frame['status'] == 'finished']
 
@@ -171,7 +178,7 @@ def minus_gat(frame) -> pd.DataFrame:
                     'recipe': key[1],
                     'L': key[2],
                     'model': model,
-                    'minus GAT': f'{mean:.2f} ± {half:.2f} (n={n})',
+                    'minus GAT': difference(mean, half, n),
                 }
             )
     return pd.DataFrame(out)
@@ -310,7 +317,7 @@ def strong_sep(records) -> pd.DataFrame:
                 )
             mean, half, n = paired_ci95(splits['GATE-sep'], splits['GAT-sep'])
             row['GATE-sep minus GAT-sep'] = (
-                f'{mean:.2f} ± {half:.2f} (n={n})' if n else '-'
+                difference(mean, half, n) if n else '-'
             )
             for m in models:
                 row[published[m]] = '-'

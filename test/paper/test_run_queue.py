@@ -614,6 +614,33 @@ def test_the_strong_table_of_runs():
     assert table.loc[('Tolokers', '1'), 'GATE-sep'] == 'no runs yet'
 
 
+def test_a_paired_difference_that_rounds_to_zero_has_no_sign():
+    # Two models tied on every split but for float32 rounding of their
+    # accuracies (Texas, L=20: a mean of -6e-7 points read '-0.00').
+    from gate_paper.real_graphs import RESULTS
+    from gate_paper.real_graphs_tables import minus_gat
+    from gate_paper.tables import runs_frame
+
+    tests = {'GAT': (0.5, 0.25, 0.625), 'GATE': (0.5, 0.25, 0.625 - 1e-8)}
+    tests['GAT-sep'], tests['GATE-sep'] = tests['GAT'], tests['GATE']
+    records = [
+        strong_run(m, 1, i, 'finished', {'test_metric': v, 'val_metric': v})
+        for m, values in tests.items()
+        for i, v in enumerate(values)
+    ]
+    mean = sum(tests['GATE']) - sum(tests['GAT'])
+    assert f'{100 * mean / 3:.2f}' == '-0.00'  # the case
+    table = minus_gat(runs_frame(records, RESULTS)).set_index('model')
+    assert table.loc['GATE', 'minus GAT'].startswith('0.00 ± 0.00 (n=3)')
+    row = strong_sep(records).set_index(['dataset', 'L'])
+    cell = row.loc[('Minesweeper', '1'), 'GATE-sep minus GAT-sep']
+    assert cell.startswith('0.00 ± 0.00 (n=3)')
+    # A difference that rounds to one keeps its sign.
+    records[5]['result']['test_metric'] = 0.625 - 3e-4  # GATE's third
+    table = minus_gat(runs_frame(records, RESULTS)).set_index('model')
+    assert table.loc['GATE', 'minus GAT'].startswith('-0.01 ± ')
+
+
 def test_the_depth_table_names_a_model_whose_runs_all_diverged():
     # GATE's every run diverged: the strong recipe's depth table says so
     # (the tables rebuilt by `unpack` raised on the all-NaN means).
