@@ -5,6 +5,7 @@ different run or a traceback."""
 
 import argparse
 import math
+import re
 from typing import Callable, Optional
 
 
@@ -65,6 +66,16 @@ def float_in(
 
 positive_float = float_in(0.0, low_open=True)
 probability = float_in(0.0, 1.0)
+
+
+def commit_hash(text: str) -> str:
+    r"""An argparse type: the full hash of a commit (SHA-1 or SHA-256)."""
+    if not re.fullmatch(r'[0-9a-f]{40}|[0-9a-f]{64}', text):
+        raise argparse.ArgumentTypeError(
+            'expected the full hash of the commit (40 hex digits: git '
+            f'rev-parse HEAD), got {text!r}'
+        )
+    return text
 
 
 def check_heads(parser: argparse.ArgumentParser, hidden: int, heads: int):

@@ -32,7 +32,9 @@ ended (none is written half; one whose file was written is kept) and the
 call ends with code 0.
 
 ``unpack OUT/runs.tar``: validates every run file, writes those the store
-lacks into it, then rebuilds the tables of the docs (:func:`rebuild_tables`).
+lacks into it, then rebuilds the tables (:func:`rebuild_tables`): the
+docs' for the real runs of the default store, else those of
+``--tables-dir``.
 
 ``plan``: what is done and what is next, per tier.
 
@@ -53,7 +55,6 @@ import functools
 import io
 import json
 import os
-import re
 import shutil
 import signal
 import statistics
@@ -506,12 +507,12 @@ def _requeue(call, outputs, item, work, died=True):
 
 
 def parse_args(argv=None):
-    from gate_paper.cli import float_in, int_at_least
+    from gate_paper.cli import commit_hash, float_in, int_at_least
 
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)
     go = sub.add_parser('run', help='one call: the next runs, into --out')
-    go.add_argument('--out', default=os.environ.get('OUT'), required=False)
+    go.add_argument('--out', default=os.environ.get('OUT'))
     go.add_argument(
         '--budget',
         type=float_in(10, 540),
@@ -536,6 +537,7 @@ def parse_args(argv=None):
     go.add_argument('--device', default='auto')
     go.add_argument(
         '--commit',
+        type=commit_hash,
         help='the commit of this checkout, for the run files where it has '
         'no .git (GATE_PAPER_COMMIT)',
     )
@@ -544,7 +546,7 @@ def parse_args(argv=None):
     back = sub.add_parser('unpack', help='runs.tar into the store, tables')
     back.add_argument('tar')
     back.add_argument('--store', default=STORE)
-    back.add_argument('--tables-dir', default=TABLES)
+    back.add_argument('--tables-dir', help=f'default: {TABLES} (real runs)')
     back.add_argument('--no-tables', action='store_true')
     back.add_argument(
         '--dry-epochs',
@@ -560,13 +562,6 @@ def parse_args(argv=None):
             parser.error('run: --out (or $OUT) is required')
         if args.dry and args.device == 'auto':
             args.device = 'cpu'
-        if args.commit and not re.fullmatch(
-            r'[0-9a-f]{40}|[0-9a-f]{64}', args.commit
-        ):
-            parser.error(
-                'argument --commit: expected the full hash of the commit (40 '
-                f'hex digits: git rev-parse HEAD), got {args.commit!r}'
-            )
         if not (args.dry or provenance.commit_known(args.commit)):
             parser.error(
                 'run: no git checkout here: pass --commit <the full hash of '
@@ -588,8 +583,13 @@ def main(argv=None):
         except (ValueError, OSError, tarfile.TarError) as e:
             raise SystemExit(f'error: {e}; nothing was written') from None
         print(f'unpacked: {counts}')
-        if not args.no_tables:
-            rebuild_tables(args.store, args.tables_dir)
+        # The docs' tables from the real runs of the default store alone:
+        real = args.store == STORE and not args.dry_epochs
+        tables = args.tables_dir or (TABLES if real else None)
+        if tables is None or args.no_tables:
+            print('tables: not rebuilt (--tables-dir names where to)')
+        else:
+            rebuild_tables(args.store, tables)
         return 0
     show_plan(args.store, args.procs)
     return 0

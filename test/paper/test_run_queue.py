@@ -718,3 +718,25 @@ def test_the_plan_estimates_from_the_measured_gpu_runs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert 'tier 1: 2 of 40 finished; 18 of the 38 left' in out
     assert 'about 27 min with 1 processes' in out
+
+
+def test_unpack_rebuilds_the_docs_tables_for_the_default_store_alone(
+    tmp_path, monkeypatch, capsys
+):
+    # Another store (or dry runs) must not overwrite the docs' tables: their
+    # tables go where --tables-dir says, else nowhere.
+    calls = []
+    monkeypatch.setattr(run_queue, 'unpack', lambda *args: {})
+    monkeypatch.setattr(
+        run_queue, 'rebuild_tables', lambda *args: calls.append(args)
+    )
+    store = str(tmp_path / 'store')
+    run_queue.main(['unpack', 'runs.tar', '--store', store])
+    run_queue.main(['unpack', 'runs.tar', '--dry-epochs', '2'])
+    assert calls == []
+    assert 'tables: not rebuilt' in capsys.readouterr().out
+    tables = str(tmp_path / 'tables')
+    run_queue.main(['unpack', 'runs.tar', '--store', store, '--tables-dir',
+                    tables])  # fmt: skip
+    run_queue.main(['unpack', 'runs.tar'])
+    assert calls == [(store, tables), (run_queue.STORE, run_queue.TABLES)]
