@@ -1,5 +1,6 @@
 r"""What the GATEConv tests share: a small graph and random attention."""
 
+import os
 from typing import Dict
 
 import torch
@@ -16,6 +17,16 @@ EDGE_INDEX = torch.tensor(
     ]
 )
 NUM_NODES = 6
+
+
+def kernel_device(kernel: str) -> torch.device:
+    r"""Where a test runs :obj:`kernel`: the Triton kernels on the GPU where
+    they compile for it (CUDA, :obj:`TRITON_INTERPRET` unset), every other
+    kernel and the interpreter on the CPU."""
+    interpreting = os.environ.get('TRITON_INTERPRET') == '1'
+    if kernel == 'triton' and torch.cuda.is_available() and not interpreting:
+        return torch.device('cuda')
+    return torch.device('cpu')
 
 
 def randomize_attention(conv: GATEConv, scale: float = 1.0):

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conv_testing import EDGE_INDEX, NUM_NODES, randomize_attention
+from conv_testing import (
+    EDGE_INDEX,
+    NUM_NODES,
+    kernel_device,
+    randomize_attention,
+)
 from torch import Tensor
 from torch.func import functional_call
 from torch_geometric.nn import GATv2Conv
@@ -1073,10 +1078,18 @@ def test_forward_with_self_attention_is_the_dense_self_attention(
         5, 4, heads=2, add_self_loops=add_self_loops, edge_dim=edge_dim
     ).to(dtype)
     randomize_attention(conv)
+    device = kernel_device(kernel)
+    if isinstance(inp, Tensor):
+        inp_on = inp.to(device)
+    else:
+        inp_on = (inp[0].to(device), inp[1].to(device))
+    attr_on = None if edge_attr is None else edge_attr.to(device)
     with attention_kernel(kernel):
-        out, alpha_vv = conv.forward_with_self_attention(
-            inp, edge_index, edge_attr
+        out, alpha_vv = conv.to(device).forward_with_self_attention(
+            inp_on, edge_index.to(device), attr_on
         )
+    out, alpha_vv = out.cpu(), alpha_vv.cpu()
+    conv.cpu()
     expected_out, attention = dense_gate(conv, x, x_dst, edge_index, edge_attr)
     expected = torch.zeros(x_dst.size(0), 2, dtype=dtype)
     for v, rows in enumerate(attention):
@@ -1099,22 +1112,24 @@ def test_forward_with_self_attention_keeps_dropout_and_gradients(kernel):
     if kernel == 'triton':
         pytest.importorskip('triton')
     torch.manual_seed(0)
-    x = torch.randn(NUM_NODES, 5)
-    conv = GATEConv(5, 4, heads=2, dropout=0.4, edge_dim=2)
+    device = kernel_device(kernel)
+    x = torch.randn(NUM_NODES, 5, device=device)
+    conv = GATEConv(5, 4, heads=2, dropout=0.4, edge_dim=2).to(device)
     randomize_attention(conv)
-    edge_attr = torch.randn(EDGE_INDEX.size(1), 2)
-    weights = torch.randn(NUM_NODES, 2)
+    edge_attr = torch.randn(EDGE_INDEX.size(1), 2, device=device)
+    edge_index = EDGE_INDEX.to(device)
+    weights = torch.randn(NUM_NODES, 2, device=device)
     results = []
     for loops_only in (True, False):
         torch.manual_seed(1)
         with attention_kernel(kernel):
             if loops_only:
                 out, alpha_vv = conv.forward_with_self_attention(
-                    x, EDGE_INDEX, edge_attr
+                    x, edge_index, edge_attr
                 )
             else:
                 out, att = conv.forward_with_attention(
-                    x, EDGE_INDEX, edge_attr
+                    x, edge_index, edge_attr
                 )
                 alpha_vv = self_loop_attention(*att, NUM_NODES)
         loss = (alpha_vv * weights).sum() + out.square().sum()

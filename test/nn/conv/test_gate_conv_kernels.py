@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from conv_testing import EDGE_INDEX, NUM_NODES, randomize_attention
+from conv_testing import (
+    EDGE_INDEX,
+    NUM_NODES,
+    kernel_device,
+    randomize_attention,
+)
 from torch import Tensor
 from torch_geometric.nn import GATv2Conv
 
@@ -285,10 +290,12 @@ def test_an_edge_index_input_is_the_plain_tensor_on_every_kernel(
     if kernel == 'triton':
         pytest.importorskip('triton')
     torch.manual_seed(0)
-    conv = GATEConv(5, 4, heads=2, add_self_loops=add_self_loops)
+    device = kernel_device(kernel)
+    conv = GATEConv(5, 4, heads=2, add_self_loops=add_self_loops).to(device)
     randomize_attention(conv)
-    x = torch.randn(NUM_NODES, 5, requires_grad=True)
-    ei = EdgeIndex(EDGE_INDEX, sparse_size=(NUM_NODES, NUM_NODES))
+    x = torch.randn(NUM_NODES, 5, device=device, requires_grad=True)
+    ei = EDGE_INDEX.to(device)
+    ei = EdgeIndex(ei, sparse_size=(NUM_NODES, NUM_NODES))
     if sort is not None:
         ei = ei.sort_by(sort)[0]
     plain = ei.as_tensor()
