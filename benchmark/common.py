@@ -364,12 +364,25 @@ def time_pair(fns: Dict[str, Callable], device, warmup=1, reps=5) -> dict:
 
 def saved_bytes(fn: Callable) -> int:
     r"""Bytes of the distinct storages that autograd saves for backward
-    while :obj:`fn` runs (a forward pass)."""
+    while :obj:`fn` runs (a forward pass); a saved tensor subclass that
+    wraps others (PyG's :class:`~torch_geometric.EdgeIndex` and its cached
+    CSR/CSC) counts the storages of the tensors it wraps."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
     storages: Dict[Tuple[int, str], int] = {}
 
-    def pack(t: Tensor):
+    def count(t: Tensor):
+        if is_traceable_wrapper_subclass(t):  # No storage of its own.
+            for name in t.__tensor_flatten__()[0]:
+                inner = getattr(t, name)
+                if inner is not None:
+                    count(inner)
+            return
         s = t.untyped_storage()
         storages[(s.data_ptr(), str(t.device))] = s.nbytes()
+
+    def pack(t: Tensor):
+        count(t)
         # Not `t`: a saved output would hold its own graph in a cycle.
         return t.detach()
 

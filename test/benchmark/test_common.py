@@ -92,6 +92,42 @@ def test_saved_bytes_frees_the_graph():
     assert outputs[0]() is None
 
 
+def test_saved_bytes_counts_what_an_edge_index_wraps():
+    # An EdgeIndex has no storage of its own: saved_bytes raised "Attempted
+    # to access the data pointer on an invalid python storage", so that
+    # kernels.py --inputs edge-index recorded GATv2Conv as an error and no
+    # ratio.
+    from torch_geometric import EdgeIndex
+
+    edge_index = EdgeIndex(
+        torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]]), sparse_size=(3, 3)
+    ).sort_by('col')[0]
+    colptr, _ = edge_index.get_csc()[0]
+    x = torch.randn(3, 4, requires_grad=True)
+
+    class Saves(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, edge_index):
+            ctx.save_for_backward(x, edge_index)
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, None
+
+    def nbytes(t):
+        return t.untyped_storage().nbytes()
+
+    expected = nbytes(x) + nbytes(edge_index.as_tensor()) + nbytes(colptr)
+    assert common.saved_bytes(lambda: Saves.apply(x, edge_index)) == expected
+
+    # GATv2Conv on an EdgeIndex saves what it saves on the plain tensor and
+    # the index's cached CSC:
+    layer = common.make_layer('GATv2', 4, 4, 1)
+    plain = common.saved_bytes(lambda: layer(x, edge_index.as_tensor()))
+    assert common.saved_bytes(lambda: layer(x, edge_index)) >= plain
+
+
 def test_time_pair_alternates_and_gives_ratios():
     calls = []
     fns = {'a': lambda: calls.append('a'), 'b': lambda: calls.append('b')}

@@ -140,3 +140,26 @@ def test_real_graph_features_fit_the_channels():
     assert torch.equal(kernels.fit_features(x, 2), x[:, :2])
     padded = kernels.fit_features(x, 6)
     assert padded.shape == (5, 6) and bool((padded[:, 3:] == 0).all())
+
+
+def test_an_edge_index_input_has_its_gatv2conv_baseline(tmp_path):
+    # GATv2Conv on a sorted EdgeIndex was recorded as an error (the bytes
+    # saved for backward could not be counted), leaving GATE's rows of
+    # that input without ratios.
+    argv = ['--devices', 'cpu', '--graphs', 'random-100', '--heads', '1',
+            '--hidden', '4', '--channels', '4', '--kernels', 'reference',
+            '--inputs', 'plain', 'edge-index', '--reps', '1',
+            '--warmup', '0', '--out', str(tmp_path)]  # fmt: skip
+    rows = kernels.main(argv)
+    assert [(r['input'], r['layer'], r['status']) for r in rows] == [
+        (kind, layer, 'ok')
+        for kind in ('plain', 'edge-index')
+        for layer in ('GATE', 'GATv2')
+    ]
+    for gate, gatv2 in (rows[:2], rows[2:]):
+        assert gate['time_vs_gatv2_eager'] == pytest.approx(
+            gate['step_ms'] / gatv2['step_ms']
+        )
+        assert gate['saved_vs_gatv2_eager'] == pytest.approx(
+            gate['saved_mb'] / gatv2['saved_mb']
+        )
