@@ -19,7 +19,15 @@ after every model::
 import argparse
 import os
 
-from cli import GATE_KERNELS, LAYERS, SIZED_GRAPHS, fraction, int_at_least
+from cli import (
+    GATE_KERNELS,
+    LAYERS,
+    SIZED_GRAPHS,
+    check_devices,
+    device_name,
+    fraction,
+    int_at_least,
+)
 from report import (
     output_folder,
     result_notes,
@@ -59,8 +67,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         '--devices',
         nargs='+',
+        type=device_name,
         default=None,
-        help='default: cpu, and cuda when available',
+        help='cpu, cuda or cuda:N (default: cpu, and cuda when available)',
     )
     parser.add_argument(
         '--cap-gb',
@@ -78,6 +87,7 @@ def parse_args(argv=None) -> argparse.Namespace:
             f'argument --hidden: expected a multiple of --heads '
             f'({args.heads}), got {args.hidden}'
         )
+    check_devices(parser, args.devices or [])
     output_folder(parser, args.out)
     return args
 

@@ -27,7 +27,9 @@ from cli import (
     DEVICE_HELP,
     DTYPE_NAMES,
     add_layer_args,
+    check_devices,
     default_device,
+    device_name,
     fraction,
     parse_checked,
     positive_float,
@@ -56,7 +58,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         '--dtypes', nargs='+', default=['float32'], choices=list(DTYPE_NAMES)
     )
-    parser.add_argument('--device', help=DEVICE_HELP)
+    parser.add_argument(
+        '--device',
+        type=device_name,
+        help=f'cpu, cuda or cuda:N ({DEVICE_HELP})',
+    )
     parser.add_argument(
         '--scale', type=fraction, default=1.0, help='scales the sized graphs'
     )
@@ -67,6 +73,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--name', default='profile')
     args = parse_checked(parser, argv)
     args.device = args.device or default_device()
+    check_devices(parser, [args.device], '--device')
     return args
 
 

@@ -20,7 +20,13 @@ runs one step. Results are written after every configuration::
 import argparse
 import os
 
-from cli import LAYERS, add_layer_args, parse_checked
+from cli import (
+    LAYERS,
+    add_layer_args,
+    check_devices,
+    device_name,
+    parse_checked,
+)
 from plotting import plot, plot_points
 from report import (
     result_notes,
@@ -54,8 +60,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         '--devices',
         nargs='+',
+        type=device_name,
         default=None,
-        help='default: cpu, and cuda when available',
+        help='cpu, cuda or cuda:N (default: cpu, and cuda when available)',
     )
     parser.add_argument(
         '--rss',
@@ -66,7 +73,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         '--name', default='pair', help='file name stem of the outputs'
     )
     parser.add_argument('--plot', action='store_true')
-    return parse_checked(parser, argv)
+    args = parse_checked(parser, argv)
+    check_devices(parser, args.devices or [])
+    return args
 
 
 def memory(models, x, edge_index, device, args, spec) -> dict:

@@ -30,7 +30,9 @@ import os
 from cli import (
     DEVICE_HELP,
     DTYPE_NAMES,
+    check_devices,
     default_device,
+    device_name,
     float_in,
     int_at_least,
     probability,
@@ -48,7 +50,11 @@ COLUMNS = ['check', 'dtype', 'tensor', 'value', 'tolerance', 'status']
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--device', help=DEVICE_HELP)
+    parser.add_argument(
+        '--device',
+        type=device_name,
+        help=f'cpu, cuda or cuda:N ({DEVICE_HELP})',
+    )
     parser.add_argument('--nodes', type=int_at_least(10), default=20000)
     parser.add_argument(
         '--edges',
@@ -84,6 +90,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     output_folder(parser, args.out)
     args.device = args.device or default_device()
+    check_devices(parser, [args.device], '--device')
     return args
 
 

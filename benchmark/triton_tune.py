@@ -17,7 +17,7 @@ timed afresh in every process would make results differ between runs::
 import argparse
 import os
 
-from cli import DTYPE_NAMES, fraction
+from cli import DTYPE_NAMES, check_devices, device_name, fraction
 
 COLUMNS = ['device', 'graph', 'edges', 'heads', 'dtype', 'forward_tile',
            'backward_tile', 'step_ms', 'peak_mb', 'x_gatv2conv',
@@ -41,7 +41,12 @@ def parse_args(argv=None) -> argparse.Namespace:
             'triton_tune.csv and triton_tune.md.'
         )
     )
-    parser.add_argument('--device', default='cuda')
+    parser.add_argument(
+        '--device',
+        type=device_name,
+        default='cuda',
+        help='cpu, cuda or cuda:N',
+    )
     parser.add_argument('--graphs', nargs='+', default=['random-1e6'])
     parser.add_argument('--heads', type=int, nargs='+', default=[1, 8])
     parser.add_argument('--hidden', type=int, default=64)
@@ -68,6 +73,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument('--out', required=True, help='a folder')
     args = parser.parse_args(argv)
+    check_devices(parser, [args.device], '--device')
     from torch_geometric_gate.ops import attention_kernel
 
     for forward in args.forward_tiles:  # The switch checks them:

@@ -31,7 +31,9 @@ from cli import (
     DEVICE_HELP,
     DTYPE_NAMES,
     add_layer_args,
+    check_devices,
     default_device,
+    device_name,
     fraction,
     parse_checked,
     positive_float,
@@ -60,14 +62,21 @@ def parse_args(argv=None) -> argparse.Namespace:
         '--dtypes', nargs='+', default=['float32'],
         choices=list(DTYPE_NAMES),
     )  # fmt: skip
-    parser.add_argument('--device', help=DEVICE_HELP)
+    parser.add_argument(
+        '--device',
+        type=device_name,
+        help=f'cpu, cuda or cuda:N ({DEVICE_HELP})',
+    )
     parser.add_argument('--scale', type=fraction, default=1.0)
     parser.add_argument(
         '--max-seconds', type=positive_float, default=1e9,
         help='skip the configurations left after this long',
     )  # fmt: skip
     parser.add_argument('--name', default='triton-variants')
-    return parse_checked(parser, argv)
+    args = parse_checked(parser, argv)
+    args.device = args.device or default_device()
+    check_devices(parser, [args.device], '--device')
+    return args
 
 
 class Case:

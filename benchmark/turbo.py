@@ -38,7 +38,9 @@ from functools import partial
 from cli import (
     DEVICE_HELP,
     DTYPE_NAMES,
+    check_devices,
     default_device,
+    device_name,
     fraction,
     graph_name,
     positive_float,
@@ -111,7 +113,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--reps', type=int, default=5)
     parser.add_argument('--scale', type=fraction, default=1.0)
     parser.add_argument('--max-seconds', type=positive_float, default=1e9)
-    parser.add_argument('--device', help=DEVICE_HELP)
+    parser.add_argument(
+        '--device',
+        type=device_name,
+        help=f'cpu, cuda or cuda:N ({DEVICE_HELP})',
+    )
     parser.add_argument('--out', default='benchmark/results')
     parser.add_argument('--name', default='turbo')
     args = parser.parse_args(argv)
@@ -120,6 +126,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     from report import output_folder
 
     output_folder(parser, args.out)
+    args.device = args.device or default_device()
+    check_devices(parser, [args.device], '--device')
     return args
 
 

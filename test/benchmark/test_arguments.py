@@ -216,3 +216,42 @@ def test_the_profile_s_wall_time_is_the_median_of_reps():
     )
     assert len(calls) == 4 + 1  # timed, then the profiled one
     assert got['wall_ms'] > 0
+
+
+@pytest.mark.parametrize(
+    'script, flag, more',
+    [
+        ('pair', '--devices', []),
+        ('deep', '--devices', []),
+        ('parity', '--device', []),
+        ('gpu_profile', '--device', []),
+        ('triton_variants', '--device', []),
+        ('triton_tune', '--device', []),
+        ('turbo', '--device', ['--compare', 'built']),
+    ],
+)
+@pytest.mark.parametrize(
+    'device, expected',
+    [
+        ('gpu', "expected 'cpu', 'cuda' or 'cuda:N' (N >= 0), got 'gpu'"),
+        (
+            'cuda:1',
+            "expected 'cpu' (no CUDA device is available here), got 'cuda:1'",
+        ),
+    ],
+)
+def test_every_device_is_checked(
+    capsys, monkeypatch, tmp_path, script, flag, more, device, expected
+):
+    # Only kernels.py and host_ops.py checked their devices: the others
+    # ended in torch's RuntimeError on 'gpu' (after loading the graph) and
+    # on 'cuda' without CUDA in a missing-library error or an
+    # AssertionError, or recorded a row per configuration.
+    import torch
+
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    module = load_benchmark(script)
+    parse = getattr(module, 'parse_args', None) or module.main
+    argv = [flag, device, '--out', str(tmp_path), *more]
+    last = usage_error(capsys, parse, argv)
+    assert last.endswith(f'error: argument {flag}: {expected}')
