@@ -20,6 +20,7 @@ import os
 from typing import Callable, List
 
 from cli import (
+    DEFAULT_DATA,
     DEVICE_HELP,
     add_shape_args,
     check_devices,
@@ -41,6 +42,7 @@ TITLE = 'Host operators per training step'
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     add_shape_args(parser, ['random-200'], hidden=16, channels=8)
+    parser.add_argument('--data-root', default=DEFAULT_DATA)
     parser.add_argument(
         '--kernels', nargs='+', default=['triton', 'chunked', 'reference'],
         choices=['triton', 'chunked', 'reference'],
@@ -87,7 +89,9 @@ def measure(
     device = torch.device(args.device)
     rows = []
     for graph in args.graphs:
-        x, edge_index = load_graph(graph, args.channels, device=device)
+        x, edge_index = load_graph(
+            graph, args.channels, device, args.data_root
+        )
         num_nodes = x.size(0)
         for heads in args.heads:
             for kind in ('plain', 'edge_index'):

@@ -36,6 +36,7 @@ import traceback
 from functools import partial
 
 from cli import (
+    DEFAULT_DATA,
     DEVICE_HELP,
     DTYPE_NAMES,
     check_devices,
@@ -110,6 +111,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         '--dtypes', nargs='+', default=['float32', 'bfloat16'],
         choices=list(DTYPE_NAMES),
     )  # fmt: skip
+    parser.add_argument('--data-root', default=DEFAULT_DATA)
     parser.add_argument('--reps', type=int, default=5)
     parser.add_argument('--scale', type=fraction, default=1.0)
     parser.add_argument('--max-seconds', type=positive_float, default=1e9)
@@ -396,7 +398,9 @@ def compare(args, folder, argv=None):
 
     for name in args.graphs:
         try:
-            x, edge_index = load_graph(name, 8, device, scale=args.scale)
+            x, edge_index = load_graph(
+                name, 8, device, args.data_root, args.scale
+            )
             graph = Graph(edge_index, x.size(0))
         except Exception as err:  # noqa: BLE001 (recorded)
             rows.append(dict(graph=name, status=status_of(err)))

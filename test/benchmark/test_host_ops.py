@@ -189,3 +189,14 @@ def test_the_command_line_runs_triton_on_a_cpu(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert '| GATE | triton |' in (tmp_path / 'host-ops.md').read_text()
+
+
+def test_real_graphs_are_read_from_the_data_root(tmp_path):
+    # host_ops.py took --graphs cora, had no --data-root and failed with
+    # "pass '--data-root'"; the flag was an unrecognized argument.
+    root = tmp_path / 'none'
+    argv = ['--graphs', 'cora', '--data-root', str(root), '--heads', '1',
+            '--kernels', 'reference', '--out', str(tmp_path)]  # fmt: skip
+    with pytest.raises(FileNotFoundError) as err:
+        host_ops.main(argv)
+    assert f"'{root / 'Planetoid'}' not found" in str(err.value)

@@ -111,3 +111,14 @@ def test_a_built_library_that_does_not_load_is_a_result(tmp_path):
     )))  # fmt: skip
     module, why = turbo.built_module(str(tmp_path))
     assert module is None and why.startswith('turbo-gnn load failed')
+
+
+def test_real_graphs_are_read_from_the_data_root(tmp_path):
+    # turbo.py took --graphs cora but had no --data-root: it read ./data
+    # whatever the caller had.
+    root = tmp_path / 'none'
+    rows = turbo.main(['--compare', str(tmp_path / 'built'), '--graphs',
+                       'cora', '--data-root', str(root), '--device', 'cpu',
+                       '--out', str(tmp_path)])  # fmt: skip
+    assert len(rows) == 1
+    assert f"'{root / 'Planetoid'}' not found" in rows[0]['status']
