@@ -17,7 +17,15 @@ timed afresh in every process would make results differ between runs::
 import argparse
 import os
 
-from cli import DTYPE_NAMES, check_devices, device_name, fraction
+from cli import (
+    DTYPE_NAMES,
+    add_shape_args,
+    check_devices,
+    device_name,
+    fraction,
+    int_at_least,
+    parse_checked,
+)
 
 COLUMNS = ['device', 'graph', 'edges', 'heads', 'dtype', 'forward_tile',
            'backward_tile', 'step_ms', 'peak_mb', 'x_gatv2conv',
@@ -47,10 +55,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default='cuda',
         help='cpu, cuda or cuda:N',
     )
-    parser.add_argument('--graphs', nargs='+', default=['random-1e6'])
-    parser.add_argument('--heads', type=int, nargs='+', default=[1, 8])
-    parser.add_argument('--hidden', type=int, default=64)
-    parser.add_argument('--channels', type=int, default=64)
+    add_shape_args(parser, ['random-1e6'])
     parser.add_argument(
         '--dtypes', nargs='+', default=['float32'],
         choices=list(DTYPE_NAMES),
@@ -61,8 +66,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         '--backward-tiles', type=int, nargs='+', default=[1024, 2048, 4096]
     )
-    parser.add_argument('--warmup', type=int, default=1)
-    parser.add_argument('--reps', type=int, default=5)
+    parser.add_argument('--warmup', type=int_at_least(0), default=1)
+    parser.add_argument('--reps', type=int_at_least(1), default=5)
     parser.add_argument(
         '--scale', type=fraction, default=1.0,
         help='scales the sized graphs (tests: tiny graphs on a CPU)',
@@ -72,7 +77,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="the real graphs' folder (default: $GATE_DATA_ROOT or data)",
     )
     parser.add_argument('--out', required=True, help='a folder')
-    args = parser.parse_args(argv)
+    args = parse_checked(parser, argv)
     check_devices(parser, [args.device], '--device')
     from torch_geometric_gate.ops import attention_kernel
 

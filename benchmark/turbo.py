@@ -44,6 +44,7 @@ from cli import (
     device_name,
     fraction,
     graph_name,
+    int_at_least,
     positive_float,
 )
 
@@ -86,6 +87,23 @@ SLOPE, QUANTILE, CHUNK, WARPS = 0.2, 0.99, 512, (1, 8)
 TITLE = 'GATE vs turbo-gnn (GATv2)'
 
 
+def shape(text: str) -> str:
+    r"""An argparse type: :obj:`HxC`, heads and channels per head, each an
+    integer :obj:`>= 1`."""
+    heads, _, channels = text.partition('x')
+    if not (
+        heads.isdecimal()
+        and channels.isdecimal()
+        and int(heads) >= 1
+        and int(channels) >= 1
+    ):
+        raise argparse.ArgumentTypeError(
+            f'expected HxC, heads and channels each an integer >= 1 '
+            f'(e.g. 8x32), got {text!r}'
+        )
+    return text
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument(
@@ -104,7 +122,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=['random-1e6', 'arxiv-size', 'products-size'],
     )  # fmt: skip
     parser.add_argument(
-        '--shapes', nargs='+', default=['1x64', '8x32'],
+        '--shapes', nargs='+', type=shape, default=['1x64', '8x32'],
         help='heads x channels',
     )  # fmt: skip
     parser.add_argument(
@@ -112,7 +130,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         choices=list(DTYPE_NAMES),
     )  # fmt: skip
     parser.add_argument('--data-root', default=DEFAULT_DATA)
-    parser.add_argument('--reps', type=int, default=5)
+    parser.add_argument('--reps', type=int_at_least(1), default=5)
     parser.add_argument('--scale', type=fraction, default=1.0)
     parser.add_argument('--max-seconds', type=positive_float, default=1e9)
     parser.add_argument(

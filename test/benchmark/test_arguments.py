@@ -255,3 +255,53 @@ def test_every_device_is_checked(
     argv = [flag, device, '--out', str(tmp_path), *more]
     last = usage_error(capsys, parse, argv)
     assert last.endswith(f'error: argument {flag}: {expected}')
+
+
+@pytest.mark.parametrize(
+    'argv, expected',
+    [
+        (['--heads', '0'], 'argument --heads: expected an integer >= 1, got'),
+        (['--hidden', '0'], 'argument --hidden: expected an integer >= 1'),
+        (['--channels', '0'], 'argument --channels: expected an integer'),
+        (
+            ['--heads', '3'],
+            'argument --hidden: expected a multiple of every --heads value, '
+            'got 64 for --heads 3',
+        ),
+        (['--graphs', 'random-0'], 'argument --graphs: expected random-N'),
+        (['--reps', '0'], 'argument --reps: expected an integer >= 1, got'),
+        (['--warmup', '-1'], 'argument --warmup: expected an integer >= 0'),
+    ],
+)
+def test_triton_tune_bad_arguments_are_usage_errors(
+    capsys, tmp_path, argv, expected
+):
+    # triton_tune.py took any integer: --heads 3 timed 63-wide layers under
+    # --hidden 64, --heads 0 and --reps 0 ended in Python errors after the
+    # graph was built, and --graphs took any name.
+    parse_args = load_benchmark('triton_tune').parse_args
+    argv = argv + ['--device', 'cpu', '--out', str(tmp_path)]
+    assert expected in usage_error(capsys, parse_args, argv)
+
+
+@pytest.mark.parametrize(
+    'argv, expected',
+    [
+        (
+            ['--shapes', '8x'],
+            'argument --shapes: expected HxC, heads and channels each an '
+            "integer >= 1 (e.g. 8x32), got '8x'",
+        ),
+        (['--shapes', '0x64'], 'argument --shapes: expected HxC'),
+        (['--shapes', '8'], 'argument --shapes: expected HxC'),
+        (['--reps', '0'], 'argument --reps: expected an integer >= 1, got'),
+    ],
+)
+def test_turbo_bad_arguments_are_usage_errors(
+    capsys, tmp_path, argv, expected
+):
+    # --shapes 8x ended in a ValueError after the graph was built, and
+    # --reps 0 recorded a StatisticsError for every op.
+    parse_args = load_benchmark('turbo').parse_args
+    argv = argv + ['--compare', str(tmp_path), '--out', str(tmp_path)]
+    assert expected in usage_error(capsys, parse_args, argv)
