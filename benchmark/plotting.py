@@ -16,7 +16,8 @@ PLOT_COLUMNS = {
 
 def plot_points(rows: List[dict]) -> List[dict]:
     r"""The finished training-step rows of :obj:`kernels.py` (memory: the
-    peak on CUDA, the bytes saved for backward on CPU) or :obj:`pair.py`
+    peak on CUDA, the bytes saved for backward on CPU; an :obj:`EdgeIndex`
+    input a line of its own) or :obj:`pair.py`
     (concatenated heads; the bytes saved for backward, GATE and GATv2 each
     a line) as
     :func:`plot` points."""
@@ -28,9 +29,12 @@ def plot_points(rows: List[dict]) -> List[dict]:
     for r in rows:
         if 'layer' in r and r.get('status') == 'ok':
             cuda = r['device'].startswith('cuda')
+            line = f'{r["layer"]} {r["kernel"]}'
+            if r.get('input') not in (None, '', 'plain'):  # An EdgeIndex.
+                line += f' ({r["input"]})'
             out.append(dict(
                 panel=f'{r["device"]} H={r["heads"]} {r["dtype"]}',
-                line=f'{r["layer"]} {r["kernel"]}', edges=int(r['num_edges']),
+                line=line, edges=int(r['num_edges']),
                 ms=float(r['step_ms']),
                 mb=number(r.get('peak_mb' if cuda else 'saved_mb')),
                 memory='peak MB' if cuda else 'saved for backward MB',

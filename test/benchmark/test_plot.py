@@ -53,3 +53,23 @@ def test_a_csv_of_another_kind_or_empty_is_a_usage_error(
     err = capsys.readouterr().err
     assert expected in err and str(path) in err
     assert not out.exists()
+
+
+def test_an_edge_index_input_is_a_line_of_its_own():
+    # kernels.py --inputs plain edge-index: both inputs' rows went into the
+    # line 'GATE triton', two points at the same edges joined as one line.
+    plotting = load_benchmark('plotting')
+    rows = [
+        dict(device='cuda', graph='random-1e6', input=kind, num_edges=e,
+             heads='1', dtype='float32', layer='GATE', kernel='triton',
+             status='ok', step_ms=str(ms), peak_mb='1', saved_mb='1')
+        for kind, e, ms in (('plain', 1000, 1.0), ('edge-index', 1000, 0.5),
+                            ('plain', 2000, 2.0))
+    ]  # fmt: skip
+    lines = {}
+    for p in plotting.plot_points(rows):
+        lines.setdefault(p['line'], []).append((p['edges'], p['ms']))
+    assert lines == {
+        'GATE triton': [(1000, 1.0), (2000, 2.0)],
+        'GATE triton (edge-index)': [(1000, 0.5)],
+    }
