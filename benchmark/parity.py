@@ -88,6 +88,16 @@ def parse_args(argv=None):
     parser.add_argument('--out', default='.')
     parser.add_argument('--name', default='parity')  # fmt: skip
     args = parser.parse_args(argv)
+    if args.isolated >= args.nodes:
+        parser.error(
+            f'argument --isolated: expected fewer than --nodes '
+            f'({args.nodes}), got {args.isolated}'
+        )
+    if args.input_loops > args.nodes - args.isolated:
+        parser.error(
+            f'argument --input-loops: expected at most --nodes - --isolated '
+            f'({args.nodes - args.isolated}), got {args.input_loops}'
+        )
     output_folder(parser, args.out)
     args.device = args.device or default_device()
     check_devices(parser, [args.device], '--device')

@@ -305,3 +305,31 @@ def test_turbo_bad_arguments_are_usage_errors(
     parse_args = load_benchmark('turbo').parse_args
     argv = argv + ['--compare', str(tmp_path), '--out', str(tmp_path)]
     assert expected in usage_error(capsys, parse_args, argv)
+
+
+@pytest.mark.parametrize(
+    'argv, expected',
+    [
+        (
+            ['--nodes', '100'],
+            'argument --isolated: expected fewer than --nodes (100), got 100',
+        ),
+        (
+            ['--nodes', '600', '--isolated', '200'],
+            'argument --input-loops: expected at most --nodes - --isolated '
+            '(400), got 500',
+        ),
+    ],
+)
+def test_parity_graph_must_hold_its_isolated_nodes_and_loops(
+    capsys, tmp_path, argv, expected
+):
+    # --nodes 100 (the default --isolated 100) ended in random_graph's
+    # ValueError; --input-loops past the active nodes were cut to them while
+    # the table's header gave the number asked for.
+    parse_args = load_benchmark('parity').parse_args
+    argv = argv + ['--device', 'cpu', '--out', str(tmp_path)]
+    assert usage_error(capsys, parse_args, argv).endswith(expected)
+    args = parse_args(['--nodes', '600', '--isolated', '100', '--out',
+                       str(tmp_path)])  # fmt: skip
+    assert (args.nodes, args.isolated, args.input_loops) == (600, 100, 500)
