@@ -25,6 +25,7 @@ from cli import (
     SIZED_GRAPHS,
     check_devices,
     device_name,
+    float_in,
     fraction,
     int_at_least,
 )
@@ -73,7 +74,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument(
         '--cap-gb',
-        type=float,
+        type=float_in(0.0),
         default=12.0,
         help='CPU: the address space each process may add '
         'after its imports (0: no cap)',

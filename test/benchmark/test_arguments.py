@@ -333,3 +333,19 @@ def test_parity_graph_must_hold_its_isolated_nodes_and_loops(
     args = parse_args(['--nodes', '600', '--isolated', '100', '--out',
                        str(tmp_path)])  # fmt: skip
     assert (args.nodes, args.isolated, args.input_loops) == (600, 100, 500)
+
+
+@pytest.mark.parametrize('cap', ['-1', 'nan', 'inf'])
+def test_deep_cap_is_a_finite_size(capsys, tmp_path, cap):
+    # --cap-gb -1 and nan ran every model without a cap (as 0 does), inf
+    # recorded an OverflowError per model.
+    parse_args = load_benchmark('deep').parse_args
+    last = usage_error(
+        capsys, parse_args, ['--cap-gb', cap, '--out', str(tmp_path)]
+    )
+    assert last.endswith(
+        f'argument --cap-gb: expected a finite number in [0.0, inf), got '
+        f"'{cap}'"
+    )
+    args = parse_args(['--cap-gb', '0', '--out', str(tmp_path)])
+    assert args.cap_gb == 0.0
