@@ -240,6 +240,10 @@ def main(argv=None):
                 for what, variant, fn in runs:
                     row = dict(base, what=what, variant=variant)
                     rows.append(row)
+                    # A group's first variant is its baseline, measured or
+                    # not (a failed one leaves its group without ratios):
+                    first = what not in baseline
+                    baseline.setdefault(what, None)
                     if time.perf_counter() - started > args.max_seconds:
                         row['status'] = 'skipped (time budget)'
                     else:
@@ -247,9 +251,9 @@ def main(argv=None):
                             got = fn()
                             ms = time_step(fn, device, args.warmup, args.reps)
                             row.update(status='ok', reps=args.reps, ms=ms)
-                            if what not in baseline:
+                            if first:
                                 baseline[what] = (ms, got)
-                            else:
+                            elif baseline[what] is not None:
                                 row['vs_baseline'] = ms / baseline[what][0]
                                 if what != 'weights':
                                     row['max_rel_diff'] = _rel(
