@@ -63,7 +63,11 @@ START=$(date +%s)
 # time, each phase's weight doubled (below).
 [ "$DRY" = 1 ] && TOTAL_SECONDS=${TOTAL_SECONDS:-800}
 DEADLINE=$((START + ${TOTAL_SECONDS:-530}))
-mkdir -p "$OUT"
+# A folder the results can go to, before any phase spends device time:
+if ! mkdir -p "$OUT" 2>/dev/null || ! [ -d "$OUT" ] || ! [ -w "$OUT" ]; then
+    echo "OUT: expected a writable folder, got '$OUT'" >&2
+    exit 2
+fi
 WORK="$(mktemp -d)"
 DONE=()  # the phases run so far, in order (their tables go to tables.md)
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1

@@ -144,3 +144,23 @@ def test_an_unknown_part_is_a_usage_error(tmp_path):
     )
     assert proc.returncode == 2  # fmt: skip
     assert "unknown part 'bench'" in proc.stderr
+
+
+def test_an_out_that_is_no_folder_is_a_usage_error(tmp_path):
+    # OUT naming a file ran every phase (on a GPU machine, its whole
+    # time) and wrote nothing, with exit code 0.
+    out = tmp_path / 'file'
+    out.write_text('')
+    proc = subprocess.run(
+        ['bash', SCRIPT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, DRY='1', OUT=str(out), PATH=PATH),
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"OUT: expected a writable folder, got '{out}'"
+    )
+    assert proc.stdout == ''  # No phase ran.
