@@ -25,7 +25,6 @@ Example:
 import argparse
 import functools
 import platform
-import sys
 from typing import List
 
 from cli import count_at_least, int_at_least, positive_float, probability
@@ -141,12 +140,12 @@ def main(argv: List[str] = None) -> None:
                 f'value, got {args.channels} for --heads {heads}'
             )
     import torch
-    from report import commit
+    from report import command_line, machine_info
 
     torch.set_num_threads(args.threads)
 
-    print(f'Command: `python {" ".join(sys.argv)}`\n')
-    print(f'- commit: {commit()}\n')
+    print(f'Command: `{command_line("compiled_memory.py", argv)}`\n')
+    print('\n'.join(machine_info()) + '\n')
     print(
         f'torch {torch.__version__}, Python {platform.python_version()}, '
         f'{torch.get_num_threads()} thread(s); saved MB = 10^6 bytes of the '

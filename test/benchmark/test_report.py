@@ -99,3 +99,26 @@ def test_a_result_without_its_commit_is_named(tmp_path):
     (tmp_path / 'b.md').write_text('# B\n\nCommand: `python x.py`\n')
     with pytest.raises(ValueError, match=r'b\.md: no commit'):
         report.results_index(str(tmp_path))
+
+
+def test_compiled_memory_names_its_command_and_the_machine(
+    capsys, monkeypatch
+):
+    # compiled_memory.py wrote the commit alone above its table (no CPU, no
+    # torch_geometric version), and its command from sys.argv: the path as
+    # typed, or pytest's own arguments when called with argv.
+    bench = load_benchmark('compiled_memory')
+
+    def measure(num_nodes, num_edges, *args):
+        return num_edges, dict.fromkeys(bench.NAMES, 1)
+
+    monkeypatch.setattr(bench, 'measure', measure)
+    bench.main(['--edges', '1000', '--heads', '1'])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        'Command: `python benchmark/compiled_memory.py --edges 1000 --heads 1`'
+    )
+    machine = report.machine_info()
+    assert lines[2 : 2 + len(machine)] == machine
+    assert any(line.startswith('- CPU: ') for line in machine)
+    assert any('torch_geometric ' in line for line in machine)
