@@ -35,6 +35,9 @@ import tempfile
 from contextlib import contextmanager, redirect_stdout
 from io import StringIO
 
+from cli import int_at_least
+from report import output_folder
+
 #: The kernels the default options launch.
 KERNELS = ('gate_csr_kernel', 'gate_rev_pos_kernel', 'gate_fwd_kernel',
            'gate_combine_kernel', 'gate_alpha_kernel', 'gate_keep_kernel',
@@ -322,8 +325,12 @@ def main(argv=None):
             'kernel launches a run makes.'
         )
     )
-    parser.add_argument('--heads', type=int, nargs='+', default=[1, 8])
-    parser.add_argument('--channels', type=int, nargs='+', default=[64, 8])
+    parser.add_argument(
+        '--heads', type=int_at_least(1), nargs='+', default=[1, 8]
+    )
+    parser.add_argument(
+        '--channels', type=int_at_least(1), nargs='+', default=[64, 8]
+    )
     parser.add_argument(
         '--dtypes', nargs='+', default=['float32', 'bfloat16'],
         choices=['float32', 'bfloat16', 'float16'],
@@ -373,6 +380,13 @@ def main(argv=None):
         return None
     if len(args.heads) != len(args.channels):
         parser.error('--heads and --channels pair up: give as many of each')
+    if args.out and os.path.isdir(args.out):
+        parser.error(
+            f'argument --out: expected a markdown file, got the folder '
+            f'{args.out!r}'
+        )
+    if args.out:  # Its folder, before the minutes of compiling:
+        output_folder(parser, os.path.dirname(os.path.abspath(args.out)))
     configs = [
         (h, c, d, None, 0.0)
         for d in args.dtypes

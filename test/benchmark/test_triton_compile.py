@@ -212,3 +212,32 @@ def test_a_bad_option_is_a_usage_error():
     assert done.stderr.strip().endswith(
         "error: Expected 'triton_warps' to be a power of two up to 32 (got 3)"
     )
+
+
+@pytest.mark.parametrize(
+    'argv, expected',
+    [
+        (['--heads', '0'], 'argument --heads: expected an integer >= 1, got'),
+        (
+            ['--channels', '1', '-8'],
+            "argument --channels: expected an integer >= 1, got '-8'",
+        ),
+        (['--out', 'FILE/table.md'], 'argument --out: expected a folder, got'),
+        (['--out', 'TMP'], 'argument --out: expected a markdown file, got'),
+    ],
+)
+def test_bad_shapes_and_outputs_are_usage_errors(tmp_path, argv, expected):
+    # --heads 0 ended in the recording process's ValueError and a
+    # CalledProcessError; an --out in a folder that cannot be made failed
+    # with a FileNotFoundError after every kernel was compiled.
+    (tmp_path / 'file').write_text('')
+    argv = [
+        a.replace('FILE', str(tmp_path / 'file')).replace('TMP', str(tmp_path))
+        for a in argv
+    ]
+    done = subprocess.run(
+        [sys.executable, SCRIPT, '--heads', '1', '--channels', '8', *argv],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert expected in done.stderr.strip().splitlines()[-1]
