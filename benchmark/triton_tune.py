@@ -121,6 +121,8 @@ def main(argv=None):
                     Step(gatv2.to(device, x.dtype), x, edge_index),
                     device, args,
                 )  # fmt: skip
+                where = f'{graph} heads={heads} {dtype_name}'
+                print(f'{where} GATv2Conv: {base:.4g} ms', flush=True)
                 layer = make_layer('GATE', x.size(1), args.hidden, heads)
                 step = Step(layer.to(device, x.dtype), x, edge_index, 'triton')
                 measured = {}
@@ -132,6 +134,11 @@ def main(argv=None):
                         measured[forward, backward] = _measure(
                             step, device, args
                         )
+                    print(
+                        f'{where} GATE tiles {forward}/{backward}: '
+                        f'{measured[forward, backward][0]:.4g} ms',
+                        flush=True,
+                    )
                 now = measured[current][0]
                 for (forward, backward), (ms, peak) in measured.items():
                     rows.append(dict(

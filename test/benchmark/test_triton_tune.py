@@ -64,3 +64,28 @@ def test_a_tile_that_is_no_power_of_two_is_a_usage_error(tmp_path, capsys):
         )
     )
     assert not os.listdir(tmp_path)
+
+
+def test_each_measurement_is_shown_as_it_is_taken(
+    tmp_path, monkeypatch, capsys
+):
+    # The tune phase (up to 500 s on a GPU) printed nothing until it ended.
+    tune = load_benchmark('triton_tune')
+    times = iter(range(1, 100))
+    monkeypatch.setattr(
+        tune, '_measure', lambda step, device, args: (float(next(times)), None)
+    )
+    rows = tune.main(
+        ['--device', 'cpu', '--graphs', 'random-100', '--heads', '1',
+         '--hidden', '4', '--channels', '4', '--forward-tiles', '16',
+         '--backward-tiles', '32', '64', '--out', str(tmp_path)]
+    )  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == 'random-100 heads=1 float32 GATv2Conv: 1 ms'
+    shown = lines[1:]
+    assert len(shown) == len(rows)
+    for line, row in zip(shown, rows):
+        assert line == (
+            f'random-100 heads=1 float32 GATE tiles {row["forward_tile"]}/'
+            f'{row["backward_tile"]}: {row["step_ms"]:.4g} ms'
+        )
