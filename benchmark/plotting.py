@@ -37,7 +37,7 @@ def plot_points(rows: List[dict]) -> List[dict]:
                 line=line, edges=int(r['num_edges']),
                 ms=float(r['step_ms']),
                 mb=number(r.get('peak_mb' if cuda else 'saved_mb')),
-                memory='peak MB' if cuda else 'saved for backward MB',
+                memory='peak MiB' if cuda else 'saved for backward MiB',
             ))  # fmt: skip
         elif (
             'gate_ms' in r
@@ -50,7 +50,7 @@ def plot_points(rows: List[dict]) -> List[dict]:
                     line=f'{k} {r["variant"]}', edges=int(r['num_edges']),
                     ms=float(r[f'{k.lower()}_ms']),
                     mb=number(r.get(f'{k.lower()}_saved_mb')),
-                    memory='saved for backward MB',
+                    memory='saved for backward MiB',
                 ))  # fmt: skip
     return out
 

@@ -27,3 +27,24 @@ def test_hidden_must_split_into_heads(capsys):
     with pytest.raises(SystemExit):
         deep.parse_args(['--hidden', '10', '--heads', '4'])
     assert 'multiple of --heads' in capsys.readouterr().err
+
+
+def test_the_docs_deep_table_gives_the_result_in_the_unit_it_names():
+    # deep.py's *_mb columns are MiB (bytes / 2**20); the benchmark page's
+    # table copied them under "(MB)", 5% below the megabytes it named.
+    import csv
+    import re
+
+    from benchmark_testing import ROOT
+
+    with open(f'{ROOT}/benchmark/results/cpu-deep.csv') as f:
+        gate = next(r for r in csv.DictReader(f) if r['layer'] == 'GATE')
+    with open(f'{ROOT}/docs/source/benchmark.rst') as f:
+        text = f.read()
+    table = text[text.index('   * - layer\n') :].split('\n\n')[0]
+    cells = re.findall(r'^\s+[*]? +- (.*)$', table, re.M)
+    header, row = cells[1:4], cells[5:8]
+    assert cells[4] == 'GATEConv'
+    assert [h.rsplit('(', 1)[1] for h in header] == ['MiB)'] * 3
+    for shown, key in zip(row, ('peak_mb', 'step_mb', 'saved_mb')):
+        assert int(shown.replace(',', '')) == round(float(gate[key]))
