@@ -184,6 +184,8 @@ if [ "$DRY" = 1 ]; then
     GATV2=(eager)
     LARGE=(products-size arxiv-size)
     SMALL=(random-100)
+    TUNE=(--device cpu --graphs random-100 --heads 1 --hidden 4 --channels 8
+        --forward-tiles 16 --backward-tiles 32 --reps 1 --warmup 0)
 else
     PARITY=()
     DTYPES=(float32 bfloat16)
@@ -204,6 +206,8 @@ else
     LARGE=(products-size arxiv-size random-1e6)
     SMALL=(random-1e5 random-1e4)
     [ ${#DATA[@]} -gt 0 ] && SMALL+=(cora)
+    TUNE=(--graphs random-1e6 arxiv-size --heads 1 8 --dtypes float32
+        bfloat16)
 fi
 
 # shellcheck disable=SC2016
@@ -350,9 +354,8 @@ compiled)
     ;;
 tune)
     # shellcheck disable=SC2016
-    phase tune 500 sh -c 'python3 benchmark/triton_tune.py --graphs \
-        random-1e6 arxiv-size --heads 1 8 --dtypes float32 bfloat16 \
-        --out "$PHASE_DIR"'
+    phase tune 500 sh -c 'python3 benchmark/triton_tune.py \
+        --out "$PHASE_DIR" "$@"' sh "${TUNE[@]}"
     ;;
 esac
 echo "total: $(($(date +%s) - START)) s" | tee -a "$OUT/summary.txt"

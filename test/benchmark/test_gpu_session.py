@@ -164,3 +164,19 @@ def test_an_out_that_is_no_folder_is_a_usage_error(tmp_path):
         f"OUT: expected a writable folder, got '{out}'"
     )
     assert proc.stdout == ''  # No phase ran.
+
+
+def test_dry_run_of_the_tune_part_runs_on_the_cpu(tmp_path):
+    # The tune part gave triton_tune.py no DRY sizes nor device: DRY=1 ran
+    # it on CUDA at random-1e6 and arxiv-size, which failed at once.
+    out = tmp_path / 'out'
+    env = dict(os.environ, DRY='1', OUT=str(out), PATH=PATH)
+    proc = subprocess.run(
+        ['bash', SCRIPT, 'tune'], cwd=ROOT, env=env, capture_output=True,
+        text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'rc=0' in summary(out)['tune'], summary(out)
+    with tarfile.open(out / 'results.tar.gz') as tar:
+        table = tar.extractfile('./tune/triton_tune.csv').read().decode()
+    assert table.splitlines()[1].startswith('cpu,random-100,')
