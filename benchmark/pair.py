@@ -129,7 +129,8 @@ def main(argv=None):
                     }  # fmt: skip
                     spec = dict(device=str(device), graph=graph,
                                 channels=args.channels, hidden=args.hidden,
-                                heads=heads, concat=concat, threads=1,
+                                heads=heads, concat=concat,
+                                threads=torch.get_num_threads(),
                                 data_root=args.data_root)  # fmt: skip
                     mem = memory(eager, x, edge_index, device, args, spec)
                     for variant in args.compile:

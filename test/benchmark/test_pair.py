@@ -62,3 +62,28 @@ def test_out_naming_a_file_is_a_usage_error(tmp_path, capsys):
         pair.parse_args(['--out', str(tmp_path / 'f')])
     assert e.value.code == 2
     assert 'argument --out: expected a folder' in capsys.readouterr().err
+
+
+def test_the_rss_step_runs_on_the_threads_of_the_run(tmp_path, monkeypatch):
+    # --rss ran its fresh process's step on one thread whatever --threads
+    # (or torch's default) the timed steps ran on.
+    import torch
+
+    fresh_process = load_benchmark('fresh_process')
+    specs = []
+
+    def fresh(spec):
+        specs.append(spec)
+        return {'step_mb': 1.0}
+
+    monkeypatch.setattr(fresh_process, 'fresh_process_step', fresh)
+    threads = torch.get_num_threads()
+    try:
+        rows = pair.main(['--graphs', 'random-100', '--heads', '1',
+                          '--hidden', '4', '--channels', '4', '--reps', '1',
+                          '--warmup', '0', '--threads', '2', '--rss',
+                          '--out', str(tmp_path)])  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    assert [s['threads'] for s in specs] == [2, 2]  # GATE, GATv2
+    assert rows[0]['gate_rss_step_mb'] == 1.0
