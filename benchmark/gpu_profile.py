@@ -46,10 +46,22 @@ KERNEL_COLUMNS = [
     'device', 'graph', 'heads', 'dtype', 'layer', 'name', 'calls', 'gpu_ms',
     'share_of_gpu',
 ]  # fmt: skip
-#: The Triton forward kernel, whose rate is measured against the copy rate.
-FORWARD_KERNEL = 'gate_fwd_kernel'
+#: The Triton forward's kernels (either layout, and the merge of a split
+#: node's segments), whose rate is measured against the copy rate.
+FORWARD_KERNELS = ('gate_fwd_kernel', 'gate_fwd_1h_kernel',
+                   'gate_combine_kernel')  # fmt: skip
 #: On CPU, the rows of the operators that took longest, per step.
 CPU_ROWS = 10
+
+
+def forward_ms(per_kernel: dict) -> float:
+    r"""The GPU milliseconds of the Triton forward's kernels
+    (:data:`FORWARD_KERNELS`) among :obj:`{name: (calls, ms)}`."""
+    return sum(
+        ms
+        for name, (_, ms) in per_kernel.items()
+        if name.startswith(FORWARD_KERNELS)
+    )
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -201,8 +213,7 @@ def main(argv=None):
                                 calls=calls, gpu_ms=ms,
                                 share_of_gpu=ms / gpu if gpu else None,
                             ))  # fmt: skip
-                        fwd = [ms for name, (_, ms) in per_kernel.items()
-                               if name.startswith(FORWARD_KERNEL)]  # fmt: skip
+                        fwd = forward_ms(per_kernel)
                         if layer == 'GATE' and fwd and device.type == 'cuda':
                             n = x.size(0)
                             size = x.element_size()
@@ -212,8 +223,8 @@ def main(argv=None):
                                 size, size,
                             )  # fmt: skip
                             row.update(
-                                fwd_kernel_ms=sum(fwd),
-                                fwd_gbs=nbytes / (sum(fwd) * 1e-3) / 1e9,
+                                fwd_kernel_ms=fwd,
+                                fwd_gbs=nbytes / (fwd * 1e-3) / 1e9,
                                 copy_gbs=copy,
                             )
                         del model, step

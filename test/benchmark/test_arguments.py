@@ -349,3 +349,24 @@ def test_deep_cap_is_a_finite_size(capsys, tmp_path, cap):
     )
     args = parse_args(['--cap-gb', '0', '--out', str(tmp_path)])
     assert args.cap_gb == 0.0
+
+
+def test_the_profile_s_forward_is_every_forward_kernel():
+    # Only gate_fwd_kernel counted: the one-head layout's forward and the
+    # merge of split nodes were left out of the forward's time and rate.
+    import importlib.util
+
+    profile = load_benchmark('gpu_profile')
+    if importlib.util.find_spec('triton') is not None:
+        from torch_geometric_gate.ops.triton import _kernels
+
+        assert set(profile.FORWARD_KERNELS) <= set(_kernels.__all__)
+    per_kernel = {
+        'gate_fwd_kernel_0d1d2d': (1, 1.0),
+        'gate_fwd_1h_kernel': (1, 2.0),
+        'gate_combine_kernel': (1, 4.0),
+        'gate_bwd_combine_kernel': (1, 8.0),
+        'gate_alpha_kernel': (1, 16.0),
+        'void at::native::elementwise': (3, 32.0),
+    }
+    assert profile.forward_ms(per_kernel) == 7.0
