@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import torch
+from torch_geometric.testing import withPackage
 from torch_geometric.utils import to_torch_sparse_tensor
 
 from torch_geometric_gate.utils import self_loop_attention
@@ -149,3 +150,28 @@ def test_an_edge_index_s_targets_size_the_result():
     assert self_loop_attention(bipartite, torch.ones(2)).shape == (4,)
     # Without the size: PyG's inference, the largest index plus one.
     assert self_loop_attention(EdgeIndex(index), alpha).shape == (3,)
+
+
+@withPackage('torch_sparse')
+def test_a_sparse_tensor_without_values_is_refused():  # pragma: no cover
+    # The input adjacency, which carries no attention weights, read as a
+    # weight of 1 per edge: every node with a loop got alpha_vv = 1.
+    from torch_geometric.typing import SparseTensor
+
+    from torch_geometric_gate.nn.conv import GATEConv
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 3)
+    edge_index = torch.tensor([[0, 1, 2, 3, 2], [1, 2, 3, 0, 2]])
+    adj_t = SparseTensor(
+        row=edge_index[1], col=edge_index[0], sparse_sizes=(4, 4)
+    )
+    _, attention = GATEConv(3, 2)(x, adj_t, return_attention_weights=True)
+    expected = self_loop_attention(attention)
+    assert not torch.equal(expected, torch.ones_like(expected))
+    for args in ((adj_t,), (adj_t, torch.ones(5))):
+        with pytest.raises(ValueError, match='got one without values'):
+            self_loop_attention(*args)
+    jit = torch.jit.script(self_loop_attention)
+    with pytest.raises(Exception, match='got one without values'):
+        jit(adj_t, None, None)

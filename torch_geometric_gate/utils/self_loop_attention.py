@@ -72,6 +72,14 @@ def self_loop_attention(
         )
 
     if isinstance(edge_index, SparseTensor):
+        if not edge_index.has_value():
+            # `to_edge_index` would read a weight of 1 per edge:
+            raise ValueError(
+                'Expected a SparseTensor that carries the attention weights '
+                "as its values, as 'return_attention_weights=True' returns "
+                'it (got one without values; pass the returned adjacency, '
+                'not the input one)'
+            )
         num_nodes = edge_index.size(0) if num_nodes is None else num_nodes
         adj_index, weights = to_edge_index(edge_index)  # `adj_t`: row = dst
         if alpha is not None:
