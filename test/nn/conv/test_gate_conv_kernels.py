@@ -307,3 +307,32 @@ def test_an_edge_index_input_is_the_plain_tensor_on_every_kernel(
     (grad,) = torch.autograd.grad(got.square().sum(), x)
     (want_grad,) = torch.autograd.grad(want.square().sum(), x)
     torch.testing.assert_close(grad, want_grad)
+
+
+@pytest.mark.parametrize('add_self_loops', [True, False])
+def test_forward_with_attention_keeps_an_edge_index_s_size(add_self_loops):
+    # With an EdgeIndex and appended self-loops, forward_with_attention
+    # returned a plain tensor (forward an EdgeIndex of the input's size):
+    # self_loop_attention of its weights had a row per node up to the
+    # largest index, 3 here, not one per target node, 6.
+    from torch_geometric import EdgeIndex
+
+    from torch_geometric_gate.utils import self_loop_attention
+
+    torch.manual_seed(0)
+    x = (torch.randn(3, 5), torch.randn(6, 5))
+    edge_index = EdgeIndex(
+        torch.tensor([[0, 1, 2, 2], [1, 2, 0, 2]]), sparse_size=(3, 6)
+    )
+    conv = GATEConv(5, 4, heads=2, add_self_loops=add_self_loops)
+    randomize_attention(conv)
+    _, (ei, alpha) = conv(x, edge_index, return_attention_weights=True)
+    _, (got_ei, got_alpha) = conv.forward_with_attention(x, edge_index)
+    assert isinstance(got_ei, EdgeIndex)
+    assert got_ei.sparse_size() == ei.sparse_size() == (3, 6)
+    assert torch.equal(got_ei.as_tensor(), ei.as_tensor())
+    assert torch.equal(got_alpha, alpha)
+    _, alpha_vv = conv.forward_with_self_attention(x, edge_index)
+    got = self_loop_attention(got_ei, got_alpha)
+    assert got.shape == alpha_vv.shape == (6, 2)
+    assert torch.allclose(got, alpha_vv)

@@ -205,12 +205,20 @@ class KernelGATEConv(gate_conv.GATEConv):
         weights of :obj:`return_attention_weights=True` in their dense form
         for any adjacency, also under TorchScript: the edges used
         :obj:`[2, E']` (masked input self-loops included, with weight
-        :obj:`0`) and their weights :obj:`[E', H]`.
+        :obj:`0`; an :class:`~torch_geometric.EdgeIndex` of the input's
+        sparse size for one) and their weights :obj:`[E', H]`.
         """
         if not torch.jit.is_scripting():
             check_conv_inputs(self, x, edge_index, edge_attr)
         out, ei, alpha, _ = self._forward(x, edge_index, edge_attr, True)
         assert alpha is not None
+        if not torch.jit.is_scripting():
+            if isinstance(edge_index, EdgeIndex) and not isinstance(
+                ei, EdgeIndex
+            ):
+                # With the appended loops, as forward returns it (its
+                # targets size self_loop_attention's result):
+                ei = EdgeIndex(ei, sparse_size=edge_index.sparse_size())
         return out, (ei, alpha)
 
     @torch.jit.export
