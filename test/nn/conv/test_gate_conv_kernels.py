@@ -235,8 +235,13 @@ def test_the_upstream_layer_adds_no_public_method():
     # PyG's convs have forward() alone; the package's class adds two.
     from torch_geometric.nn.conv import GATv2Conv as Conv
 
+    # PyG sets 'collect' and 'edge_collect' on a class it scripts, so they
+    # came and went with the tests run before this one (after one that
+    # scripts a GATEConv and no GATv2Conv, as under -k or xdist, it failed):
+    jit_set = {'collect', 'edge_collect'}
+
     def public(cls):
-        return {n for n in dir(cls) if not n.startswith('_')}
+        return {n for n in dir(cls) if not n.startswith('_')} - jit_set
 
     assert public(gate_conv.GATEConv) - public(Conv) == set()
     assert public(GATEConv) - public(Conv) == {
