@@ -687,3 +687,19 @@ def test_v2_of_gat():
     assert torch.equal(model(x, edge_index), reference(x, edge_index))
     with pytest.raises(ValueError, match=r"no 'v2=False' \(GATConv\) form"):
         GATE(4, 8, 2, v2=False)
+
+
+def test_forward_with_self_attention_refuses_forward_s_argument_order():
+    # forward's (x, edge_index, edge_weight, edge_attr) passed positionally
+    # put the edge features into 'batch', which no norm read: dropped.
+    num_nodes = 12
+    edge_index = _graph(num_nodes)
+    x = torch.randn(num_nodes, 5)
+    edge_attr = torch.randn(edge_index.size(1), 3)
+    model = GATE(5, 8, 2, out_channels=3, edge_dim=3)
+    with pytest.raises(ValueError, match="'batch' must be a one-dimensional"):
+        model.forward_with_self_attention(x, edge_index, None, edge_attr)
+    out, _ = model.forward_with_self_attention(
+        x, edge_index, edge_attr, torch.zeros(num_nodes, dtype=torch.long)
+    )
+    assert torch.allclose(out, model(x, edge_index, edge_attr=edge_attr))

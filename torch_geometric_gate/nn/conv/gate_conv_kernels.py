@@ -235,9 +235,10 @@ class KernelGATEConv(gate_conv.GATEConv):
         :meth:`forward_with_attention`'s weights (after attention dropout,
         if any, in training mode), also under TorchScript.
 
-        With :obj:`add_self_loops=True` the kernels compute these weights
-        alone (the Triton kernels write :obj:`N x H` instead of :obj:`E x
-        H` weights); :math:`\alpha_{v,v} = 0` for a target node
+        With :obj:`add_self_loops=True` the Triton kernels compute these
+        weights alone (:obj:`N x H` written instead of :obj:`E x H`); the
+        other kernels compute all weights and keep the self-loops'.
+        :math:`\alpha_{v,v} = 0` for a target node
         :math:`v \geq N_{src}` of a bipartite input, which has no self-loop.
         """
         if not torch.jit.is_scripting():

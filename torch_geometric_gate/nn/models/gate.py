@@ -55,7 +55,7 @@ class GATE(BasicGNN):
     layer (:math:`1`: the layer ignores the node's neighbors, :math:`0`: it
     ignores the node itself), by each layer's
     :meth:`~torch_geometric_gate.nn.GATEConv.forward_with_self_attention`
-    (the kernels compute the self-loops' weights alone).
+    (on a GPU, the Triton kernels compute the self-loops' weights alone).
     :meth:`forward` does not compute it.
 
     **Edge weights.** GATE does not use edge weights:
@@ -395,11 +395,20 @@ class GATE(BasicGNN):
         :obj:`trim_to_layer` arguments). Works in eager mode, under
         :func:`torch.jit.script` and under :func:`torch.compile`.
         """
+        if not torch.jit.is_scripting() and batch is not None:
+            if batch.is_floating_point() or batch.dim() != 1:
+                # Say, forward's (x, edge_index, None, edge_attr) passed here:
+                raise ValueError(
+                    f"'batch' must be a one-dimensional integer tensor (got "
+                    f'{batch.dtype} of shape {list(batch.shape)}); '
+                    'forward_with_self_attention takes (x, edge_index, '
+                    'edge_attr, batch, batch_size): no edge_weight'
+                )
         alphas: List[Tensor] = []
         xs: List[Tensor] = []
         for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):  # noqa: B905
             # The layer's output and its self-attention, one row per target
-            # node (the kernels compute the self-loops' weights alone):
+            # node (the Triton kernels compute the self-loops' weights alone):
             x, alpha_vv = conv.forward_with_self_attention(
                 x, edge_index, edge_attr
             )
