@@ -461,6 +461,35 @@ def test_chunked_custom_ops_pass_opcheck(edge_dim, slope, derived):
     ]
 
 
+@pytest.mark.parametrize('loops_max_elements', [0, 2**27])
+def test_chunked_backward_operator_returns_the_strides_it_declares(
+    loops_max_elements,
+):
+    # Inputs of permuted strides (gate_attention takes any): the fake
+    # implementation declared gradients of their strides (`empty_like`),
+    # the kernels returned contiguous ones, and Inductor's compiled backward
+    # failed its stride assertion ("incorrect fake (aka meta) kernel").
+    graph = make_graph()
+    inputs = make_inputs(graph, 2, 3, 2)
+    for name, t in inputs.items():  # The same values, permuted strides:
+        dims = list(reversed(range(t.dim())))
+        inputs[name] = t.detach().permute(dims).contiguous().permute(dims)
+        assert not inputs[name].is_contiguous(), name
+    op = torch.ops.torch_geometric_gate.chunked_attention
+    alpha, out, softmax, edges, seed = op(*op_args(graph, inputs))
+    backward = torch.ops.torch_geometric_gate.chunked_attention_backward
+    for grad_out, need in (
+        (torch.randn_like(out), [True] * 7),
+        (None, [False, False, True] + [False] * 4),  # Only the value's.
+    ):
+        args = (
+            torch.randn_like(alpha), grad_out, None,
+            *op_args(graph, inputs)[:7], graph.loop, alpha, softmax, edges,
+            seed, graph.num_dst, 0.0, 0.0, 0, loops_max_elements, need,
+        )  # fmt: skip
+        torch.library.opcheck(backward, args)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     'heads,channels,edge_dim,slope,bipartite,loops',

@@ -115,7 +115,8 @@ def needed_grads(grads: List[Optional[Tensor]], need: List[bool]):
     r"""From the gradients of :obj:`q_src, q_dst, value, edge_attr,
     weight_edge` and of :obj:`[a_s; a_t]` (:obj:`[2, H, C]`), those that
     :obj:`need` asks for (of the backward's seven inputs), in order, as the
-    custom operator returns them."""
+    custom operator returns them: contiguous, as its fake implementation
+    says (a permuted input's :obj:`zeros_like` is not)."""
     grad_att = grads[5]
     grads = (
         list(grads[:5])
@@ -124,7 +125,7 @@ def needed_grads(grads: List[Optional[Tensor]], need: List[bool]):
             grad_att[1:].clone() if need[6] and grad_att is not None else None,
         ]
     )
-    return [g for g, n in zip(grads, need) if n and g is not None]
+    return [g.contiguous() for g, n in zip(grads, need) if n and g is not None]
 
 
 def backward(i: BackwardInputs) -> BackwardReturns:
@@ -151,7 +152,7 @@ def backward(i: BackwardInputs) -> BackwardReturns:
     if grad_value is None and need[2]:  # `out` took no part in the loss.
         grad_value = torch.zeros_like(value)
     if not need_score:
-        return [grad_value] if need[2] else []
+        return [grad_value.contiguous()] if need[2] else []
     # The gradient of the attention weights after dropout, then before:
     if i.grad_alpha is not None:
         g = i.grad_alpha if g is None else g + i.grad_alpha

@@ -100,8 +100,10 @@ def _(*args):
 def _(*args):
     i = BackwardInputs(*args)
     inputs = [getattr(i, name) for name in DIFFERENTIABLE]
+    # Contiguous, as the kernels return them (`aten.needed_grads`), whatever
+    # the inputs' strides (`empty_like` keeps a permuted input's):
     return [
-        torch.empty_like(t)
+        t.new_empty(t.shape)
         for t, n in zip(inputs, i.need)
         if n and t is not None
     ]
