@@ -920,6 +920,28 @@ def test_triton_custom_ops_pass_opcheck(edge_dim, need_weights):
     ]
 
 
+def test_triton_backward_operator_returns_the_strides_it_declares():
+    # Inputs of permuted strides: the fake implementation declared
+    # gradients of their strides (`empty_like`), the kernels returned
+    # contiguous ones (and the edge features' of their strides), and
+    # Inductor's compiled backward failed its stride assertion.
+    graph, inputs = _triton_inputs(2)
+    for name, t in inputs.items():  # The same values, permuted strides:
+        dims = list(reversed(range(t.dim())))
+        inputs[name] = t.detach().permute(dims).contiguous().permute(dims)
+        assert not inputs[name].is_contiguous(), name
+    args = _op_args(graph, inputs)
+    alpha, out, lse, seed = torch.ops.torch_geometric_gate.triton_attention(
+        *args
+    )
+    bargs = (
+        torch.randn_like(alpha), torch.randn_like(out), *args[:11], lse,
+        seed, graph[-1], 0.0, 0.0, args[-1], [True] * 7,
+    )  # fmt: skip
+    backward = torch.ops.torch_geometric_gate.triton_attention_backward
+    torch.library.opcheck(backward, bargs)
+
+
 def _compiled_layer_steps(dropout):
     r"""The output, the input's gradient and the parameters' gradients of
     a GATEConv step under the Triton kernels, eager and compiled

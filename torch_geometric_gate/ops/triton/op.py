@@ -505,14 +505,17 @@ def _attention_backward_op(
         perm, src_s, rowptr, kind, lse,
     )  # fmt: skip
     grads = _backward(saved, settings, grad_alpha, grad_out, need)
-    return [g for g in grads if g is not None]
+    # Contiguous, as the fake implementation declares them:
+    return [g.contiguous() for g in grads if g is not None]
 
 
 @_attention_backward_op.register_fake
 def _(grad_alpha, grad_out, *args):
     inputs, need = args[:_NUM_DIFFERENTIABLE], args[-1]
+    # Contiguous, as the kernels return them, whatever the inputs' strides
+    # (`empty_like` keeps a permuted input's):
     return [
-        torch.empty_like(t)
+        t.new_empty(t.shape)
         for t, n in zip(inputs, need)
         if n and t is not None
     ]
