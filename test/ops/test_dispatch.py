@@ -484,6 +484,36 @@ def test_triton_options_default_to_the_kernels_of_today_and_nest():
     assert current_settings() == default
 
 
+@pytest.mark.parametrize(
+    'option',
+    ['chunk_elements', 'loops_max_elements', 'triton_forward_tile',
+     'triton_backward_tile'],
+)  # fmt: skip
+def test_options_the_operators_take_fit_in_int64(option):
+    # 2**64 ("no limit") was accepted and ran eagerly, and under
+    # torch.compile failed in the custom operator's call ("RuntimeError
+    # when making fake tensor call").
+    with pytest.raises(ValueError) as err:
+        attention_kernel(**{option: 2**64})
+    assert str(err.value) == (
+        f"Expected '{option}' to be at most 2**63 - 1, the kernels' "
+        'operators take an int64 (got 18446744073709551616)'
+    )
+    if option.startswith('triton'):
+        attention_kernel(**{option: 2**62})  # The largest power of two.
+        return
+    conv, x = conv_and_input()
+    with attention_kernel('chunked', **{option: 2**63 - 1}):
+        want = conv(x, EDGE_INDEX)
+        torch._dynamo.reset()
+        try:
+            compiled = torch.compile(conv, backend='aot_eager', fullgraph=True)
+            got = compiled(x, EDGE_INDEX)
+        finally:
+            torch._dynamo.reset()
+    torch.testing.assert_close(got, want)
+
+
 def test_chunk_elements_sets_the_chunks():
     # The chunked ATen loops read the option: one edge per chunk and the
     # default give the same result, and the chunk size is what they use.

@@ -121,6 +121,9 @@ def chunk_size(chunk_elements: Optional[int], device: torch.device) -> int:
     return 2**22
 
 
+_INT64_MAX = 2**63 - 1
+
+
 def _power_of_two(value, largest: Optional[int]) -> bool:
     return (
         isinstance(value, int) and not isinstance(value, bool)
@@ -274,6 +277,19 @@ class attention_kernel:
                     f"Expected '{option}' to be a "
                     f'{"positive" if option == "chunk_elements" else "non-negative"}'  # noqa: E501
                     f' int (got {value!r})'
+                )
+        # The kernels' custom operators take these as int64 (under
+        # torch.compile a larger one failed in the operator's call):
+        for option, value in (
+            ('chunk_elements', chunk_elements),
+            ('loops_max_elements', loops_max_elements),
+            ('triton_forward_tile', triton_forward_tile),
+            ('triton_backward_tile', triton_backward_tile),
+        ):
+            if value is not None and value > _INT64_MAX:
+                raise ValueError(
+                    f"Expected '{option}' to be at most 2**63 - 1, the "
+                    f"kernels' operators take an int64 (got {value!r})"
                 )
         for option, value in (
             ('eager_loops', eager_loops),
