@@ -184,12 +184,14 @@ class attention_kernel:
       as PyG ships it; hooks, explainers, TorchScript,
       :func:`torch.compile` and :mod:`torch.func` all work).
     * :obj:`'chunked'`: the memory-lean kernels of
-      ``torch_geometric_gate.ops.chunked``. On CPU tensors, with up to
-      four threads, they run loops that Inductor compiles (a C++ compiler
-      is needed; the first call of a setting compiles for seconds), eager
-      and under :func:`torch.compile` alike; elsewhere, with
-      :obj:`eager_loops=False`, or without a working compiler (a warning
-      says so), chunks of ATen operations.
+      ``torch_geometric_gate.ops.chunked``. On CPU tensors, up to
+      :obj:`loops_max_elements`, they run loops that Inductor compiles (a
+      C++ compiler is needed; the first call of a setting compiles for
+      seconds): under :func:`torch.compile` in one thread up to four
+      threads and in parallel past them, eagerly up to four threads. Eager
+      calls past four threads, with :obj:`eager_loops=False` or without a
+      working compiler (a warning says so), and all calls elsewhere, run
+      chunks of ATen operations.
     * :obj:`'triton'`: the fused GPU kernels of
       ``torch_geometric_gate.ops.triton`` (CPU tensors under
       :obj:`TRITON_INTERPRET=1`).
