@@ -197,7 +197,12 @@ class attention_kernel:
       :obj:`TRITON_INTERPRET=1`).
 
     Forcing a kernel that cannot run a call raises a :class:`RuntimeError`
-    that says why. Double backward works with every kernel.
+    that says why. Double backward works with every kernel. A layer
+    scripted with :func:`torch.jit.script` runs the reference whatever the
+    selection (the switch is Python). Under
+    :func:`torch.utils.checkpoint.checkpoint` the backward recomputes the
+    forward under the selection in force at the backward: put the
+    :obj:`.backward()` call in the same block as the forward.
 
     Args:
         name (str, optional): The kernel, one of
