@@ -313,6 +313,31 @@ def test_leaves_gradients_hold_no_more_than_themselves(kernel, device):
 
 @withCUDA
 @pytest.mark.parametrize('kernel', KERNELS)
+def test_gradients_of_leaves_through_views_hold_no_more_than_themselves(
+    kernel, device
+):
+    # Projections that are views of leaves (an embedding table's weight
+    # viewed as [N, H, C]): the view's backward hands its leaf a view of
+    # its gradient, which became the leaf's .grad and kept the Triton
+    # backward's whole buffer alive (the [E, H, C] edge projection's
+    # gradient too).
+    skip_unless_runs(kernel, device)
+    dtype = dtype_of(kernel)
+    graph = make_graph(False)
+    inputs = make_inputs(graph, 2, 3, 2, False, device, dtype)
+    leaves = {}
+    for name in ('query_src', 'query_dst', 'value'):
+        leaves[name] = inputs[name].detach().flatten(1).requires_grad_()
+        inputs[name] = leaves[name].view_as(inputs[name])
+    out, alpha = run(kernel, graph, inputs)
+    (out.sum() + alpha.sum()).backward()
+    for name, leaf in leaves.items():
+        grad = leaf.grad
+        assert grad.untyped_storage().nbytes() == grad.nbytes, name
+
+
+@withCUDA
+@pytest.mark.parametrize('kernel', KERNELS)
 def test_dropout_is_seeded_and_the_output_uses_the_kept_weights(
     kernel, device
 ):

@@ -378,9 +378,14 @@ def triton_attention(
     if launch.fused:
         launch.parts, projections = projections, (product, None, None)
     # A leaf's gradient becomes its .grad: a copy, not a view that keeps
-    # the backward's whole buffer alive until the next zero_grad.
+    # the backward's whole buffer alive until the next zero_grad; so does
+    # that of a view of a leaf (`weight.view(N, H, C)`: the view's backward
+    # hands the leaf a view of what it gets).
     launch.views = not any(
-        t is not None and t.requires_grad and t.is_leaf for t in projections
+        t is not None
+        and t.requires_grad
+        and (t.is_leaf or (t._base is not None and t._base.is_leaf))
+        for t in projections
     )
     alpha, out = TritonAttention.apply(
         *projections, edge_attr, params.weight_edge, params.att_neighbor,
