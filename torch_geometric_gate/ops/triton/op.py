@@ -71,7 +71,10 @@ CSR of incoming edges), with GATE's score:
   :obj:`[2, E]` edge index, which gives the forward's CSR and the
   backward's reverse CSR (finished by :func:`gate_csr_kernel`, which also
   finds both row pointers, and :func:`gate_rev_pos_kernel`). Either way
-  the backward sorts nothing, and the kernels that finish the CSR also
+  the eager backward sorts nothing (under :func:`torch.compile` the
+  backward operator sorts the sources once to rebuild the reverse CSR,
+  and the forward reads no :obj:`EdgeIndex` cache), and the kernels that
+  finish the CSR also
   write every edge's kind. The work lists of split nodes are computed
   once too (a single :obj:`arange` below :data:`SEGMENT_EDGES` edges).
   Neither syncs with the device (but an :obj:`EdgeIndex` without a sparse
