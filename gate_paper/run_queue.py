@@ -277,17 +277,17 @@ def _prepare(args, order, work):
         write_tiny_data(source)
     else:  # PyG's download where the root lacks a dataset
         source = source or gp_data.default_root()
-        gp_data.fetch(datasets, source)
+        try:
+            gp_data.fetch(datasets, source)
+        except FileNotFoundError as e:  # (it names the files and the fix)
+            raise SystemExit(f'error: --data-root: {e}') from None
     root = os.path.join(work, 'processed')
     for dataset in datasets:  # a copy the workers process, not the source
         for name in gp_data.raw_files(dataset):
-            if os.path.isfile(os.path.join(source, name)):
-                os.makedirs(
-                    os.path.dirname(os.path.join(root, name)), exist_ok=True
-                )
-                shutil.copy(
-                    os.path.join(source, name), os.path.join(root, name)
-                )
+            path, copy = os.path.join(source, name), os.path.join(root, name)
+            if os.path.isfile(path):
+                os.makedirs(os.path.dirname(copy), exist_ok=True)
+                shutil.copy(path, copy)
     for dataset in datasets:  # process each once, before the workers
         data, _ = gp_data.load_dataset(dataset, root, False, False)
         gp_data.split_masks(data, 0, main_metric(dataset) == 'roc_auc')

@@ -740,3 +740,23 @@ def test_unpack_rebuilds_the_docs_tables_for_the_default_store_alone(
                     tables])  # fmt: skip
     run_queue.main(['unpack', 'runs.tar'])
     assert calls == [(store, tables), (run_queue.STORE, run_queue.TABLES)]
+
+
+def test_run_without_the_data_is_an_error_naming_the_data_root(
+    tmp_path, monkeypatch
+):
+    # A data root without the datasets (and no network) ended in a
+    # traceback; the error of the data module names the files and the fix.
+    from gate_paper import data as gp_data
+
+    def fetch(datasets, root):
+        raise FileNotFoundError(f'could not download {datasets[0]}')
+
+    monkeypatch.setattr(gp_data, 'fetch', fetch)
+    argv = ['run', '--dry', '--data-root', str(tmp_path / 'empty'),
+            '--out', str(tmp_path / 'out'), '--procs', '1']  # fmt: skip
+    with pytest.raises(SystemExit) as e:
+        run_queue.main(argv)
+    assert str(e.value) == (
+        'error: --data-root: could not download Minesweeper'
+    )
