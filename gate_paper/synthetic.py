@@ -156,8 +156,9 @@ def train_synthetic(
     compile_after: Optional[int] = None,
 ) -> dict:
     r"""Builds the run's model, seeded with its seed, and trains it: Adam
-    without weight decay or dropout, selection at the minimum training
-    loss, stopping once it falls below ``stop_loss`` (Appendix B). The
+    without weight decay or dropout (Appendix B), selection at the minimum
+    training loss, stopping once it falls below ``stop_loss`` (the authors'
+    scripts' rule; the paper gives only the epoch budget). The
     values of an epoch come from its training forward pass (before its
     update). Also records the first epoch of 100% training accuracy with
     the test accuracy then, the best test accuracy of any epoch (the

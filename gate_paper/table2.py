@@ -2,9 +2,10 @@ r"""The paper's neighbour-dependent task (Sec. 5.1, Table 2): labels from
 K-means on the output of a random k-layer GAT, so that a node's label
 depends on its k-hop neighbourhood and aggregation is needed.
 
-Trains GAT_S, GAT, GATE_S and GATE (width 64, Adam lr 0.005, no weight decay
-or dropout, up to 10000 epochs, stopping once the training loss is below
-1e-4, looks-linear orthogonal init; Appendix B) of depth k, k+1 and k+2 for
+Trains GAT_S, GAT, GATE_S and GATE (Appendix B: width 64, Adam lr 0.005, no
+weight decay or dropout, up to 10000 epochs, looks-linear orthogonal init;
+stopping once the training loss is below 1e-4, the authors' scripts' rule,
+which the paper does not give) of depth k, k+1 and k+2 for
 k = 1, 2, 3, with 5 model seeds on one graph per k: by default our
 ``NeighborDependentER`` (N=1000, p=0.01, 2-d Gaussian features, 2 classes,
 500/250/250 split), with ``--paper-data DIR`` the authors' exact graphs
@@ -14,9 +15,9 @@ graph ``paper-`` and 12 hex digits of its content's SHA-256, so that
 ``--resume`` never takes a run on one graph for a run on another.
 
 One run file per run in ``--out-dir``; ``table2.md`` and the tables' CSVs
-(mean test accuracy at the epoch of minimum training loss +- the 95%
-confidence interval of the mean over the seeds, t-distribution) in
-``--tables-dir``.
+(mean test accuracy at the epoch of minimum training loss, as for Table 1,
+since the paper does not name the epoch, +- the 95% confidence interval of
+the mean over the seeds, t-distribution) in ``--tables-dir``.
 
     python -m gate_paper.table2 --quick   # 24 runs of 200 epochs
     python -m gate_paper.table2 --paper-data data/gate-synthetic
