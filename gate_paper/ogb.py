@@ -14,17 +14,19 @@ ogbn-mag       5      128 (*)  0.005  35.29 ± 0.36
 ============== ====== ======== ====== ==============
 
 (*) not in the paper, which says it used "the hidden dimensions used by"
-the GAT paper without giving them: this repository's defaults
-(``paper_numbers.OGB_HIDDEN``), ``--hidden`` to change.
+the GATv2 paper without giving them: this repository's defaults
+(``paper_numbers.OGB_HIDDEN``, the widths of the authors' settings file),
+``--hidden`` to change.
 
 Each run reports the test accuracy at the epoch of best validation accuracy
-(the OGB protocol). The loss is taken on training nodes only (the authors'
-GraphSAINT script also took it on validation and test nodes, see the docs
-page "Paper vs code"). Graphs are made undirected; ogbn-mag is its
-paper-citation view (``paper`` nodes, ``cites`` edges), as PyG's and OGB's
-homogeneous examples use it. ``--mode full`` trains full batch; ``--mode
-mini`` on :class:`~torch_geometric.loader.NeighborLoader` batches of
-training nodes, evaluating layer-wise on full neighbourhoods.
+(the OGB protocol; the paper does not say which epoch it reports). The loss
+is taken on training nodes only (the authors' GraphSAINT script also took
+it on validation and test nodes, see the docs page "Paper vs code").
+Graphs are made undirected; ogbn-mag is its paper-citation view (``paper``
+nodes, ``cites`` edges), as PyG's and OGB's homogeneous examples use it.
+``--mode full`` trains full batch; ``--mode mini`` on
+:class:`~torch_geometric.loader.NeighborLoader` batches of training nodes,
+evaluating layer-wise on full neighbourhoods.
 
 The data is OGB's (``PygNodePropPredDataset``) under ``--root``
 (``data/OGB``; ``$GATE_DATA_ROOT/OGB`` if that is set), downloaded there on

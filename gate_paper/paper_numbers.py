@@ -28,8 +28,9 @@ users.
 - ``TABLE4_OGB``: Table 5 (GATE's and GAT's test accuracy on OGB, GAT
   with the depth in parentheses) and the depth and learning rate of Table
   6. The width is not in the paper (Appendix B: "the hidden dimensions
-  used by" the GAT paper, which has no OGB runs): ``OGB_HIDDEN`` holds
-  this repository's defaults, not the paper's.
+  used by" the GATv2 paper, whose OGB numbers Table 5 repeats for GAT,
+  without listing them): ``OGB_HIDDEN`` holds this repository's defaults,
+  the widths of the authors' settings file (``ExpSettings_OGB.csv``).
 """
 
 TABLE2 = {
@@ -178,5 +179,6 @@ TABLE4_OGB = {
     ),
 }
 
-# The width of gate_paper.ogb's runs: ours (the paper gives none).
+# The width of gate_paper.ogb's runs: ours (the paper gives none), those of
+# the authors' settings file (ExpSettings_OGB.csv of their repository).
 OGB_HIDDEN = {'ogbn-arxiv': 256, 'ogbn-products': 128, 'ogbn-mag': 128}
