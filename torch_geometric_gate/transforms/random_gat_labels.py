@@ -63,12 +63,15 @@ class RandomGATLabels(BaseTransform):
     :math:`k` layers of width :math:`d`, Xavier-initialized". The choices it
     leaves open are arguments here:
 
-    * :obj:`act`: the activation between layers. The paper does not say.
-      The default is ELU, the activation of the original GAT. A ReLU (that
-      of the paper's trained networks) often kills a width-2 network: over
+    * :obj:`act`: the activation between layers. The paper's GAT (Sec. 3,
+      Eq. (1)) takes a positively homogeneous activation such as ReLU or
+      LeakyReLU, and the authors' generator used a ReLU. The default is
+      ELU, the activation of the original GAT, a deliberate departure from
+      both: a ReLU often kills a width-2 network: over
       30 seeds of :math:`k = 3` on :math:`G(1000, 0.01)` with
       :math:`d = 2`, 18 gave outputs of rank below 2 and 12 a class of
       under 10% of the nodes, while ELU gave neither (smallest class 22%).
+      :obj:`act="relu"` is the paper's and the scripts' choice.
     * :obj:`negative_slope`: the non-linearity inside the score. The default
       :obj:`0.2` is GATv2's LeakyReLU ("GAT" means GATv2 in the paper).
       The authors' generator used a ReLU (:obj:`negative_slope=0.0`).
@@ -80,6 +83,10 @@ class RandomGATLabels(BaseTransform):
       vectors Xavier-normal as the authors' GAT did. Their generator was not
       seeded, so their exact graphs cannot be regenerated; they are
       compared with ours in the test suite.
+
+    The authors' generator also shared :math:`\mathbf{W}^l_s =
+    \mathbf{W}^l_t` (a GAT\ :sub:`S` network); here the two are drawn
+    independently, as in the paper's GAT, and no argument shares them.
 
     All parameters are drawn from a private :class:`torch.Generator` seeded
     with :obj:`seed`, and K-means gets :obj:`random_state=seed` (modulo
