@@ -203,7 +203,7 @@ def load_dataset(
     the authors' scripts used them) instead of PyG's undirected graph.
     Planetoid features are row-normalised (``NormalizeFeatures``) unless
     ``normalize=False``: the input Dirichlet energies of the paper's
-    Appendix D are those of the normalised features.
+    Appendix C are those of the normalised features.
     """
     import torch
     from torch_geometric.transforms import NormalizeFeatures

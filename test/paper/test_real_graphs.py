@@ -460,7 +460,7 @@ def test_quick_on_texas_from_the_shared_data(tmp_path):
         (r['config']['model'], r['config']['split']) for r in runs.values()
     ) == [('GAT', 0), ('GAT', 1), ('GATE', 0), ('GATE', 1)]
     assert {r['config']['lr'] for r in runs.values()} == {0.01}
-    # The input's Dirichlet energy over all pairs, as in Appendix D:
+    # The input's Dirichlet energy over all pairs, as in Appendix C:
     for r in runs.values():
         assert r['result']['energy_all_input'] == pytest.approx(
             1.945e6, rel=1e-3
@@ -476,7 +476,7 @@ def test_planetoid_features_as_the_paper_used_them(tmp_path):
 
     copy_shared('Planetoid', tmp_path)
     data, _ = gp_data.load_dataset('Cora', str(tmp_path))
-    # Appendix D's input energy of Cora (5.088e5 all pairs, 6.490e2
+    # Appendix C's input energy of Cora (5.088e5 all pairs, 6.490e2
     # adjacent) is that of the row-normalised features:
     x = data.x.double()
     assert float(dirichlet_energy(x)) == pytest.approx(5.088e5, rel=1e-3)
