@@ -14,9 +14,10 @@ Recipes (``--recipes``, :func:`gate_paper.models.build_model`):
 - ``paper`` (Appendix B): width 64, one head, no bias, ReLU, looks-linear
   orthogonal init (FAGCN: biases and PyTorch's default init in its input
   and output layers), Adam with the paper's per-dataset learning rates, no
-  dropout or weight decay, at most 5000 epochs, stopping after
-  ``--patience`` (100) epochs without a better validation metric; depths 5
-  and 10 (heterophilous) or 2, 5, 10 and 20 (small sets).
+  dropout or weight decay, at most 5000 epochs; depths 5 and 10
+  (heterophilous) or 2, 5, 10 and 20 (small sets). Ours, not the paper's
+  (which gives only the epoch budget): stopping after ``--patience`` (100)
+  epochs without a better validation metric.
 - ``strong`` (Platonov et al.'s residual setup, the paper's extended
   table): width 512, 8 heads, dropout 0.2, AdamW (lr 3e-5), all 1000
   epochs, depths 1 to 5; Minesweeper and Tolokers only.
