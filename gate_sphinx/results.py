@@ -41,6 +41,11 @@ def _pairs(text, sep, what):
                 f"':where:' takes 'column=value' conditions, got {item!r}"
             )
         out.append((key.strip(), value.strip()))
+    if what == 'columns' and not out:
+        raise ValueError(
+            "':columns:' takes 'name' or 'name=heading' items, "
+            f'comma-separated (got {text!r})'
+        )
     return out
 
 
@@ -96,7 +101,7 @@ class ResultsTable(SphinxDirective):
         srcdir = Path(self.env.srcdir)
         path = (srcdir / RESULTS / self.arguments[0]).resolve()
         try:
-            columns = _pairs(self.options['columns'], '=', 'columns')
+            columns = _pairs(self.options.get('columns', ''), '=', 'columns')
             where = _pairs(self.options.get('where', ''), '=', 'where')
             header, rows = read_table(path, columns, where)
         except (OSError, KeyError, ValueError) as e:

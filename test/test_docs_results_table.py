@@ -38,3 +38,57 @@ def test_where_takes_column_value_pairs():
     assert results._pairs('a=1, b=x', '=', 'where') == [('a', '1'), ('b', 'x')]
     with pytest.raises(ValueError, match="'column=value'"):
         results._pairs('kernel', '=', 'where')
+
+
+def test_columns_must_name_a_column():
+    # Without `:columns:`, or with only commas, the table had no column:
+    # the build reported a bare KeyError ('columns') or rendered an empty
+    # table.
+    for text in ('', ' , '):
+        with pytest.raises(ValueError, match="':columns:' takes 'name' or "
+                           "'name=heading' items"):  # fmt: skip
+            results._pairs(text, '=', 'columns')
+
+
+def _build(tmp_path, body):
+    r"""The warnings of an HTML build of a page holding :obj:`body`, with
+    ``benchmark/results/r.csv`` beside the docs as in the repository."""
+    import io
+
+    from sphinx.application import Sphinx
+
+    src = tmp_path / 'docs' / 'source'
+    src.mkdir(parents=True)
+    (src / 'conf.py').write_text("extensions = ['gate_sphinx.results']\n")
+    (src / 'index.rst').write_text(f'Title\n=====\n\n{body}\n')
+    data = tmp_path / 'benchmark' / 'results'
+    data.mkdir(parents=True)
+    (data / 'r.csv').write_text('graph,kernel,ratio\ncora,triton,0.5\n')
+    warnings = io.StringIO()
+    app = Sphinx(str(src), str(src), str(tmp_path / 'out'),
+                 str(tmp_path / 'doctrees'), 'html', status=None,
+                 warning=warnings, freshenv=True)  # fmt: skip
+    app.build()
+    return warnings.getvalue()
+
+
+@pytest.mark.parametrize('body, message', [
+    ('.. results-table:: r.csv\n   :columns: graph, ratio=time\n'
+     '   :where: kernel=triton', None),
+    ('.. results-table:: missing.csv\n   :columns: graph',
+     'No such file or directory'),
+    ('.. results-table:: r.csv\n   :columns: graph, heads',
+     "has no column 'heads'"),
+    ('.. results-table:: r.csv\n   :columns: graph\n   :where: kernel=cuda',
+     "no row where {'kernel': 'cuda'}"),
+    ('.. results-table:: r.csv', "':columns:' takes 'name'"),
+])  # fmt: skip
+def test_the_directive_fails_the_build_naming_the_problem(
+    tmp_path, body, message
+):
+    warnings = _build(tmp_path, body)
+    if message is None:
+        assert 'results-table' not in warnings, warnings
+    else:
+        assert 'ERROR: results-table: ' in warnings, warnings
+        assert message in warnings, warnings
