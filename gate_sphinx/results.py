@@ -68,11 +68,23 @@ def read_table(path, columns, where):
     r"""The header and rows of the CSV file :obj:`path`: the
     :obj:`columns` (``(name, heading)`` pairs; an empty heading keeps the
     name) of the rows where every ``(name, value)`` of :obj:`where` holds.
-    An unknown column is a :class:`ValueError` that names the file's."""
+    An unknown column is a :class:`ValueError` that names the file's, and
+    so is a row whose fields are not the header's."""
     with open(path, newline='') as f:
         reader = csv.DictReader(f)
-        rows = list(reader)
         names = reader.fieldnames or []
+        rows = []
+        for row in reader:
+            # (DictReader files extra fields under None, fills missing ones
+            # with None.)
+            fields = [v for k, v in row.items() if k is not None]
+            count = len(fields) - fields.count(None) + len(row.get(None, []))
+            if count != len(names):
+                raise ValueError(
+                    f'{path}, line {reader.line_num}: {count} fields, '
+                    f'where the header has {len(names)}'
+                )
+            rows.append(row)
     unknown = [c for c, _ in list(columns) + list(where) if c not in names]
     if unknown:
         raise ValueError(

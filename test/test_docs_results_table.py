@@ -92,3 +92,16 @@ def test_the_directive_fails_the_build_naming_the_problem(
     else:
         assert 'ERROR: results-table: ' in warnings, warnings
         assert message in warnings, warnings
+
+
+@pytest.mark.parametrize('line', ['cora,triton', 'cora,triton,0.5,9'])
+def test_a_row_with_fields_not_the_headers_is_an_error(tmp_path, line):
+    # A short row crashed the build (float(None) in `cell`) or, in a
+    # `:where:` column only, left the row out unseen; a long row's extra
+    # field was dropped unseen.
+    path = tmp_path / 'r.csv'
+    path.write_text(f'graph,kernel,ratio\ncora,ref,1.25\n{line}\n')
+    count = len(line.split(','))
+    with pytest.raises(ValueError, match=f'r.csv, line 3: {count} fields, '
+                       'where the header has 3'):  # fmt: skip
+        results.read_table(path, [('graph', '')], [('kernel', 'ref')])
