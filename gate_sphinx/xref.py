@@ -12,9 +12,12 @@ resolve:
    warning, so ``-W`` fails the build.
 2. References to PyTorch, PyG and the standard library: without network
    there is no intersphinx inventory, so the URL of the object's page is
-   built from the documentation layout of each project (PyG and PyTorch
-   generate one page per class or function). The object is imported first;
-   a name that does not import stays plain text.
+   built from the documentation layout of each project (PyTorch generates
+   one page per class or function of some namespaces, PyG of others and
+   documents the rest, such as ``torch_geometric.utils`` and
+   ``torch_geometric.loader``, on one page per module). The object is
+   imported first; a name that does not import, or whose page the layout
+   does not give, stays plain text.
 """
 
 import builtins
@@ -39,6 +42,51 @@ _TORCH_PAGES = {
     'torch.device': 'tensor_attributes.html',
     'torch.Generator': 'generated/torch.Generator.html',
 }
+# PyG's layout, from its docs/source/modules/*.rst: the namespaces whose
+# public names (`__all__`) it documents one per page, under
+# `generated/<dotted name>.html` (an autosummary with a `:toctree:`), and
+# the tensor classes of `torch_geometric` itself:
+_PYG_GENERATED = {
+    'torch_geometric.data',
+    'torch_geometric.datasets',
+    'torch_geometric.transforms',
+    'torch_geometric.explain.algorithm',
+    'torch_geometric.explain.metric',
+    'torch_geometric.nn.conv',
+    'torch_geometric.nn.aggr',
+    'torch_geometric.nn.attention',
+    'torch_geometric.nn.norm',
+    'torch_geometric.nn.pool',
+    'torch_geometric.nn.unpool',
+    'torch_geometric.nn.models',
+    'torch_geometric.nn.kge',
+    'torch_geometric.nn.encoding',
+    'torch_geometric.nn.functional',
+    'torch_geometric.nn.dense',
+}
+_PYG_GENERATED_ROOT = {'Index', 'EdgeIndex', 'HashTensor'}
+# The namespaces it documents on their module's page (`automodule`):
+_PYG_MODULE_PAGES = {
+    'torch_geometric.utils': 'modules/utils.html',
+    'torch_geometric.loader': 'modules/loader.html',
+}
+# Objects it documents on a module's page (`autoclass`, `autofunction`),
+# under the name given there:
+_PYG_OBJECT_PAGES = {
+    'torch_geometric.explain.Explainer': (
+        'modules/explain.html',
+        'torch_geometric.explain.Explainer',
+    ),
+    'torch_geometric.nn.dense.Linear': (
+        'modules/nn.html',
+        'torch_geometric.nn.dense.Linear',
+    ),
+    'torch_geometric.nn.to_hetero': (
+        'modules/nn.html',
+        'torch_geometric.nn.to_hetero_transformer.to_hetero',
+    ),
+}
+
 # Namespaces whose classes and functions PyTorch documents one per page,
 # under `generated/<dotted name>.html`.
 _TORCH_GENERATED = {
@@ -123,9 +171,10 @@ def external_url(path):
         return None
     page, anchor = _split_member(path, obj, parent)
     if root == 'torch_geometric':
-        if page.startswith('torch_geometric.typing'):
-            return None  # PyG documents no page for its type aliases.
-        return f'{PYG_URL}generated/{page}.html#{anchor}'
+        return _pyg_url(page, anchor)
+    if type(obj).__module__ == 'torch' and type(obj).__name__ == 'dtype':
+        # A dtype (`torch.float`): the table of dtypes.
+        return f'{TORCH_URL}{_TORCH_PAGES["torch.dtype"]}#torch.dtype'
     if page in _TORCH_PAGES:
         return f'{TORCH_URL}{_TORCH_PAGES[page]}#{anchor}'
     if page.startswith('torch.nn.init.'):
@@ -133,6 +182,28 @@ def external_url(path):
     if page.rsplit('.', 1)[0] in _TORCH_GENERATED:
         return f'{TORCH_URL}generated/{page}.html#{anchor}'
     return None  # Other namespaces are laid out differently; plain text.
+
+
+def _pyg_url(page, anchor):
+    r"""The URL of a PyG object documented on :obj:`page` (its dotted
+    path) at :obj:`anchor`, or :obj:`None` where PyG documents no page for
+    it (type aliases, base classes such as ``BasicGNN``)."""
+    if page in _PYG_OBJECT_PAGES:
+        html, name = _PYG_OBJECT_PAGES[page]
+        return f'{PYG_URL}{html}#{name}{anchor[len(page) :]}'
+    namespace, name = page.rsplit('.', 1)
+    if namespace in _PYG_MODULE_PAGES:
+        return f'{PYG_URL}{_PYG_MODULE_PAGES[namespace]}#{anchor}'
+    if namespace == 'torch_geometric':
+        generated = name in _PYG_GENERATED_ROOT
+    else:
+        module, _ = _import(namespace)
+        generated = namespace in _PYG_GENERATED and name in getattr(
+            module, '__all__', ()
+        )
+    if generated:
+        return f'{PYG_URL}generated/{page}.html#{anchor}'
+    return None
 
 
 def _documented(app, env):
