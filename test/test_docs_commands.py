@@ -7,10 +7,12 @@ from the code blocks, literal blocks and inline literals of
 Each ``python SCRIPT``, ``python -m MODULE`` (a module of this repository),
 ``torchrun ... SCRIPT`` and ``bash SCRIPT`` must name a file or module that
 exists; a Python script or module must parse its arguments (``--help``
-exits 0) and know every ``--flag`` the docs give it, and a script without
-an argument parser must compile and import what it imports. A shell script
-must pass ``bash -n``. Commands with a placeholder (``DATASET``,
-``<cuda-tag>``, ``${TORCH}``) are left out.
+exits 0), know every ``--flag`` the docs give it and accept the command as
+cited (its argument parser takes every value: ``test/parse_only.py`` runs
+it up to the parse), and a script without an argument parser must compile
+and import what it imports. A shell script must pass ``bash -n``. Commands
+with a placeholder (``DATASET``, ``<cuda-tag>``, ``${TORCH}``) are left
+out.
 """
 
 import ast
@@ -57,7 +59,7 @@ def _code_texts(path):
         ):
             yield block
         text = re.sub(r'```.*?```', '', text, flags=re.S)
-        yield from re.findall(r'`([^`]+)`', text)
+        yield from map(_one_line, re.findall(r'`([^`]+)`', text))
         return
     lines = text.splitlines()
     i = 0
@@ -84,7 +86,12 @@ def _code_texts(path):
             yield '\n'.join(block)
         else:
             i += 1
-    yield from re.findall(r'``([^`]+)``', text)
+    yield from map(_one_line, re.findall(r'``([^`]+)``', text))
+
+
+def _one_line(literal):
+    # An inline literal wrapped in the source reads as one line.
+    return ' '.join(literal.split())
 
 
 def _segments(code):
@@ -181,30 +188,57 @@ def _flags(args):
     return sorted({a.split('=', 1)[0] for a in args if a.startswith('--')})
 
 
-@pytest.fixture(scope='module')
-def helps():
-    r""":obj:`target: (exit code, stdout, stderr)` of every cited Python
-    script's and module's :obj:`--help`, all in one process forked from a
-    warm interpreter (no import of torch per target)."""
-    targets = [(k, t) for k, t in TARGETS if k in ('script', 'module')]
-    targets = [
-        (k, t) for k, t in targets if k == 'module' or _uses_argparse(ROOT / t)
-    ]
-    env = dict(
+def _environment():
+    return dict(
         os.environ,
         OMP_NUM_THREADS='1',
         PYTHONPATH=os.pathsep.join(
             [str(ROOT)] + os.environ.get('PYTHONPATH', '').split(os.pathsep)
         ).rstrip(os.pathsep),
     )
+
+
+def _parsed(kind, target):
+    # A module, or a script with an argument parser.
+    return kind == 'module' or (
+        kind == 'script' and _uses_argparse(ROOT / target)
+    )
+
+
+@pytest.fixture(scope='module')
+def helps():
+    r""":obj:`target: (exit code, stdout, stderr)` of every cited Python
+    script's and module's :obj:`--help`, all in one process forked from a
+    warm interpreter (no import of torch per target)."""
+    targets = [(k, t) for k, t in TARGETS if _parsed(k, t)]
     invocations = [
         (module if kind == 'module' else script)(target, '--help')
         for kind, target in targets
     ]
-    results = run_in_one_interpreter(invocations, env=env, cwd=ROOT)
+    results = run_in_one_interpreter(invocations, env=_environment(), cwd=ROOT)
     return {
         target: (r.returncode, r.stdout, r.stderr)
         for (_, target), r in zip(targets, results)
+    }
+
+
+@pytest.fixture(scope='module')
+def parses():
+    r""":obj:`command: (exit code, stderr)` of every cited command of a
+    Python script or module with an argument parser, run up to the parse
+    of its arguments (``test/parse_only.py``), in one forked process."""
+    commands = [c for c in COMMANDS if _parsed(c.kind, c.target)]
+    commands = list(
+        dict.fromkeys((c.kind, c.target, c.args) for c in commands)
+    )
+    invocations = [
+        script(ROOT / 'test' / 'parse_only.py', kind, target, *args)
+        for kind, target, args in commands
+    ]
+    results = run_in_one_interpreter(invocations, env=_environment(), cwd=ROOT)
+    return {
+        command: (r.returncode, r.stderr)
+        for command, r in zip(commands, results)
     }
 
 
@@ -315,3 +349,31 @@ def test_cited_command_parses_its_arguments(kind, target, helps):
             f'{command.source} cites {command.text!r}: {target} does not '
             f'know {unknown}'
         )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('kind,target', TARGETS, ids=[t for _, t in TARGETS])
+def test_cited_command_takes_its_values(kind, target, parses):
+    # `--help` shows the flags, not whether the values cited parse (a
+    # choice, a number, a positional argument).
+    if not _parsed(kind, target):
+        pytest.skip('no argument parser')
+    for command in (c for c in COMMANDS if c.target == target):
+        code, stderr = parses[(command.kind, command.target, command.args)]
+        assert code == 0, (
+            f'{command.source} cites {command.text!r}, which does not '
+            f'parse:\n{stderr[-3000:]}'
+        )
+
+
+def test_a_wrapped_inline_literal_is_one_command(tmp_path):
+    page = tmp_path / 'page.rst'
+    page.write_text('Run ``python docs/a.py --paper-data\n    data/x``.\n')
+    commands = [
+        parse_command(tokens)
+        for code in _code_texts(page)
+        for tokens in _segments(code)
+    ]
+    assert [(c.target, c.args) for c in commands if c] == [
+        ('docs/a.py', ('--paper-data', 'data/x'))
+    ]
