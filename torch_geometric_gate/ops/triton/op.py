@@ -175,7 +175,8 @@ class TritonAttention(torch.autograd.Function):
         if grad_alpha is not None and settings.loop_weights:
             # The appended loops' rows of all E weights' gradient (zero
             # elsewhere), as the backward reads it:
-            num_others = saved[7].numel() - grad_alpha.size(0)
+            perm = saved[7]  # (one entry per edge)
+            num_others = perm.numel() - grad_alpha.size(0)
             zeros = grad_alpha.new_zeros(num_others, grad_alpha.size(1))
             grad_alpha = torch.cat([zeros, grad_alpha])
         if torch.is_grad_enabled():
@@ -345,17 +346,18 @@ def triton_attention(
             p_drop, params.need_weights, _option_list(settings),
         )  # fmt: skip
         return out, (alpha if params.need_weights else None)
+    # The appended loops' weights alone (`graph.num_loops` rows, the loop of
+    # node v the last edge of v's CSR segment in either CSR build), in the
+    # place of all E x H:
+    loops_only = params.need_weights and params.loop_weights_only
     launch = _Settings(
         q_src, value, params.att_neighbor, params.att_self, kind,
         graph.num_dst, params.negative_slope, p_drop,
-        _draw_seed() if p_drop > 0 else 0, params.need_weights,
-        graph.num_loops, settings,
+        _draw_seed() if p_drop > 0 else 0,
+        params.need_weights and not loops_only, graph.num_loops, settings,
     )  # fmt: skip
+    launch.loop_weights = loops_only
     launch.reverse, launch.dst = reverse, csr.dst
-    # The appended loops' weights alone (`graph.num_loops` rows, the loop of
-    # node v the last edge of v's CSR segment in either CSR build):
-    launch.loop_weights = params.need_weights and params.loop_weights_only
-    launch.need_weights = params.need_weights and not launch.loop_weights
     # The chunks of the double backward (`_double_backward`):
     launch.chunk = settings.chunk_size(value.device)
     projections = (q_src, q_dst, value)
