@@ -83,8 +83,7 @@ parser.add_argument('--seed', type=number(int, 0, 2**64), default=0)
 parser.add_argument(
     '--save',
     metavar='FILE',
-    help="rank 0 saves the model's parameters (its state_dict) there, "
-    'in an existing folder',
+    help="rank 0 saves the model's state_dict there, in an existing folder",
 )
 
 
@@ -100,6 +99,8 @@ def parse_args(argv=None):
     if args.num_classes > args.num_nodes:
         parser.error('argument --num-classes: expected at most --num-nodes')
     # Checked before the training, by the rank that saves (on its machine):
+    if args.save == '':  # (`if args.save:` below would save nothing)
+        parser.error("argument --save: expected a file's path, got ''")
     if args.save is not None and int(os.environ.get('RANK', 0)) == 0:
         folder = os.path.dirname(os.path.abspath(args.save))
         if os.path.isdir(args.save):
@@ -146,8 +147,7 @@ def main():
         )[0]
     train_idx = data.train_mask.nonzero().view(-1)
     test_idx = data.test_mask.nonzero().view(-1)
-    # One permutation on every process, of which each takes every
-    # world_size-th seed: a step of all processes is one global batch.
+    # One permutation, each process every world_size-th seed of a batch:
     sampler = DistributedSampler(
         range(train_idx.numel()),
         world_size,

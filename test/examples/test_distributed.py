@@ -134,6 +134,8 @@ def test_save_is_checked_before_training(tmp_path, monkeypatch, capsys):
          f"argument --save: no folder '{missing}'"),
         (['--save', str(tmp_path)],
          f"argument --save: '{tmp_path}' is a folder"),
+        # '' passed every check, and then nothing was saved:
+        (['--save', ''], "argument --save: expected a file's path, got ''"),
     ):  # fmt: skip
         with pytest.raises(SystemExit) as e:
             module.parse_args(argv)
