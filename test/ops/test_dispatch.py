@@ -689,3 +689,86 @@ def test_a_block_split_by_a_graph_break_holds_on_both_sides():
     assert (before, after) == ('reference', 'reference')
     assert torch.equal(y, torch.full((1,), 2.0))
     assert current_settings().kernel == 'auto'
+
+
+def test_the_switch_decorates_a_function():
+    block = attention_kernel('reference', chunk_elements=64)
+
+    @block
+    def kernel_in(depth):
+        """Its docstring."""
+        if depth:  # Re-entered by recursion, restored on the way out:
+            return kernel_in(depth - 1)
+        return current_settings()
+
+    assert kernel_in.__name__ == 'kernel_in'
+    assert kernel_in.__doc__ == 'Its docstring.'
+    default = current_settings()
+    assert kernel_in(2) == default._replace(kernel='reference',
+                                            chunk_elements=64)  # fmt: skip
+    assert current_settings() == default
+    with attention_kernel('chunked'):  # Each call enters the selection.
+        assert kernel_in(0).kernel == 'reference'
+        assert current_settings().kernel == 'chunked'
+
+    @attention_kernel('reference')
+    def fails():
+        raise KeyError('inside')
+
+    with pytest.raises(KeyError, match='inside'):
+        fails()
+    assert current_settings() == default
+
+
+def test_the_switch_refuses_to_decorate_what_runs_after_the_call():
+    # A generator's body runs after the decorated call returned, so the
+    # selection would not hold in it.
+    def batches():
+        yield current_settings().kernel
+
+    async def serve():
+        return None
+
+    async def stream():
+        yield None
+
+    for fn in (batches, serve, stream):
+        with pytest.raises(TypeError, match=(
+            f"cannot decorate the generator or coroutine function "
+            f"'{fn.__name__}'"
+        )):  # fmt: skip
+            attention_kernel('reference')(fn)
+    with pytest.raises(TypeError, match='decorates a function; got int'):
+        attention_kernel('reference')(3)
+
+
+def test_inherit_false_takes_the_defaults_not_the_enclosing_blocks():
+    # Options left at None kept the enclosing block's, and nothing led back
+    # to a default of None (triton_warps, chunk_elements) inside a block.
+    with attention_kernel('triton', triton_warps=8, chunk_elements=64):
+        with attention_kernel('chunked', inherit=False) as inner:
+            assert inner == KernelSettings(kernel='chunked')
+            assert current_settings() == inner
+        with attention_kernel('chunked') as inherited:
+            assert inherited.triton_warps == 8
+        assert current_settings().triton_warps == 8
+    with pytest.raises(ValueError, match="'inherit' to be a bool"):
+        attention_kernel(inherit=None)
+
+
+def test_a_decorated_function_compiled_whole():
+    # torch.compile enters only blocks made in the code it traces: the
+    # decorator makes one per call.
+    @attention_kernel('reference', inherit=False)
+    def double(x):
+        return x * 2, current_settings()
+
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(double, backend='eager', fullgraph=True)
+        y, settings = compiled(torch.ones(1))
+    finally:
+        torch._dynamo.reset()
+    assert settings == KernelSettings(kernel='reference')
+    assert torch.equal(y, torch.full((1,), 2.0))
+    assert current_settings().kernel == 'auto'

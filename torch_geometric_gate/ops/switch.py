@@ -12,6 +12,7 @@ new selection, and runs the one in force.
 """
 
 import contextlib
+import functools
 import inspect
 import sys
 import threading
@@ -163,7 +164,10 @@ class attention_kernel:
     thread, as :func:`torch.nn.attention.sdpa_kernel` does for scaled
     dot-product attention. Options left at :obj:`None` keep the enclosing
     block's (the defaults of
-    :class:`~torch_geometric_gate.ops.KernelSettings` outside any block).
+    :class:`~torch_geometric_gate.ops.KernelSettings` outside any block),
+    or take the defaults with :obj:`inherit=False`. It also decorates a
+    function (not a generator or a coroutine function): each call runs in
+    the selection.
 
     * :obj:`'auto'` (the default): the chunked kernels on CPU tensors; on
       CUDA the Triton kernels from :obj:`triton_min_edges` edges (the
@@ -227,6 +231,10 @@ class attention_kernel:
             :attr:`~torch_geometric_gate.ops.KernelSettings.triton_backward_record`.
         triton_warps (int, optional): See
             :attr:`~torch_geometric_gate.ops.KernelSettings.triton_warps`.
+        inherit (bool, optional): If set to :obj:`False`, the options left
+            at :obj:`None` take the defaults of
+            :class:`~torch_geometric_gate.ops.KernelSettings` instead of the
+            enclosing block's. (default: :obj:`True`)
 
     Example:
         >>> import torch
@@ -237,6 +245,11 @@ class attention_kernel:
         ...     out = conv(x, edge_index)
         >>> with attention_kernel('chunked', eager_loops=False):
         ...     torch.allclose(out, conv(x, edge_index), atol=1e-6)
+        True
+        >>> @attention_kernel('chunked', eager_loops=False)
+        ... def lean(x):
+        ...     return conv(x, edge_index)
+        >>> torch.allclose(out, lean(x), atol=1e-6)
         True
     """
 
@@ -254,6 +267,7 @@ class attention_kernel:
         triton_one_head_nodes: Optional[int] = None,
         triton_backward_record: Optional[bool] = None,
         triton_warps: Optional[int] = None,
+        inherit: bool = True,
     ):
         if name is not None and name not in KERNELS:
             raise ValueError(
@@ -307,6 +321,10 @@ class attention_kernel:
                 raise ValueError(
                     f"Expected '{option}' to be a bool (got {value!r})"
                 )
+        if not isinstance(inherit, bool):
+            raise ValueError(
+                f"Expected 'inherit' to be a bool (got {inherit!r})"
+            )
         options = dict(
             kernel=name, chunk_elements=chunk_elements,
             eager_loops=eager_loops, triton_min_edges=triton_min_edges,
@@ -319,7 +337,41 @@ class attention_kernel:
             triton_warps=triton_warps,
         )  # fmt: skip
         self._options = {k: v for k, v in options.items() if v is not None}
+        self._inherit = inherit
         self._saved = []
+
+    def __call__(self, fn):
+        # The decorator form; a generator's or a coroutine's body would run
+        # after the call returned, outside the selection:
+        if not callable(fn):
+            raise TypeError(
+                f'attention_kernel(...) decorates a function; got '
+                f'{type(fn).__name__}'
+            )
+        if (
+            inspect.isgeneratorfunction(fn)
+            or inspect.iscoroutinefunction(fn)
+            or inspect.isasyncgenfunction(fn)
+        ):
+            raise TypeError(
+                f'attention_kernel(...) cannot decorate the generator or '
+                f"coroutine function '{fn.__name__}': its body runs after "
+                'the call returns, outside the selection. Decorate a plain '
+                'function, or enter the block around the code that '
+                'consumes it'
+            )
+
+        # A block per call (torch.compile enters a block made in the code
+        # it traces, not one made outside):
+        options = dict(self._options, inherit=self._inherit)
+        name = options.pop('kernel', None)
+
+        @functools.wraps(fn)
+        def selected(*args, **kwargs):
+            with attention_kernel(name, **options):
+                return fn(*args, **kwargs)
+
+        return selected
 
     def __enter__(self) -> KernelSettings:
         # (Dynamo traces a block inside a compiled function, not frames:)
@@ -344,7 +396,8 @@ class attention_kernel:
         selection = _STATE.selection
         settings = selection.settings
         self._saved.append((selection, settings))
-        selection.settings = settings._replace(**self._options)
+        base = settings if self._inherit else KernelSettings()
+        selection.settings = base._replace(**self._options)
         return selection.settings
 
     def __exit__(self, *exc) -> None:
