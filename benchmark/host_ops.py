@@ -10,7 +10,9 @@ host floor of issue 48 (goal: at most 0.6). Operators that make the host
 wait for the device (:obj:`aten._local_scalar_dense`, :obj:`aten.nonzero`
 ...) are counted apart. On CPU the Triton kernels run under the
 interpreter (:obj:`TRITON_INTERPRET=1`, set here before Triton is
-imported). Written after every configuration::
+imported). The edges come as a plain :obj:`[2, E]` tensor (input
+:obj:`plain`) and as a column-sorted :class:`EdgeIndex` (:obj:`edge-index`,
+as ``kernels.py --inputs`` names it). Written after every configuration::
 
     python benchmark/host_ops.py --out benchmark/results
 """
@@ -94,7 +96,7 @@ def measure(
         )
         num_nodes = x.size(0)
         for heads in args.heads:
-            for kind in ('plain', 'edge_index'):
+            for kind in ('plain', 'edge-index'):
                 ei = _inputs(edge_index, num_nodes, kind)
                 base = dict(
                     device=device.type, graph=graph, num_nodes=num_nodes,

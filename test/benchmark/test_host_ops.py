@@ -102,7 +102,7 @@ def test_writes_gate_and_gatv2_rows_for_both_inputs(rows):
     assert got == {
         (g, i, layer, k)
         for g in ('random-100', 'random-2000')
-        for i in ('plain', 'edge_index')
+        for i in ('plain', 'edge-index')
         for layer, k in (('GATv2', 'eager'), ('GATE', 'triton'))
     }
     for r in rows:
@@ -128,7 +128,7 @@ def test_triton_step_within_the_host_floor_goal(rows):
     # not.
     launches = {(r['graph'], r['input']): int(r['launches']) for r in rows
                 if r['kernel'] == 'triton'}  # fmt: skip
-    for i in ('plain', 'edge_index'):  # The work lists and combines:
+    for i in ('plain', 'edge-index'):  # The work lists and combines:
         assert launches['random-2000', i] > launches['random-100', i]
     for r in rows:
         if r['kernel'] == 'triton':
@@ -159,7 +159,7 @@ def test_rows_written_after_every_configuration(tmp_path, monkeypatch):
     got = [(r['heads'], r['hidden'], r['input'], r['layer']) for r in rows]
     assert got == [
         ('1', '4', i, layer)
-        for i in ('plain', 'edge_index')
+        for i in ('plain', 'edge-index')
         for layer in ('GATv2', 'GATE')
     ]
     table = (tmp_path / 'host-ops.md').read_text()
