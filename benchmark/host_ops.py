@@ -12,7 +12,7 @@ wait for the device (:obj:`aten._local_scalar_dense`, :obj:`aten.nonzero`
 interpreter (:obj:`TRITON_INTERPRET=1`, set here before Triton is
 imported). The edges come as a plain :obj:`[2, E]` tensor (input
 :obj:`plain`) and as a column-sorted :class:`EdgeIndex` (:obj:`edge-index`,
-as ``kernels.py --inputs`` names it). Written after every configuration::
+as :obj:`kernels.py --inputs` names it). Written after every configuration::
 
     python benchmark/host_ops.py --out benchmark/results
 """
