@@ -11,6 +11,7 @@ import pytest
 
 from gate_paper import (
     provenance,
+    queue_outputs,
     queue_plan,
     queue_results,
     real_graphs,
@@ -140,7 +141,7 @@ def test_dry_call_with_a_killed_worker_and_the_time_running_out(tmp_path):
         proc.kill()
     assert proc.returncode == 0, text[-3000:]
     print(text[-6000:])
-    assert sorted(os.listdir(out)) == sorted(run_queue.FILES)  # <= 8
+    assert sorted(os.listdir(out)) == sorted(queue_outputs.FILES)  # <= 8
     assert 'a worker died (SIGKILL?) during' in text
     assert 'time is up' in text
     summary = json.loads((out / 'summary.json').read_text())
@@ -197,7 +198,7 @@ def test_dry_call_with_a_killed_worker_and_the_time_running_out(tmp_path):
     started = [line.split()[-1] for line in lines if '] start tier' in line]
     left = [i for i in ids if i not in records]
     assert len(started) >= 2 and started[:2] == left[:2]
-    assert sorted(os.listdir(again)) == sorted(run_queue.FILES)
+    assert sorted(os.listdir(again)) == sorted(queue_outputs.FILES)
     more = read_back(again)
     assert more and not set(more) & set(records)
     for r in more.values():
