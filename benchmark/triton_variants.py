@@ -8,7 +8,12 @@ timed pairwise, per graph, heads and dtype: the forward (no gradient)
 against itself with 2 warps (:obj:`triton_warps=2`) and, with one head,
 the one-head layout (:obj:`triton_one_head_layout=True`, a few segments
 per program and warps); the forward with all :obj:`E x H` attention
-weights (:obj:`need_weights=True`) against the forward without; the
+weights (:obj:`need_weights=True`) against the forward without, and
+:class:`GATEConv`'s forward (on the graph without its loops, which the
+layer appends) with all the weights (:obj:`return_attention_weights`) and
+with the self-loops' alone (:meth:`forward_with_self_attention`, which
+writes :obj:`N x H` instead of :obj:`E x H`) against the layer's without;
+the
 backward (the gradients of a forward run under the same options) against
 the backward whose second pass reads the first pass's record
 (:obj:`triton_backward_record=True`, with Triton's 4 warps and with 8)
@@ -88,6 +93,7 @@ class Case:
         import torch
         from torch_geometric import EdgeIndex
 
+        self.graph = (edge_index, n)
         loops = torch.arange(n, device=device).repeat(2, 1)
         ei = EdgeIndex(torch.cat([edge_index, loops], 1), sparse_size=(n, n))
         self.edge_index = ei.sort_by('col')[0]
@@ -103,6 +109,23 @@ class Case:
         )
         self.a_s, self.a_t = rand(heads, channels), rand(heads, channels)
         self.grad_out = rand(n, heads, channels)
+
+    def layer(self):
+        r"""A :class:`GATEConv` of these heads, channels and dtype, its
+        input and a column-sorted :class:`EdgeIndex` without self-loops."""
+        import torch
+        from torch_geometric import EdgeIndex
+
+        from torch_geometric_gate import GATEConv
+
+        edge_index, n = self.graph
+        heads, channels = self.a_s.shape
+        torch.manual_seed(0)
+        conv = GATEConv(heads * channels, channels, heads=heads)
+        conv = conv.to(self.value.device, self.value.dtype)
+        x = torch.randn_like(self.value).view(n, heads * channels)
+        ei = EdgeIndex(edge_index, sparse_size=(n, n)).sort_by('col')[0]
+        return conv, x, ei
 
     def leaves(self):
         return (self.q_src, self.q_dst, self.value, self.a_s, self.a_t)
@@ -128,6 +151,27 @@ def forward(case, options, need_weights=False):
         with torch.no_grad(), attention_kernel('triton', **options):
             out, alpha = case.attention(need_weights=need_weights)
         return out if alpha is None else (out, alpha)
+
+    return run
+
+
+def layer_forward(case, weights):
+    r"""The layer's forward (no gradient) with the weights :obj:`'none'`,
+    :obj:`'E x H'` (all) or :obj:`'loops'` (the self-loops' alone)."""
+    import torch
+
+    from torch_geometric_gate.ops import attention_kernel
+
+    conv, x, ei = case.layer()
+
+    def run():
+        with torch.no_grad(), attention_kernel('triton'):
+            if weights == 'loops':
+                return conv.forward_with_self_attention(x, ei)
+            if weights == 'E x H':
+                out, (_, alpha) = conv(x, ei, return_attention_weights=True)
+                return out, alpha
+            return conv(x, ei)
 
     return run
 
@@ -164,6 +208,9 @@ def variants(case, heads):
     out += [
         ('weights', 'none', forward(case, {})),
         ('weights', 'E x H', forward(case, {}, need_weights=True)),
+        ('layer weights', 'none', layer_forward(case, 'none')),
+        ('layer weights', 'E x H', layer_forward(case, 'E x H')),
+        ('layer weights', 'loops N x H', layer_forward(case, 'loops')),
     ]
     record = dict(triton_backward_record=True)
     out += [
@@ -192,6 +239,14 @@ def _one_head(what, run, case, configs=ONE_HEAD, more=None):
         variant = f'{name} nodes={nodes} warps={warps}'
         out.append((what, variant, run(case, options)))
     return out
+
+
+def _out(got, what):
+    # What a group's variants compare: the layer's output (not the weights
+    # that only some return), else all they return.
+    if what == 'layer weights' and isinstance(got, tuple):
+        return got[0]
+    return got
 
 
 def _rel(a, b) -> float:
@@ -255,9 +310,10 @@ def main(argv=None):
                                 baseline[what] = (ms, got)
                             elif baseline[what] is not None:
                                 row['vs_baseline'] = ms / baseline[what][0]
-                                if what != 'weights':
+                                if what != 'weights':  # (outputs)
                                     row['max_rel_diff'] = _rel(
-                                        got, baseline[what][1]
+                                        _out(got, what),
+                                        _out(baseline[what][1], what),
                                     )
                         except Exception as err:  # noqa: BLE001 (recorded)
                             row['status'] = status_of(err)

@@ -41,3 +41,34 @@ def test_a_failed_baseline_leaves_its_group_without_ratios(
     assert backward['vs_baseline'] == pytest.approx(
         backward['ms'] / got['backward', 'base']['ms']
     )
+
+
+def test_the_layer_weights_group_times_the_loops_weights_alone():
+    # The self-loops' weights alone (forward_with_self_attention) beside all
+    # E x H weights and none, through the layer: the same output each time,
+    # and the loops' weights those of the loops among all the weights.
+    import torch
+
+    variants = load_benchmark('triton_variants')
+    from common import load_graph
+
+    x, edge_index = load_graph('random-100', 8, torch.device('cpu'), None)
+    n = x.size(0)
+    case = variants.Case(edge_index, n, 2, 4, torch.float32, 'cpu')
+    got = {
+        name: variants.layer_forward(case, name)()
+        for name in ('none', 'E x H', 'loops')
+    }
+    out, alpha = got['E x H']
+    assert torch.allclose(got['none'], out, atol=1e-6)
+    assert torch.allclose(got['loops'][0], out, atol=1e-6)
+    ei = case.layer()[2]
+    assert alpha.shape == (ei.size(1) + n, 2)  # The loops appended last:
+    assert got['loops'][1].shape == (n, 2)
+    assert torch.allclose(got['loops'][1], alpha[-n:], atol=1e-6)
+    names = [(w, v) for w, v, _ in variants.variants(case, 2)]
+    assert [v for w, v in names if w == 'layer weights'] == [
+        'none',
+        'E x H',
+        'loops N x H',
+    ]
