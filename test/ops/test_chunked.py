@@ -1177,3 +1177,16 @@ def test_eager_compiled_loops_with_edge_features_and_no_edges(
     torch.testing.assert_close(out, conv.bias.expand(num_nodes, -1))
     assert x_grad.abs().sum() == 0 and attr_grad.shape == (0, 3)
     assert weight_grad.abs().sum() == 0
+
+
+def test_several_heads_options_are_options_of_the_installed_inductor():
+    # torch.compile refuses an option its Inductor lacks: torch 2.11 has
+    # no `realize_cpu_acc_reads_threshold` (2.13's), only the threshold of
+    # every device. The one set is the one Inductor reads for CPU loops.
+    import torch._inductor.config as inductor_config
+
+    known = inductor_config.get_config_copy()
+    assert set(fused.SEVERAL_HEADS_OPTIONS) <= set(known)
+    cpu = 'realize_cpu_acc_reads_threshold'
+    want = cpu if cpu in known else 'realize_acc_reads_threshold'
+    assert fused.SEVERAL_HEADS_OPTIONS[want] == 32

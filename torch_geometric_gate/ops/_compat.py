@@ -8,7 +8,7 @@ changes one of these, this module is the one to adapt; nothing else in
 another private name of torch.
 """
 
-from typing import ContextManager
+from typing import ContextManager, Dict
 
 import torch
 from torch import Tensor
@@ -64,6 +64,21 @@ def forward_ad_active() -> bool:
     r"""Whether forward-mode AD is active (dual tensors exist only inside
     :func:`torch.autograd.forward_ad.dual_level`)."""
     return torch.autograd.forward_ad._current_level >= 0
+
+
+def cpu_acc_reads_option(threshold: int) -> Dict[str, int]:
+    r"""Inductor's option (for :func:`torch.compile`'s :obj:`options`,
+    which refuses a name its Inductor lacks) that stores an intermediate of
+    a CPU loop read by more than :obj:`threshold` loads (summed over its
+    inputs) rather than recompute it: ``realize_cpu_acc_reads_threshold``
+    where Inductor has it (torch 2.13, default 12), else
+    ``realize_acc_reads_threshold`` (torch 2.11, every device's, default
+    8)."""
+    from torch._inductor import config
+
+    if hasattr(config, 'realize_cpu_acc_reads_threshold'):
+        return {'realize_cpu_acc_reads_threshold': threshold}
+    return {'realize_acc_reads_threshold': threshold}
 
 
 def mark_dynamic(t: Tensor, dim: int) -> None:

@@ -210,9 +210,10 @@ _COMPILED: Dict[object, object] = {}
 # commit that set these). Rechecked with heads and channels compiled in (8
 # heads of 8 channels, one thread): Inductor's defaults took 1.30x the step
 # at 10^6 edges and 1.01-1.02x at 10^5.
+# (The second option's name depends on torch's version, `_compat`.)
 SEVERAL_HEADS_OPTIONS = {
     'realize_reads_threshold': 16,
-    'realize_cpu_acc_reads_threshold': 32,
+    **_compat.cpu_acc_reads_option(32),
 }
 
 
