@@ -353,7 +353,11 @@ class KernelGATEConv(gate_conv.GATEConv):
                 negative_slope=self.negative_slope,
                 dropout=self.dropout,
                 training=self.training,
-                need_weights=bool(need_weights),
+                # (`is` first: torch 2.11's Dynamo cannot trace `bool()`
+                # of an object with a `__bool__`, a graph break.)
+                need_weights=(
+                    need_weights is _LOOP_WEIGHTS or bool(need_weights)
+                ),
                 loop_weights_only=need_weights is _LOOP_WEIGHTS and appended,
             )
             # The layer's views of its one projection product (nothing
