@@ -397,7 +397,12 @@ class attention_kernel:
         settings = selection.settings
         self._saved.append((selection, settings))
         base = settings if self._inherit else KernelSettings()
-        selection.settings = base._replace(**self._options)
+        # The constructor, not `_replace`: torch 2.11's Dynamo writes the
+        # result of `_replace` (a NamedTuple made by `_make` from a `map`)
+        # back as an empty tuple where a graph break splits the block.
+        selection.settings = KernelSettings(
+            **{**base._asdict(), **self._options}
+        )
         return selection.settings
 
     def __exit__(self, *exc) -> None:
