@@ -2,6 +2,7 @@ r"""One training step in a fresh process (nothing of the caller's memory is
 counted), on CPU under a cap on the address space it may add after its
 imports: what :obj:`deep.py` and :obj:`pair.py --rss` measure."""
 
+import ctypes
 import resource
 import sys
 import time
@@ -48,12 +49,27 @@ def reset_peak_rss() -> Callable[[], int]:
     return lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
+def one_malloc_arena() -> None:
+    r"""Makes glibc's :obj:`malloc` serve every thread from one arena
+    (:obj:`mallopt(M_ARENA_MAX, 1)`; nothing elsewhere). A thread's own
+    arena reserves 64 MiB of address space, little of it memory: torch
+    2.11's CUDA build starts 8 autograd threads (``pt_autograd_*``) at the
+    first backward of a compiled function, which reserved 0.5 GiB of the
+    cap on CPU."""
+    try:
+        ctypes.CDLL(None).mallopt(-8, 1)  # M_ARENA_MAX
+    except (OSError, AttributeError):
+        pass
+
+
 def cap_address_space(cap_gb: float):
     r"""Caps what this process may map beyond what it maps now
     (:obj:`RLIMIT_AS`; the libraries of a CUDA build of torch map about 3
     GiB, a CPU build's about 1 GiB): allocations past it raise
     :class:`MemoryError` or a :class:`RuntimeError` that :func:`is_oom`
-    recognises."""
+    recognises. The threads share one malloc arena
+    (:func:`one_malloc_arena`), so that the cap counts what is allocated."""
+    one_malloc_arena()
     limit = (proc_status_bytes('VmSize') or 0) + int(cap_gb * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
