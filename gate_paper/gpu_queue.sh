@@ -31,8 +31,8 @@ if [ -z "${DATA:-}" ] && [ -d gpu-data/heterophilous ]; then
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # Fail in seconds, not after the workers start, if a package is missing.
-"${PYTHON:-python3}" -c 'import numpy, pandas, scipy, torch, torch_geometric' || {
-    echo "missing packages: the queue needs numpy pandas scipy torch torch_geometric" >&2
+"${PYTHON:-python3}" -c 'import numpy, torch, torch_geometric' || {
+    echo "missing packages: the queue needs numpy torch torch_geometric" >&2
     exit 3
 }
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
