@@ -41,9 +41,10 @@
 # shared/peers/turbo-gnn and ../shared/peers/turbo-gnn that exists
 # (TURBO_SRC overrides); its log and time are results too.
 #
-# DRY=1 runs the same phases on the CPU, the Triton kernels under the
-# interpreter, at tiny sizes (turbo-gnn's build then fails at once: no
-# CUDA, recorded). Test hooks: GATE_FAULT_PHASE="<phase> ..."
+# Without DRY=1 and a CUDA device that torch sees, it stops after env.txt
+# (exit 4). DRY=1 runs the same phases on the CPU, the Triton kernels
+# under the interpreter, at tiny sizes (turbo-gnn's build then fails at
+# once: no CUDA, recorded). Test hooks: GATE_FAULT_PHASE="<phase> ..."
 # makes those phases' processes die of SIGSEGV, GATE_HANG_PHASE=<phase>
 # makes that one hang until its timeout; LIMIT_<phase>=<s> sets a phase's
 # time limit (a dash in the name as an underscore: LIMIT_kernels_floor).
@@ -154,6 +155,14 @@ print("- triton", triton.__version__)
 '
 } >"$OUT/env.txt" 2>&1
 echo "env: $(grep -c . "$OUT/env.txt") lines" | tee "$OUT/summary.txt"
+# Without a GPU that torch sees (a driver older than its CUDA build), every
+# phase would run on the CPU or fail: stop at once, the device time kept.
+if [ "$DRY" != 1 ] &&
+    ! python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
+    echo "no CUDA device: torch.cuda.is_available() is False (env.txt says" \
+        "why); no phase ran" | tee -a "$OUT/summary.txt"
+    exit 4
+fi
 
 DATA=()
 for d in gpu-data "${GATE_DATA_ROOT:-data}"; do

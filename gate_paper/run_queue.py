@@ -225,6 +225,15 @@ def _prepare(args, order, work):
     from gate_paper import data as gp_data
     from gate_paper.real_graphs import main_metric
 
+    device = args.device
+    if device == 'auto':  # (--dry sets cpu)
+        if not torch.cuda.is_available():
+            raise SystemExit(
+                'error: no CUDA device (torch.cuda.is_available() is False '
+                f'with torch {torch.__version__}): the queue runs GPU runs; '
+                '--device cpu runs them on the CPU'
+            )
+        device = 'cuda'
     datasets = sorted({c['dataset'] for _, _, c in order})
     source = args.data_root
     if source is None and args.dry:  # --dry without data: generated graphs
@@ -246,9 +255,6 @@ def _prepare(args, order, work):
     for dataset in datasets:  # process each once, before the workers
         data, _ = gp_data.load_dataset(dataset, root, False, False)
         gp_data.split_masks(data, 0, main_metric(dataset) == 'roc_auc')
-    device = args.device
-    if device == 'auto':
-        device = 'cuda' if torch.cuda.is_available() else 'cpu'
     return {
         'root': root,
         'device': device,
@@ -489,7 +495,11 @@ def parse_args(argv=None):
     )
     go.add_argument('--store', default=STORE)
     go.add_argument('--work', help='the work folder (default: a new one)')
-    go.add_argument('--device', default='auto')
+    go.add_argument(
+        '--device',
+        default='auto',
+        help='auto (the default): CUDA, an error without it (cpu with --dry)',
+    )
     go.add_argument(
         '--commit',
         type=commit_hash,

@@ -11,6 +11,7 @@ import sys
 import tarfile
 
 import pytest
+import torch
 from benchmark_testing import ROOT
 
 SCRIPT = os.path.join(ROOT, 'benchmark', 'gpu_session.sh')
@@ -164,6 +165,22 @@ def test_an_out_that_is_no_folder_is_a_usage_error(tmp_path):
         f"OUT: expected a writable folder, got '{out}'"
     )
     assert proc.stdout == ''  # No phase ran.
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='needs no CUDA device')
+def test_without_a_cuda_device_it_stops_after_the_environment(tmp_path):
+    # Where torch sees no GPU (a driver older than its CUDA build), every
+    # phase ran on the CPU or failed, spending the lent machine's time.
+    env = dict(os.environ, OUT=str(tmp_path), PATH=PATH)
+    env.pop('DRY', None)
+    proc = subprocess.run(
+        ['bash', SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert sorted(summary(tmp_path)) == ['env', 'no CUDA device']
+    assert 'no phase ran' in (tmp_path / 'summary.txt').read_text()
+    assert (tmp_path / 'env.txt').stat().st_size > 0
 
 
 def test_dry_run_of_the_tune_part_runs_on_the_cpu(tmp_path):

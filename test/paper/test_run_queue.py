@@ -786,3 +786,24 @@ def test_the_shell_entry_needs_no_table_packages(tmp_path):
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0, text[-3000:]
     assert read_back(out), text[-3000:]  # Runs finished and were kept.
+
+
+def test_a_call_without_a_cuda_device_stops_before_any_run(
+    tmp_path, monkeypatch
+):
+    # `--device auto` ran the GPU queue on the CPU where torch saw no GPU
+    # (a driver older than the CUDA build, say): CPU runs, recorded as the
+    # call's, for the whole budget.
+    import torch
+
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    argv = ['run', '--out', str(tmp_path / 'out'), '--commit', 'a' * 40,
+            '--store', str(tmp_path / 'store'), '--procs', '1']  # fmt: skip
+    with pytest.raises(SystemExit) as e:
+        run_queue.main(argv)
+    assert str(e.value) == (
+        'error: no CUDA device (torch.cuda.is_available() is False with '
+        f'torch {torch.__version__}): the queue runs GPU runs; --device cpu '
+        'runs them on the CPU'
+    )
+    assert read_back(tmp_path / 'out') == {}  # No run.
