@@ -653,20 +653,30 @@ def test_one_block_entered_in_two_threads_at_once():
     assert current_settings().kernel == 'auto'
 
 
-def test_a_block_inside_a_function_compiled_whole():
-    # Dynamo traces the block (fullgraph: no graph break at its enter or
-    # exit), and the selection holds inside it only.
-    def double(x):
-        with attention_kernel('reference'):
-            return x * 2, current_settings().kernel
+def _double_in_a_block(x):
+    with attention_kernel('reference', inherit=False):
+        return x * 2, current_settings()
 
+
+@attention_kernel('reference', inherit=False)
+def _double_decorated(x):
+    return x * 2, current_settings()
+
+
+@pytest.mark.parametrize('double', [_double_in_a_block, _double_decorated])
+def test_a_selection_inside_a_function_compiled_whole(double):
+    # Dynamo traces the block (fullgraph: no graph break at its enter or
+    # exit; a decorator makes a block per call, since torch.compile enters
+    # only blocks made in the code it traces), and the selection holds
+    # inside it only.
     torch._dynamo.reset()
     try:
         compiled = torch.compile(double, backend='eager', fullgraph=True)
-        y, kernel = compiled(torch.ones(1))
+        y, settings = compiled(torch.ones(1))
     finally:
         torch._dynamo.reset()
-    assert kernel == 'reference' and torch.equal(y, torch.full((1,), 2.0))
+    assert settings == KernelSettings(kernel='reference')
+    assert torch.equal(y, torch.full((1,), 2.0))
     assert current_settings().kernel == 'auto'
 
 
@@ -754,21 +764,3 @@ def test_inherit_false_takes_the_defaults_not_the_enclosing_blocks():
         assert current_settings().triton_warps == 8
     with pytest.raises(ValueError, match="'inherit' to be a bool"):
         attention_kernel(inherit=None)
-
-
-def test_a_decorated_function_compiled_whole():
-    # torch.compile enters only blocks made in the code it traces: the
-    # decorator makes one per call.
-    @attention_kernel('reference', inherit=False)
-    def double(x):
-        return x * 2, current_settings()
-
-    torch._dynamo.reset()
-    try:
-        compiled = torch.compile(double, backend='eager', fullgraph=True)
-        y, settings = compiled(torch.ones(1))
-    finally:
-        torch._dynamo.reset()
-    assert settings == KernelSettings(kernel='reference')
-    assert torch.equal(y, torch.full((1,), 2.0))
-    assert current_settings().kernel == 'auto'
