@@ -104,9 +104,11 @@ def parse_args(argv=None):
     return args
 
 
-def step(conv, x, edge_index, edge_attr, kernel, grad_seed=0, seed=0):
-    r"""One training step under :obj:`kernel`: the output and every
-    gradient, by name."""
+def step(conv, x, edge_index, edge_attr, kernel, grad, seed=0):
+    r"""One training step under :obj:`kernel`, :obj:`grad` the output's
+    gradient (on the output's device: a copy from the CPU in the step
+    would be a host sync of its own, counted as the step's): the output
+    and every gradient, by name."""
     import torch
 
     from torch_geometric_gate import attention_kernel
@@ -119,8 +121,7 @@ def step(conv, x, edge_index, edge_attr, kernel, grad_seed=0, seed=0):
     # the compiled loops would first compile C++ for seconds):
     with attention_kernel(kernel, eager_loops=False):
         out = conv(x, edge_index, edge_attr)
-    gen = torch.Generator().manual_seed(grad_seed)
-    out.backward(torch.randn(out.shape, generator=gen).to(out))
+    out.backward(grad.to(out.dtype))
     got = {'out': out, 'grad x': x.grad, 'grad edge_attr': edge_attr.grad}
     got.update({f'grad {n}': p.grad for n, p in conv.named_parameters()})
     return {k: v.detach().clone() for k, v in got.items()}
@@ -184,6 +185,10 @@ def main(argv=None) -> int:
     ]  # fmt: skip
     gen = torch.Generator().manual_seed(1)
     edge_attr = torch.randn(edge_index.size(1), args.edge_dim, generator=gen)
+    # The output's gradient of every step, moved once:
+    gen = torch.Generator().manual_seed(0)
+    grad = torch.randn(args.nodes, args.heads * args.channels, generator=gen)
+    grad = grad.to(device)
     rows = []
 
     def record(check, dtype, tensor, value, tolerance, ok):
@@ -203,19 +208,19 @@ def main(argv=None) -> int:
         conv = conv.to(device, dtype)
         xs, attrs = x.to(dtype), edge_attr.to(device, dtype)
         try:
-            want = step(conv, xs, edge_index, attrs, 'chunked')
-            got = step(conv, xs, edge_index, attrs, 'triton')
+            want = step(conv, xs, edge_index, attrs, 'chunked', grad)
+            got = step(conv, xs, edge_index, attrs, 'triton', grad)
             # The truth: the chunked kernels in float32 on the same values.
             exact = copy.deepcopy(conv).float()
             truth = step(exact, xs.float(), edge_index, attrs.float(),
-                         'chunked')  # fmt: skip
+                         'chunked', grad)  # fmt: skip
             for k in want:
                 err = relative_error(got[k], truth[k])
                 tol = max(
                     TOLERANCE[name], 2 * relative_error(want[k], truth[k])
                 )
                 record('triton vs float32', name, k, err, tol, err <= tol)
-            again = step(conv, xs, edge_index, attrs, 'triton')
+            again = step(conv, xs, edge_index, attrs, 'triton', grad)
             same = [k for k in got if torch.equal(got[k], again[k])]
             spread = max(relative_error(again[k], got[k]) for k in got)
             record(
@@ -229,8 +234,8 @@ def main(argv=None) -> int:
             # Dropout: the same seed drops the same weights; the kept ones
             # are scaled.
             conv.dropout = args.dropout
-            first = step(conv, xs, edge_index, attrs, 'triton', seed=3)
-            second = step(conv, xs, edge_index, attrs, 'triton', seed=3)
+            first = step(conv, xs, edge_index, attrs, 'triton', grad, seed=3)
+            second = step(conv, xs, edge_index, attrs, 'triton', grad, seed=3)
             err = max(relative_error(first[k], second[k]) for k in first)
             tol = max(TOLERANCE[name], 2 * spread)
             record('dropout: same seed, same step', name, 'all', err, tol,
@@ -281,7 +286,7 @@ def main(argv=None) -> int:
             if device.type == 'cuda':
                 syncs = cuda_syncs(
                     functools.partial(step, conv, xs, edge_index, attrs,
-                                      'triton')
+                                      'triton', grad)
                 )  # fmt: skip
                 record('host syncs of a step', name, 'count', syncs, None,
                        True)  # fmt: skip
