@@ -96,9 +96,10 @@ def of_run(
     device, dtype, compiled: bool, epochs_run: int, kernel: Optional[str]
 ) -> dict:
     r"""What a run knows of itself: ``device`` (a :class:`torch.device`),
-    its name, ``dtype``, the attention kernel its GATE layers ran
-    (``None`` for a model without them), whether the forward ran
-    compiled, the epochs run."""
+    its name (on CUDA also ``max_memory_mib``, the peak allocated since
+    the run began: :func:`reset_peak_memory`), ``dtype``, the attention
+    kernel its GATE layers ran (``None`` for a model without them),
+    whether the forward ran compiled, the epochs run."""
     import torch
 
     device = torch.device(device)
@@ -118,6 +119,19 @@ def of_run(
         'compiled': bool(compiled),
         'epochs_run': int(epochs_run),
     }
+
+
+def reset_peak_memory() -> None:
+    r"""Starts a run's ``max_memory_mib`` (:func:`of_run`): each CUDA
+    device's peak allocated back to what is allocated now, so that a run
+    records its own peak, not that of an earlier run of the same (worker)
+    process. Nothing where this process has not used CUDA."""
+    import sys
+
+    torch = sys.modules.get('torch')
+    if torch is not None and torch.cuda.is_initialized():
+        for index in range(torch.cuda.device_count()):
+            torch.cuda.reset_peak_memory_stats(index)
 
 
 def _cpu_name() -> str:

@@ -179,6 +179,7 @@ def execute(run: Callable, config: dict, folder: str) -> dict:
     torch = sys.modules.get('torch')
     if _THREADS is not None and torch is not None:  # in a worker
         torch.set_num_threads(_THREADS)
+    provenance.reset_peak_memory()  # (a worker runs run after run)
     start = time.perf_counter()
     try:
         result, status, message = dict(run(config)), 'finished', None

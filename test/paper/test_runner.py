@@ -486,3 +486,40 @@ def test_interrupt_on_a_loaded_machine(tmp_path, hog, signum, code):
         time.sleep(0.05)
     assert not any(alive(p) for p in pids)
     assert finished(tmp_path / 'runs') == {('ok', 1)}
+
+
+def test_each_run_records_its_own_cuda_peak(tmp_path, monkeypatch):
+    # A worker runs run after run, and max_memory_mib was CUDA's peak since
+    # the process began: a small run after a large one recorded the large
+    # one's peak. A fake CUDA allocator (no GPU here): run 1 peaks at 300
+    # MiB above what stays allocated, run 2 at 10 MiB.
+    import torch
+
+    from gate_paper import provenance
+
+    mib = 2**20
+    state = {'allocated': 50 * mib, 'peak': 50 * mib}
+
+    def reset(device=None):
+        state['peak'] = state['allocated']
+
+    monkeypatch.setattr(torch.cuda, 'is_initialized', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'device_count', lambda: 1)
+    monkeypatch.setattr(torch.cuda, 'reset_peak_memory_stats', reset)
+    monkeypatch.setattr(torch.cuda, 'max_memory_allocated',
+                        lambda device=None: state['peak'])  # fmt: skip
+    monkeypatch.setattr(torch.cuda, 'get_device_name', lambda d=None: 'GPU')
+
+    def run(config):
+        size = config['n'] * mib
+        state['peak'] = max(state['peak'], state['allocated'] + size)
+        return {
+            'value': config['n'],
+            'provenance': provenance.of_run(
+                'cuda', torch.float32, False, 1, None
+            ),
+        }
+
+    records = run_all(configs(300, 10), run, str(tmp_path), runner_args())
+    peaks = [r['provenance']['max_memory_mib'] for r in records]
+    assert peaks == [350.0, 60.0]
