@@ -132,9 +132,12 @@ def forward_bandwidth(edge_index, num_nodes, heads, hidden, dtype, device,
                       reps) -> dict:  # fmt: skip
     r"""The Triton forward alone on inputs of the layer's shapes (self-loops
     appended, no dropout, no attention weights): its time, the bytes of
-    :func:`forward_bytes` and their rate."""
+    :func:`forward_bytes` and their rate. The edges are a column-sorted
+    :class:`EdgeIndex` whose CSR is built once, before the timed calls (a
+    plain tensor is sorted in every call)."""
     import torch
     from common import time_step
+    from torch_geometric import EdgeIndex
 
     from torch_geometric_gate.ops import attention_kernel, gate_attention
 
@@ -149,6 +152,9 @@ def forward_bandwidth(edge_index, num_nodes, heads, hidden, dtype, device,
     edges = torch.stack(
         [torch.cat([edge_index[0], loops]), torch.cat([edge_index[1], loops])]
     )
+    edges, perm = EdgeIndex(edges, sparse_size=(n, n)).sort_by('col')
+    edges.get_csc()
+    is_loop = is_loop[perm]
     gen = torch.Generator(device=device).manual_seed(0)
     q_src, q_dst, value, a_s, a_t = (
         torch.randn(size, heads, channels, generator=gen, device=device).to(
