@@ -298,13 +298,15 @@ def sync(device: torch.device):
 
 
 def time_call(fn: Callable, device: torch.device) -> float:
-    r"""Milliseconds of one call: CUDA events on CUDA, else the clock."""
+    r"""Milliseconds of one call: CUDA events on CUDA (on the current
+    stream of :obj:`device`, not of the current device), else the clock."""
     if device.type == 'cuda':
+        stream = torch.cuda.current_stream(device)
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
-        start.record()
+        start.record(stream)
         fn()
-        end.record()
+        end.record(stream)
         end.synchronize()
         return start.elapsed_time(end)
     t = time.perf_counter()

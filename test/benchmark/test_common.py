@@ -145,6 +145,36 @@ def test_time_rounds_calls_every_function_in_turn():
     assert {k: len(v) for k, v in times.items()} == dict(a=3, b=3, c=3)
 
 
+def test_cuda_events_time_the_stream_of_the_timed_device(monkeypatch):
+    # The events were recorded on the current device's stream: timing a
+    # step on cuda:1 (cuda:0 current) measured cuda:0's idle stream. Fakes
+    # of CUDA's streams and events (no GPU here):
+    recorded = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+
+        def record(self, stream=None):
+            recorded.append(stream or torch.cuda.current_stream())
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):
+            return 2.5
+
+    def current_stream(device=None):
+        index = 0 if device is None else torch.device(device).index
+        return f'stream of cuda:{index}'
+
+    monkeypatch.setattr(torch.cuda, 'Event', Event)
+    monkeypatch.setattr(torch.cuda, 'current_stream', current_stream)
+    ms = common.time_call(lambda: None, torch.device('cuda', 1))
+    assert ms == 2.5
+    assert recorded == ['stream of cuda:1'] * 2
+
+
 def test_out_of_memory_errors_are_told_apart():
     assert common.is_oom(MemoryError())
     assert common.is_oom(RuntimeError('CUDA out of memory. Tried to ...'))
