@@ -1422,3 +1422,27 @@ def test_loop_weights_only_are_the_last_rows_of_all_weights(
     if dropout == 0:  # (The chunked kernels draw their own mask.)
         for got, want in zip(results[0], results[2]):
             torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize('p_drop', [0.0, 0.5])
+def test_compiled_operator_keeps_the_cpu_seed_to_dropout(p_drop):
+    # An operator with a CPU output is left out of a CUDA graph (Inductor's
+    # graph partitioning, without a skip counted): the seed output was a
+    # CPU tensor even without dropout, so no compiled step's attention was
+    # captured. With dropout it stays on the CPU (a seed drawn in Python,
+    # captured, would be reused at every replay). Fake CUDA tensors here.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        n, e, heads, channels = 5, 7, 2, 4
+        q = torch.empty(n, heads, channels, device='cuda')
+        att = torch.empty(1, heads, channels, device='cuda')
+        index = torch.empty(e, dtype=torch.long, device='cuda')
+        rowptr = torch.empty(n + 1, dtype=torch.long, device='cuda')
+        kind = torch.empty(e, dtype=torch.int8, device='cuda')
+        outputs = torch.ops.torch_geometric_gate.triton_attention(
+            q, q, q, None, None, att, att, index, index, rowptr, kind, n,
+            0.2, p_drop, False, [4096, 2048, 0, 4, 0, 0],
+        )  # fmt: skip
+    devices = [t.device.type for t in outputs]
+    assert devices == ['cuda'] * 3 + ['cpu' if p_drop else 'cuda']

@@ -102,7 +102,10 @@ CSR of incoming edges), with GATE's score:
   ``::triton_attention_backward`` (opaque to the compiler; the CSR is built
   in the traced graph from plain tensors, the dropout seed drawn inside the
   forward operator). Their backward is not differentiable: no double
-  backward under compile.
+  backward under compile. Without dropout they read and return no CPU
+  tensor, so that CUDA graphs (:obj:`mode='reduce-overhead'`) can capture
+  them; with dropout the seed is a CPU tensor, which keeps them out of a
+  graph (a captured seed would be the same at every replay).
 
 A target node without unmasked incoming edges gets :obj:`out = 0` (the
 reference's softmax would give NaN for a node whose edges are all masked).
@@ -460,7 +463,14 @@ def _attention_op(
         alpha = q_src.new_empty(0, value.size(1), dtype=settings.score_dtype)
     if lse._base is not None:  # A part of the forward's buffer: an output
         lse = lse.clone()  # of its own.
-    return alpha, out, lse, torch.tensor([seed], dtype=torch.int64)
+    # The seed: on the CPU with dropout (the backward reads it without a
+    # device sync), else a placeholder on the inputs' device that nothing
+    # reads, since an operator with a CPU output is left out of a CUDA graph
+    # (a seed drawn in Python must be: captured, every replay would reuse
+    # it).
+    if p_drop > 0:
+        return alpha, out, lse, torch.tensor([seed], dtype=torch.int64)
+    return alpha, out, lse, q_src.new_zeros(1, dtype=torch.int64)
 
 
 @_attention_op.register_fake
@@ -476,7 +486,10 @@ def _(
     )
     out = value.new_empty(num_dst, heads, channels, dtype=out_dtype)
     lse = value.new_empty(num_dst, heads, dtype=torch.float32)
-    return alpha, out, lse, torch.empty(1, dtype=torch.int64)
+    seed = (torch.empty if p_drop > 0 else q_src.new_empty)(
+        1, dtype=torch.int64
+    )  # (on the CPU with dropout, as the operator's)
+    return alpha, out, lse, seed
 
 
 @torch.library.custom_op(
@@ -508,7 +521,8 @@ def _attention_backward_op(
     :func:`_backward`'s."""
     settings = _Settings(
         q_src, value, att_neighbor, att_self, kind, num_dst, slope, p_drop,
-        int(seed.item()), False, options=_options(options),
+        int(seed.item()) if p_drop > 0 else 0, False,
+        options=_options(options),
     )  # fmt: skip
     saved = (
         q_src, q_dst, value, edge_attr, weight_edge, att_neighbor, att_self,
