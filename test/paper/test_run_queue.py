@@ -23,7 +23,7 @@ from gate_paper.real_graphs_tables import strong_sep
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
-def test_the_queue_runs_the_priorities_of_issue_49_in_order():
+def test_the_queue_runs_the_priorities_of_issue_49_in_order(tmp_path):
     order = queue_plan.plan()
     tiers = [t for t, _, _ in order]
     assert tiers == sorted(tiers)
@@ -51,7 +51,7 @@ def test_the_queue_runs_the_priorities_of_issue_49_in_order():
     # its --tables-only reads the queue's runs.
     for study, (argv, _) in queue_plan.STUDIES.items():
         args = real_graphs.parse_args(
-            argv + ['--tables-only', '--out-dir', osp.join(ROOT, 'runs', 'x')]
+            argv + ['--tables-only', '--out-dir', str(tmp_path / 'x')]
         )
         ids = {store.run_id(c) for c in real_graphs.configs(args)}
         queued = {store.run_id(c) for _, s, c in order if s == study}
