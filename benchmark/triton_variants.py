@@ -155,14 +155,15 @@ def forward(case, options, need_weights=False):
     return run
 
 
-def layer_forward(case, weights):
-    r"""The layer's forward (no gradient) with the weights :obj:`'none'`,
-    :obj:`'E x H'` (all) or :obj:`'loops'` (the self-loops' alone)."""
+def layer_forward(layer, weights):
+    r"""The forward (no gradient) of :obj:`layer` (:meth:`Case.layer`)
+    with the weights :obj:`'none'`, :obj:`'E x H'` (all) or :obj:`'loops'`
+    (the self-loops' alone)."""
     import torch
 
     from torch_geometric_gate.ops import attention_kernel
 
-    conv, x, ei = case.layer()
+    conv, x, ei = layer
 
     def run():
         with torch.no_grad(), attention_kernel('triton'):
@@ -208,9 +209,12 @@ def variants(case, heads):
     out += [
         ('weights', 'none', forward(case, {})),
         ('weights', 'E x H', forward(case, {}, need_weights=True)),
-        ('layer weights', 'none', layer_forward(case, 'none')),
-        ('layer weights', 'E x H', layer_forward(case, 'E x H')),
-        ('layer weights', 'loops N x H', layer_forward(case, 'loops')),
+    ]
+    layer = case.layer()  # (one for the group)
+    out += [
+        ('layer weights', 'none', layer_forward(layer, 'none')),
+        ('layer weights', 'E x H', layer_forward(layer, 'E x H')),
+        ('layer weights', 'loops N x H', layer_forward(layer, 'loops')),
     ]
     record = dict(triton_backward_record=True)
     out += [

@@ -55,14 +55,15 @@ def test_the_layer_weights_group_times_the_loops_weights_alone():
     x, edge_index = load_graph('random-100', 8, torch.device('cpu'), None)
     n = x.size(0)
     case = variants.Case(edge_index, n, 2, 4, torch.float32, 'cpu')
+    layer = case.layer()
     got = {
-        name: variants.layer_forward(case, name)()
+        name: variants.layer_forward(layer, name)()
         for name in ('none', 'E x H', 'loops')
     }
     out, alpha = got['E x H']
     assert torch.allclose(got['none'], out, atol=1e-6)
     assert torch.allclose(got['loops'][0], out, atol=1e-6)
-    ei = case.layer()[2]
+    ei = layer[2]
     assert alpha.shape == (ei.size(1) + n, 2)  # The loops appended last:
     assert got['loops'][1].shape == (n, 2)
     assert torch.allclose(got['loops'][1], alpha[-n:], atol=1e-6)

@@ -38,7 +38,7 @@ def _setup(heads, dropout=0.0):
     return conv, x, edge_index
 
 
-def _compiled_steps(conv, x, edge_index, steps):
+def _compiled_steps(conv, x, edge_index, steps, monkeypatch):
     r"""The outputs of :obj:`steps` compiled steps (the first a warm-up,
     the second recorded, the others replays) and the calls of the Triton
     kernels' Python launchers in each step."""
@@ -55,12 +55,12 @@ def _compiled_steps(conv, x, edge_index, steps):
 
         return launch
 
+    for name in launchers:
+        monkeypatch.setattr(triton_op, name, counted(name))
     torch._dynamo.reset()
     compiled = torch.compile(conv, mode='reduce-overhead')
     outs = []
     try:
-        for name in launchers:
-            setattr(triton_op, name, counted(name))
         with attention_kernel('triton', triton_min_edges=0):
             for _ in range(steps):
                 calls.append([])
@@ -68,21 +68,19 @@ def _compiled_steps(conv, x, edge_index, steps):
                 conv.zero_grad()
                 outs.append(_step(compiled, x, edge_index))
     finally:
-        for name, launcher in launchers.items():
-            setattr(triton_op, name, launcher)
         torch._dynamo.reset()
     return outs, calls
 
 
 @pytest.mark.parametrize('heads', [1, 4])
-def test_compiled_triton_step_is_captured_by_cuda_graphs(heads):
+def test_compiled_triton_step_is_captured_by_cuda_graphs(heads, monkeypatch):
     from torch._dynamo.utils import counters
 
     conv, x, edge_index = _setup(heads)
     reference = GATEConv(16, 8, heads=heads).to(x.device)
     reference.load_state_dict(conv.state_dict())
     counters.clear()
-    outs, calls = _compiled_steps(conv, x, edge_index, steps=4)
+    outs, calls = _compiled_steps(conv, x, edge_index, 4, monkeypatch)
     with attention_kernel('triton', triton_min_edges=0):
         expected = _step(reference, x, edge_index)
 
@@ -97,11 +95,11 @@ def test_compiled_triton_step_is_captured_by_cuda_graphs(heads):
         assert torch.allclose(p.grad, q.grad, atol=1e-4, rtol=1e-3), name
 
 
-def test_replays_draw_their_own_dropout():
+def test_replays_draw_their_own_dropout(monkeypatch):
     # The kernels' dropout seed is drawn in Python: a replay that reused the
     # recorded seed would drop the same weights at every step.
     conv, x, edge_index = _setup(heads=2, dropout=0.5)
     conv.train()
-    outs, _ = _compiled_steps(conv, x, edge_index, steps=4)
+    outs, _ = _compiled_steps(conv, x, edge_index, 4, monkeypatch)
     assert not torch.equal(outs[2], outs[3])
     assert not torch.equal(outs[1], outs[2])

@@ -486,10 +486,9 @@ def _(
     )
     out = value.new_empty(num_dst, heads, channels, dtype=out_dtype)
     lse = value.new_empty(num_dst, heads, dtype=torch.float32)
-    seed = (torch.empty if p_drop > 0 else q_src.new_empty)(
-        1, dtype=torch.int64
-    )  # (on the CPU with dropout, as the operator's)
-    return alpha, out, lse, seed
+    if p_drop > 0:  # (on the CPU, as the operator's)
+        return alpha, out, lse, torch.empty(1, dtype=torch.int64)
+    return alpha, out, lse, q_src.new_empty(1, dtype=torch.int64)
 
 
 @torch.library.custom_op(
