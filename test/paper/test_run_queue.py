@@ -780,12 +780,14 @@ def test_the_shell_entry_needs_no_table_packages(tmp_path):
     proc = subprocess.run(
         ['bash', osp.join('gate_paper', 'gpu_queue.sh'), '--dry']
         + ['--store', str(tmp_path / 'store'), '--budget', '40']
-        + ['--procs', '1', '--work', str(tmp_path / 'work')],
+        + ['--procs', '2', '--work', str(tmp_path / 'work')],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=200,
     )  # fmt: skip
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0, text[-3000:]
-    assert read_back(out), text[-3000:]  # Runs finished and were kept.
+    # Runs finished and were kept (two processes: the GAT run beside GATE's
+    # first, which compiles for seconds, finishes on a loaded machine too):
+    assert read_back(out), text[-3000:]
 
 
 def test_a_call_without_a_cuda_device_stops_before_any_run(
