@@ -123,7 +123,8 @@ def test_launch_records_specialise_as_the_launcher_does():
     # Triton's launcher marks 16-byte aligned pointers and integers
     # divisible by 16 (`tt.divisibility`) and makes an integer equal to 1 a
     # constant, except for the arguments declared do_not_specialize (the
-    # seed and the sizes: a new value must not compile a new variant).
+    # sizes: a new value must not compile a new variant; the dropout seed
+    # is read from memory).
     if os.environ.get('TRITON_INTERPRET') != '1':
         pytest.skip('records launches under the interpreter')
     import torch
@@ -132,32 +133,33 @@ def test_launch_records_specialise_as_the_launcher_does():
 
     tc = load_benchmark('triton_compile')
     keep = torch.ones(64, 2, dtype=torch.int8)
+    seed = torch.tensor([16])
 
-    def record(buffer, num_edges, seed):
+    def record(buffer, num_edges):
         args = (buffer, num_edges, seed, 0.5, 2, 2, 16)
         return tc.launch_record(
             'gate_keep_kernel', kernels.gate_keep_kernel, args
         )
 
-    aligned = record(keep, 32, 16)
-    assert aligned['attrs'] == {'keep_ptr': 'D'}
+    aligned = record(keep, 32)
+    assert aligned['attrs'] == {'keep_ptr': 'D', 'seed_ptr': 'D'}
     assert aligned['signature']['num_edges'] == 'i32'
-    assert aligned['signature']['seed'] == 'i32'
-    # Sizes and seeds of 1, 17 or 32 give the one variant:
-    for num_edges, seed in ((1, 1), (17, 33), (32, 1)):
-        assert record(keep, num_edges, seed) == aligned
+    assert aligned['signature']['seed_ptr'] == '*i64'
+    # Sizes of 1, 17 or 32 give the one variant:
+    for num_edges in (1, 17, 32):
+        assert record(keep, num_edges) == aligned
     # A pointer off the 16-byte alignment loses the hint:
-    assert record(keep.view(-1)[1:], 32, 16)['attrs'] == {}
+    assert record(keep.view(-1)[1:], 32)['attrs'] == {'seed_ptr': 'D'}
     # The integer arguments of every kernel that vary per call or graph:
     # (a work list's offsets too):
     work = {'list_first', 'node_first', 'list_width'}
     fixed = {
-        'gate_fwd_kernel': {'num_dst', 'seed', *work},
-        'gate_alpha_kernel': {'num_edges', 'seed'},
-        'gate_keep_kernel': {'num_edges', 'seed'},
-        'gate_bwd_dst_kernel': {'num_dst', 'num_segments', 'seed', *work},
+        'gate_fwd_kernel': {'num_dst', *work},
+        'gate_alpha_kernel': {'num_edges'},
+        'gate_keep_kernel': {'num_edges'},
+        'gate_bwd_dst_kernel': {'num_dst', 'num_segments', *work},
         'gate_bwd_combine_kernel': {'num_dst', 'gatt_first', *work},
-        'gate_bwd_src_kernel': {'num_src', 'seed', *work},
+        'gate_bwd_src_kernel': {'num_src', *work},
         'gate_att_grad_kernel': {'rows', 'width'},
     }
     for name, names in fixed.items():

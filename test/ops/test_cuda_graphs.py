@@ -95,11 +95,19 @@ def test_compiled_triton_step_is_captured_by_cuda_graphs(heads, monkeypatch):
         assert torch.allclose(p.grad, q.grad, atol=1e-4, rtol=1e-3), name
 
 
-def test_replays_draw_their_own_dropout(monkeypatch):
-    # The kernels' dropout seed is drawn in Python: a replay that reused the
-    # recorded seed would drop the same weights at every step.
+def test_dropout_is_captured_and_replays_draw_their_own(monkeypatch):
+    # The kernels' dropout seed was drawn on the host (a CPU tensor kept the
+    # attention out of the graph). It is drawn on the device inside the
+    # graph: captured, and each replay draws its own (a replay that reused
+    # the recorded seed would drop the same weights at every step).
+    from torch._dynamo.utils import counters
+
     conv, x, edge_index = _setup(heads=2, dropout=0.5)
     conv.train()
-    outs, _ = _compiled_steps(conv, x, edge_index, 4, monkeypatch)
+    counters.clear()
+    outs, calls = _compiled_steps(conv, x, edge_index, 4, monkeypatch)
+    skips = dict(counters['inductor'])
+    assert skips.get('cudagraph_skips', 0) == 0, skips
+    assert calls[0] and calls[2:] == [[], []], calls
     assert not torch.equal(outs[2], outs[3])
     assert not torch.equal(outs[1], outs[2])

@@ -942,6 +942,45 @@ def test_triton_backward_operator_returns_the_strides_it_declares():
     torch.library.opcheck(backward, bargs)
 
 
+def test_custom_operators_with_dropout_read_no_scalar(monkeypatch):
+    # The operators under torch.compile drew the dropout seed with .item()
+    # and the backward read it back with .item(): on a GPU a host read per
+    # call, and a seed fixed at capture in a CUDA graph. The seed is a [1]
+    # tensor on the inputs' device that the kernels read.
+    graph, inputs = _triton_inputs(None)
+    args = list(_op_args(graph, inputs))
+    args[13] = p = 0.5  # p_drop
+    args = [a.detach() if isinstance(a, Tensor) else a for a in args]
+    items = []
+    item = Tensor.item
+    monkeypatch.setattr(
+        Tensor, 'item', lambda t: items.append(t.shape) or item(t)
+    )
+    op = torch.ops.torch_geometric_gate
+    alpha, out, lse, seed = op.triton_attention(*args)
+    grad_out = torch.randn_like(out)
+    need = [t is not None for t in args[:7]]
+    got = op.triton_attention_backward(
+        None, grad_out, *args[:11], lse, seed, *args[11:14], args[-1], need
+    )
+    monkeypatch.undo()
+    assert items == []
+    assert seed.device == out.device and seed.dtype == torch.int64
+    # Forward and backward drop the same weights: against the dense
+    # computation with the mask the weights show.
+    keep = alpha != 0
+    assert 0 < int((~keep).sum()) < keep.numel()
+    d_alpha, d_out = dense_attention(*graph, inputs, 0.0, keep=keep, p=p)
+    assert_close(alpha, d_alpha, what='alpha')
+    assert_close(out, d_out, what='out')
+    want = grads(
+        (d_alpha, d_out), inputs, torch.zeros_like(d_alpha),
+        grad_out.double(),
+    )  # fmt: skip
+    for (name, w), g in zip(want.items(), got):
+        assert_close(g, w, what=f'grad {name}')
+
+
 def _compiled_layer_steps(dropout):
     r"""The output, the input's gradient and the parameters' gradients of
     a GATEConv step under the Triton kernels, eager and compiled
@@ -1062,20 +1101,22 @@ class _CountOps(torch.utils._python_dispatch.TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+@pytest.mark.parametrize('dropout', [0.0, 0.5])
 @pytest.mark.parametrize('form', ['plain', 'EdgeIndex-col'])
-def test_triton_step_has_no_host_sync_and_sorts_at_most_once(form):
+def test_triton_step_has_no_host_sync_and_sorts_at_most_once(form, dropout):
     # Issue 48.1, the host floor: a training step issues no operation that
     # syncs with the device (.item(), nonzero, repeat_interleave without
-    # output_size); a plain edge_index is sorted once per step (the
-    # forward sorts the targets and the sources in one sort; the backward
-    # reuses both groupings); a column-sorted EdgeIndex never, past the
-    # first step (PyG caches its CSR).
+    # output_size), with dropout too (its seed is drawn on the device and
+    # read there by the kernels); a plain edge_index is sorted once per
+    # step (the forward sorts the targets and the sources in one sort; the
+    # backward reuses both groupings); a column-sorted EdgeIndex never, past
+    # the first step (PyG caches its CSR).
     from torch_geometric import EdgeIndex
 
     from torch_geometric_gate import GATEConv, attention_kernel
 
     torch.manual_seed(0)
-    conv = GATEConv(8, 4, heads=2).to(DEVICE)
+    conv = GATEConv(8, 4, heads=2, dropout=dropout).to(DEVICE)
     x = torch.randn(50, 8, device=DEVICE, requires_grad=True)
     edge_index = torch.randint(0, 50, (2, 300), device=DEVICE)
     if form == 'EdgeIndex-col':
@@ -1425,12 +1466,12 @@ def test_loop_weights_only_are_the_last_rows_of_all_weights(
 
 
 @pytest.mark.parametrize('p_drop', [0.0, 0.5])
-def test_compiled_operator_keeps_the_cpu_seed_to_dropout(p_drop):
+def test_compiled_operator_returns_no_cpu_tensor(p_drop):
     # An operator with a CPU output is left out of a CUDA graph (Inductor's
     # graph partitioning, without a skip counted): the seed output was a
-    # CPU tensor even without dropout, so no compiled step's attention was
-    # captured. With dropout it stays on the CPU (a seed drawn in Python,
-    # captured, would be reused at every replay). Fake CUDA tensors here.
+    # CPU tensor, so no compiled step's attention was captured. It is on
+    # the inputs' device, with dropout too (drawn there, so that each
+    # replay draws its own). Fake CUDA tensors here.
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():
@@ -1445,4 +1486,4 @@ def test_compiled_operator_keeps_the_cpu_seed_to_dropout(p_drop):
             0.2, p_drop, False, [4096, 2048, 0, 4, 0, 0],
         )  # fmt: skip
     devices = [t.device.type for t in outputs]
-    assert devices == ['cuda'] * 3 + ['cpu' if p_drop else 'cuda']
+    assert devices == ['cuda'] * 4

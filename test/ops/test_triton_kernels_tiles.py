@@ -123,7 +123,7 @@ def prepare(graph, inputs, params, seed=0):
     settings = launch._Settings(
         inputs['q_src'], inputs['value'], params.att_neighbor,
         params.att_self, kind, graph.num_dst, params.negative_slope, p_drop,
-        seed, True, graph.num_loops,
+        torch.tensor([seed]), True, graph.num_loops,
     )  # fmt: skip
     settings.reverse, settings.dst = reverse, csr.dst
     return csr, kind, settings

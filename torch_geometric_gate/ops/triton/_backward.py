@@ -24,7 +24,7 @@ def _bwd_dst(
     src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
     lse_ptr, gout_ptr, galpha_ptr,
     dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
-    num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
+    num_dst, num_segments, seed_ptr, p_drop, scale, slope, q_stride,
     g_v, g_h, g_c, d_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
@@ -90,7 +90,7 @@ def _bwd_dst(
                         other=0.0,
                     ).to(tl.float32)
                 if HAS_DROPOUT:
-                    keep = _keep(seed, p, h, p_drop, H)
+                    keep = _keep(seed_ptr, p, h, p_drop, H)
                     d_alpha = tl.where(keep, d_alpha * scale, 0.0)
                 if WRITE_RECORD:
                     rec = p.to(tl.int64)[:, None] * H + h[None, :]
@@ -128,13 +128,13 @@ def _bwd_dst(
     tl.store(base + HC + hc, g_at, mask=hc_mask)
 
 
-@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed', *WORK_LIST])
+@triton.jit(do_not_specialize=['num_dst', 'num_segments', *WORK_LIST])
 def gate_bwd_dst_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, kind_ptr, rowptr_ptr, lists_ptr, nodes_ptr,
     lse_ptr, gout_ptr, galpha_ptr,
     dproj_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
-    num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
+    num_dst, num_segments, seed_ptr, p_drop, scale, slope, q_stride,
     g_v, g_h, g_c,
     list_first, node_first, list_width, dqd_first, d_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
@@ -168,21 +168,21 @@ def gate_bwd_dst_kernel(
         src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
         lse_ptr, gout_ptr, galpha_ptr,
         dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
-        num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
+        num_dst, num_segments, seed_ptr, p_drop, scale, slope, q_stride,
         g_v, g_h, g_c, d_stride,
         H, C, H_PAD, C_PAD, BLOCK_E, SEG, HAS_EDGE, HAS_DROPOUT, HAS_GALPHA,
         lse_ptr, lse_ptr, lse_ptr, False,
     )  # fmt: skip
 
 
-@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed', *WORK_LIST])
+@triton.jit(do_not_specialize=['num_dst', 'num_segments', *WORK_LIST])
 def gate_bwd_dst_rec_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, kind_ptr, rowptr_ptr, lists_ptr, nodes_ptr,
     lse_ptr, gout_ptr, galpha_ptr,
     dproj_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
-    num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
+    num_dst, num_segments, seed_ptr, p_drop, scale, slope, q_stride,
     g_v, g_h, g_c,
     list_first, node_first, list_width, dqd_first, d_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
@@ -205,7 +205,7 @@ def gate_bwd_dst_rec_kernel(
         src_ptr, kind_ptr, rowptr_ptr, segptr_ptr, seg_node_ptr, partptr_ptr,
         lse_ptr, gout_ptr, galpha_ptr,
         dqd_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
-        num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
+        num_dst, num_segments, seed_ptr, p_drop, scale, slope, q_stride,
         g_v, g_h, g_c, d_stride,
         H, C, H_PAD, C_PAD, BLOCK_E, SEG, HAS_EDGE, HAS_DROPOUT, HAS_GALPHA,
         rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr, True,
@@ -292,13 +292,13 @@ def gate_att_grad_kernel(
     tl.store(out_ptr + c, acc, mask=c < width)
 
 
-@triton.jit(do_not_specialize=['num_src', 'seed', *WORK_LIST])
+@triton.jit(do_not_specialize=['num_src', *WORK_LIST])
 def gate_bwd_src_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     dst_ptr, kind_ptr, rev_rowptr_ptr, lists_ptr, nodes_ptr,
     rev_pos_ptr, lse_ptr, gout_ptr,
     galpha_ptr, delta_ptr, dproj_ptr, dep_ptr, part_ptr,
-    num_src, seed, p_drop, scale, slope, q_stride, g_v, g_h, g_c,
+    num_src, seed_ptr, p_drop, scale, slope, q_stride, g_v, g_h, g_c,
     list_first, node_first, list_width, dqs_first, dval_first,
     d_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
@@ -365,7 +365,7 @@ def gate_bwd_src_kernel(
             ).to(tl.float32)
         kept = alpha
         if HAS_DROPOUT:
-            keep = _keep(seed, p, h, p_drop, H)
+            keep = _keep(seed_ptr, p, h, p_drop, H)
             d_alpha = tl.where(keep, d_alpha * scale, 0.0)
             kept = tl.where(keep, alpha * scale, 0.0)
         delta = tl.load(delta_ptr + node2, mask=mh, other=0.0)
@@ -416,13 +416,13 @@ def gate_bwd_src_combine_kernel(
     tl.store(dval_ptr + u * d_stride + hc, dval, mask=hc_mask)
 
 
-@triton.jit(do_not_specialize=['num_src', 'seed', *WORK_LIST])
+@triton.jit(do_not_specialize=['num_src', *WORK_LIST])
 def gate_bwd_src_rec_kernel(
     as_ptr, at_ptr, dst_ptr, kind_ptr, rev_rowptr_ptr, lists_ptr,
     nodes_ptr, rev_pos_ptr, gout_ptr, delta_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
     dproj_ptr, dep_ptr, part_ptr,
-    num_src, seed, p_drop, scale, slope, g_v, g_h, g_c,
+    num_src, seed_ptr, p_drop, scale, slope, g_v, g_h, g_c,
     list_first, node_first, list_width, dqs_first, dval_first,
     d_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
@@ -481,7 +481,7 @@ def gate_bwd_src_rec_kernel(
         dqs += tl.sum(dz, axis=0)
         kept = alpha
         if HAS_DROPOUT:
-            keep = _keep(seed, p, h, p_drop, H)
+            keep = _keep(seed_ptr, p, h, p_drop, H)
             kept = tl.where(keep, alpha * scale, 0.0)
         m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
         go = tl.load(gout_ptr + v[:, None, None] * g_v + g_hc[None, :, :],

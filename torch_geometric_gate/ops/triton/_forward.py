@@ -15,12 +15,12 @@ from ._tiles import (
 )
 
 
-@triton.jit(do_not_specialize=['num_dst', 'seed', *WORK_LIST])
+@triton.jit(do_not_specialize=['num_dst', *WORK_LIST])
 def gate_fwd_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, kind_ptr, rowptr_ptr, lists_ptr, nodes_ptr,
     out_ptr, lse_ptr, part_acc_ptr, part_ml_ptr, num_dst,
-    seed, p_drop, scale, slope, q_stride,
+    seed_ptr, p_drop, scale, slope, q_stride,
     list_first, node_first, list_width,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr, SEG: tl.constexpr,
@@ -69,7 +69,7 @@ def gate_fwd_kernel(
         weight = tl.exp(score - m_safe[None, :])  # 0 where masked
         l_i = l_i * correction + tl.sum(weight, axis=0)
         if HAS_DROPOUT:
-            keep = _keep(seed, p, h, p_drop, H)
+            keep = _keep(seed_ptr, p, h, p_drop, H)
             weight = tl.where(keep, weight, 0.0)
         m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
         val = tl.load(
@@ -145,11 +145,11 @@ def gate_combine_kernel(
     tl.store(lse_ptr + v * H + h, m_safe + tl.log(denom), mask=h_mask)
 
 
-@triton.jit(do_not_specialize=['num_edges', 'seed'])
+@triton.jit(do_not_specialize=['num_edges'])
 def gate_alpha_kernel(
     qs_ptr, qd_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, dst_ptr, kind_ptr, perm_ptr, lse_ptr, alpha_ptr,
-    num_edges, seed, p_drop, scale, slope, q_stride,
+    num_edges, seed_ptr, p_drop, scale, slope, q_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -181,15 +181,15 @@ def gate_alpha_kernel(
     lse = tl.load(lse_ptr + v[:, None] * H + h[None, :], mask=mh, other=0.0)
     alpha = tl.where(valid[:, None], tl.exp(score - lse), 0.0)
     if HAS_DROPOUT:
-        keep = _keep(seed, p, h, p_drop, H)
+        keep = _keep(seed_ptr, p, h, p_drop, H)
         alpha = tl.where(keep, alpha * scale, 0.0)
     e = tl.load(perm_ptr + p, mask=edge_mask, other=0)
     tl.store(alpha_ptr + e[:, None] * H + h[None, :], alpha, mask=mh)
 
 
-@triton.jit(do_not_specialize=['num_edges', 'seed'])
+@triton.jit(do_not_specialize=['num_edges'])
 def gate_keep_kernel(
-    keep_ptr, num_edges, seed, p_drop,
+    keep_ptr, num_edges, seed_ptr, p_drop,
     H: tl.constexpr, H_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
 ):  # fmt: skip
     r"""The dropout mask in CSR order (for the double-backward
@@ -197,16 +197,16 @@ def gate_keep_kernel(
     h = tl.arange(0, H_PAD)
     p = tl.program_id(0).to(tl.int64) * BLOCK_E + tl.arange(0, BLOCK_E)
     edge_mask = p < num_edges
-    keep = _keep(seed, p, h, p_drop, H)
+    keep = _keep(seed_ptr, p, h, p_drop, H)
     mh = edge_mask[:, None] & (h < H)[None, :]
     tl.store(keep_ptr + p[:, None] * H + h[None, :], keep.to(tl.int8), mask=mh)
 
 
-@triton.jit(do_not_specialize=['num_loops', 'seed'])
+@triton.jit(do_not_specialize=['num_loops'])
 def gate_loop_alpha_kernel(
     qs_ptr, qd_ptr, eloop_ptr, as_ptr, at_ptr,
     kind_ptr, rowptr_ptr, lse_ptr, alpha_ptr,
-    num_loops, seed, p_drop, scale, slope, q_stride,
+    num_loops, seed_ptr, p_drop, scale, slope, q_stride,
     H: tl.constexpr, C: tl.constexpr, H_PAD: tl.constexpr,
     C_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_EDGE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -240,6 +240,6 @@ def gate_loop_alpha_kernel(
     lse = tl.load(lse_ptr + v[:, None] * H + h[None, :], mask=mh, other=0.0)
     alpha = tl.where(valid[:, None], tl.exp(score - lse), 0.0)
     if HAS_DROPOUT:
-        keep = _keep(seed, p, h, p_drop, H)
+        keep = _keep(seed_ptr, p, h, p_drop, H)
         alpha = tl.where(keep, alpha * scale, 0.0)
     tl.store(alpha_ptr + v[:, None] * H + h[None, :], alpha, mask=mh)

@@ -12,7 +12,8 @@ position (bit 0: a self-loop, scored with :math:`\mathbf{a}_t`; bit 1: masked).
 Row offsets are computed in int64 (:obj:`E * H * C` may pass :math:`2^{31}`).
 
 The dropout mask of the edge at CSR position :obj:`p` and head :obj:`h` is
-:obj:`tl.rand(seed, p * H + h) >= p_drop`, drawn alike in every kernel.
+:obj:`tl.rand(seed, p * H + h) >= p_drop`, drawn alike in every kernel from
+the seed at :obj:`seed_ptr` (device memory, read only with dropout).
 """
 
 from ._backward import (

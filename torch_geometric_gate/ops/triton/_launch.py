@@ -106,7 +106,11 @@ class _Settings:
         self.warps = options.triton_warps
         self.num_dst, self.num_loops = num_dst, num_loops
         self.slope, self.p_drop = float(slope), float(p_drop)
-        self.seed, self.need_weights = seed, need_weights
+        # The dropout seed [1] on the inputs' device (`_draw_seed`), which the
+        # kernels read from memory; without dropout a tensor in its place
+        # that they never read:
+        self.seed = kind if seed is None else seed
+        self.need_weights = need_weights
         self.scale = 0.0 if self.p_drop >= 1.0 else 1.0 / (1.0 - self.p_drop)
         self.score_dtype, self.out_dtype = _dtypes(
             q_src, value, att_neighbor, att_self
@@ -162,9 +166,12 @@ def _rows(q_src: Tensor, q_dst: Tensor, value: Tensor):
     return q_src, q_dst, value, heads * channels
 
 
-def _draw_seed() -> int:
-    r"""The dropout seed, from PyTorch's CPU generator (no device sync)."""
-    return int(torch.randint(2**31 - 1, (1,)).item())
+def _draw_seed(device: torch.device) -> Tensor:
+    r"""The dropout seed :obj:`[1]` (int64), drawn on :obj:`device` by its
+    generator (so :func:`torch.manual_seed` reproduces it), where the
+    kernels read it: no host sync, and a CUDA graph's replay draws its own
+    (a seed drawn on the host would be captured as a constant)."""
+    return torch.randint(2**31 - 1, (1,), device=device)
 
 
 def _keep_mask(settings: _Settings, num_edges: int, heads: int, device):

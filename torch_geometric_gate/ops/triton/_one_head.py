@@ -14,18 +14,19 @@ from ._tiles import (
     WORK_LIST,
     _edge_block_1h,
     _edge_scores_1h,
+    _keep_1h,
     _segment,
     _store_sums,
     _work_list,
 )
 
 
-@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed', *WORK_LIST])
+@triton.jit(do_not_specialize=['num_dst', 'num_segments', *WORK_LIST])
 def gate_fwd_1h_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, kind_ptr, rowptr_ptr, lists_ptr, nodes_ptr,
     out_ptr, lse_ptr, part_acc_ptr, part_ml_ptr, num_dst, num_segments,
-    seed, p_drop, scale, slope, q_stride,
+    seed_ptr, p_drop, scale, slope, q_stride,
     list_first, node_first, list_width,
     C: tl.constexpr, C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
     SEG: tl.constexpr, NODES: tl.constexpr,
@@ -71,8 +72,8 @@ def gate_fwd_1h_kernel(
                 weight = tl.exp(score - m_safe)  # 0 where masked
                 l_i = l_i * correction + tl.sum(weight, axis=0)
                 if HAS_DROPOUT:
-                    r = tl.rand(seed, p.to(tl.int32))  # p * H + h, H = 1
-                    weight = tl.where(r >= p_drop, weight, 0.0)
+                    keep = _keep_1h(seed_ptr, p, p_drop)
+                    weight = tl.where(keep, weight, 0.0)
                 m2 = edge_mask[:, None] & c_mask[None, :]
                 val = tl.load(val_ptr + u[:, None] * q_stride + c[None, :],
                               mask=m2, other=0.0).to(tl.float32)  # fmt: skip
@@ -91,14 +92,14 @@ def gate_fwd_1h_kernel(
                 tl.store(part_ml_ptr + slot * 2 + 1, l_i)
 
 
-@triton.jit(do_not_specialize=['num_dst', 'num_segments', 'seed', *WORK_LIST])
+@triton.jit(do_not_specialize=['num_dst', 'num_segments', *WORK_LIST])
 def gate_bwd_dst_1h_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     src_ptr, kind_ptr, rowptr_ptr, lists_ptr, nodes_ptr,
     lse_ptr, gout_ptr, galpha_ptr,
     dproj_ptr, delta_ptr, gatt_ptr, part_ptr, part_delta_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
-    num_dst, num_segments, seed, p_drop, scale, slope, q_stride,
+    num_dst, num_segments, seed_ptr, p_drop, scale, slope, q_stride,
     g_v, g_c,
     list_first, node_first, list_width, dqd_first, d_stride,
     C: tl.constexpr, C_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
@@ -162,8 +163,8 @@ def gate_bwd_dst_1h_kernel(
                         galpha_ptr + p, mask=edge_mask, other=0.0
                     ).to(tl.float32)
                 if HAS_DROPOUT:
-                    r = tl.rand(seed, p.to(tl.int32))  # p * H + h, H = 1
-                    d_alpha = tl.where(r >= p_drop, d_alpha * scale, 0.0)
+                    keep = _keep_1h(seed_ptr, p, p_drop)
+                    d_alpha = tl.where(keep, d_alpha * scale, 0.0)
                 if WRITE_RECORD:
                     tl.store(rec_alpha_ptr + p, alpha, mask=edge_mask)
                     tl.store(rec_dalpha_ptr + p, d_alpha, mask=edge_mask)
@@ -200,14 +201,14 @@ def gate_bwd_dst_1h_kernel(
     tl.store(base + C, g_at, mask=c_mask)
 
 
-@triton.jit(do_not_specialize=['num_src', 'num_segments', 'seed', *WORK_LIST])
+@triton.jit(do_not_specialize=['num_src', 'num_segments', *WORK_LIST])
 def gate_bwd_src_1h_kernel(
     qs_ptr, qd_ptr, val_ptr, ep_ptr, as_ptr, at_ptr,
     dst_ptr, kind_ptr, rev_rowptr_ptr, lists_ptr, nodes_ptr,
     rev_pos_ptr, lse_ptr, gout_ptr,
     galpha_ptr, delta_ptr, dproj_ptr, dep_ptr, part_ptr,
     rec_alpha_ptr, rec_dalpha_ptr, rec_bits_ptr,
-    num_src, num_segments, seed, p_drop, scale, slope, q_stride,
+    num_src, num_segments, seed_ptr, p_drop, scale, slope, q_stride,
     g_v, g_c,
     list_first, node_first, list_width, dqs_first, dval_first,
     d_stride,
@@ -290,7 +291,7 @@ def gate_bwd_src_1h_kernel(
                     positive = z > 0
                 kept = alpha
                 if HAS_DROPOUT:
-                    keep = tl.rand(seed, p.to(tl.int32)) >= p_drop
+                    keep = _keep_1h(seed_ptr, p, p_drop)
                     if not READ_RECORD:  # (the record's is after dropout)
                         d_alpha = tl.where(keep, d_alpha * scale, 0.0)
                     kept = tl.where(keep, alpha * scale, 0.0)

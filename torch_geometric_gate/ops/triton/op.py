@@ -51,9 +51,10 @@ CSR of incoming edges), with GATE's score:
   is one :obj:`[E, H * C]` GEMM in PyTorch, computed in CSR order, read by
   the kernels, freed after the forward and recomputed in backward; its
   gradient, written per edge by pass 2, goes back through two GEMMs.
-* **Dropout** on the attention weights: a Philox seed drawn from PyTorch's
-  (CPU) generator per call, so :func:`torch.manual_seed` reproduces it;
-  the mask of edge :obj:`p` (CSR position), head :obj:`h` is
+* **Dropout** on the attention weights: a Philox seed drawn per call by
+  the generator of the inputs' device (a :obj:`[1]` tensor there, which the
+  kernels read; :func:`torch.manual_seed` reproduces it), the mask of edge
+  :obj:`p` (CSR position), head :obj:`h` is
   :obj:`tl.rand(seed, p * H + h) >= p`, the same in forward and backward.
   The kept weights are scaled by :math:`1 / (1 - p)` as
   :func:`torch.nn.functional.dropout` does.
@@ -102,10 +103,10 @@ CSR of incoming edges), with GATE's score:
   ``::triton_attention_backward`` (opaque to the compiler; the CSR is built
   in the traced graph from plain tensors, the dropout seed drawn inside the
   forward operator). Their backward is not differentiable: no double
-  backward under compile. Without dropout they read and return no CPU
-  tensor, so that CUDA graphs (:obj:`mode='reduce-overhead'`) can capture
-  them; with dropout the seed is a CPU tensor, which keeps them out of a
-  graph (a captured seed would be the same at every replay).
+  backward under compile. They read and return no CPU tensor and never
+  wait for the device, so that CUDA graphs (:obj:`mode='reduce-overhead'`)
+  capture them, with dropout too: the seed is drawn on the device, and
+  each replay draws its own.
 
 A target node without unmasked incoming edges gets :obj:`out = 0` (the
 reference's softmax would give NaN for a node whose edges are all masked).
@@ -356,7 +357,7 @@ def triton_attention(
     launch = _Settings(
         q_src, value, params.att_neighbor, params.att_self, kind,
         graph.num_dst, params.negative_slope, p_drop,
-        _draw_seed() if p_drop > 0 else 0,
+        _draw_seed(q_src.device) if p_drop > 0 else None,
         params.need_weights and not loops_only, graph.num_loops, settings,
     )  # fmt: skip
     launch.loop_weights = loops_only
@@ -450,7 +451,7 @@ def _attention_op(
 ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     r"""The weights (empty unless :obj:`need_weights`), the output, the
     log-sum-exp and the dropout seed :obj:`[1]` (drawn here)."""
-    seed = _draw_seed() if p_drop > 0 else 0
+    seed = _draw_seed(q_src.device) if p_drop > 0 else None
     settings = _Settings(
         q_src, value, att_neighbor, att_self, kind, num_dst, slope, p_drop,
         seed, need_weights, options=_options(options),
@@ -463,14 +464,12 @@ def _attention_op(
         alpha = q_src.new_empty(0, value.size(1), dtype=settings.score_dtype)
     if lse._base is not None:  # A part of the forward's buffer: an output
         lse = lse.clone()  # of its own.
-    # The seed: on the CPU with dropout (the backward reads it without a
-    # device sync), else a placeholder on the inputs' device that nothing
-    # reads, since an operator with a CPU output is left out of a CUDA graph
-    # (a seed drawn in Python must be: captured, every replay would reuse
-    # it).
-    if p_drop > 0:
-        return alpha, out, lse, torch.tensor([seed], dtype=torch.int64)
-    return alpha, out, lse, q_src.new_zeros(1, dtype=torch.int64)
+    # The seed, on the inputs' device (without dropout a placeholder that
+    # nothing reads): an operator with a CPU output would be left out of a
+    # CUDA graph.
+    if seed is None:
+        seed = q_src.new_zeros(1, dtype=torch.int64)
+    return alpha, out, lse, seed
 
 
 @_attention_op.register_fake
@@ -486,8 +485,6 @@ def _(
     )
     out = value.new_empty(num_dst, heads, channels, dtype=out_dtype)
     lse = value.new_empty(num_dst, heads, dtype=torch.float32)
-    if p_drop > 0:  # (on the CPU, as the operator's)
-        return alpha, out, lse, torch.empty(1, dtype=torch.int64)
     return alpha, out, lse, q_src.new_empty(1, dtype=torch.int64)
 
 
@@ -520,7 +517,7 @@ def _attention_backward_op(
     :func:`_backward`'s."""
     settings = _Settings(
         q_src, value, att_neighbor, att_self, kind, num_dst, slope, p_drop,
-        int(seed.item()) if p_drop > 0 else 0, False,
+        seed if p_drop > 0 else None, False,
         options=_options(options),
     )  # fmt: skip
     saved = (
