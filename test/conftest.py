@@ -1,8 +1,28 @@
+import hashlib
 import os
+import pathlib
 import sys
+import tempfile
 
 # The test modules share small helpers (`conv_testing`) from this folder:
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+def _inductor_cache_dir() -> str:
+    # PyTorch's compile caches are keyed on the traced graph, which names a
+    # custom operator but not its schema or fake implementation
+    # (pytorch/pytorch#160472): a compiled graph cached by another version
+    # of this package's operators (another checkout, an earlier commit)
+    # loads for these and fails. One cache per content of `ops/`:
+    ops = pathlib.Path(__file__).parents[1] / 'torch_geometric_gate' / 'ops'
+    digest = hashlib.sha256()
+    for path in sorted(ops.rglob('*.py')):
+        digest.update(path.read_bytes())
+    name = f'torchinductor_gate_{digest.hexdigest()[:12]}'
+    return os.path.join(tempfile.gettempdir(), name)
+
+
+os.environ.setdefault('TORCHINDUCTOR_CACHE_DIR', _inductor_cache_dir())
 
 # Without a GPU the Triton kernels run under Triton's interpreter, which
 # must be chosen before anything (torch.compile too) imports Triton:

@@ -354,7 +354,7 @@ def test_chunked_dropout_seeded_and_the_same_mask_in_backward(compiled):
     want = layer_dense(x, weights, att, edge_index, 0.0, noise)
     for a, b in zip((alpha, out), want):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=0)
-    # The backward drew the forward's mask again:
+    # The backward applied the forward's mask:
     for a, b in zip(grads, layer_grads(want, x, weights, att)):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
 
@@ -444,12 +444,12 @@ def test_chunked_custom_ops_pass_opcheck(edge_dim, slope, derived):
     inputs = make_inputs(graph, 2, 3, edge_dim)
     op = torch.ops.torch_geometric_gate.chunked_attention
     torch.library.opcheck(op, op_args(graph, inputs, slope))
-    alpha, out, softmax, edges, seed = op(*op_args(graph, inputs, slope))
-    assert edges.dtype == torch.int32 and softmax.numel() == seed.numel() == 0
+    alpha, out, softmax, edges = op(*op_args(graph, inputs, slope))
+    assert edges.dtype == torch.int32 and softmax.numel() == 0
     backward = torch.ops.torch_geometric_gate.chunked_attention_backward
     args = (
         torch.randn_like(alpha), torch.randn_like(out), None,
-        *op_args(graph, inputs)[:7], graph.loop, alpha, softmax, edges, seed,
+        *op_args(graph, inputs)[:7], graph.loop, alpha, softmax, edges,
         graph.num_dst, slope, 0.0, 0, 2**27, [True] * 7,
     )  # fmt: skip
     # Detached: its own backward is not registered (see the module).
@@ -459,6 +459,61 @@ def test_chunked_custom_ops_pass_opcheck(edge_dim, slope, derived):
     assert [g.shape for g in grads] == [
         t.shape for t in op_args(graph, inputs)[:7] if t is not None
     ]
+
+
+@pytest.mark.parametrize('dropout', [0.0, 0.5])
+def test_chunked_operator_returns_no_cpu_tensor(dropout):
+    # The operator returned a dropout seed as a CPU tensor (empty without
+    # dropout): an operator with a CPU output is left out of a CUDA graph
+    # (torch.compile(mode='reduce-overhead')). The backward reads the mask
+    # back from the weights. Fake CUDA tensors here.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    graph = make_graph()
+    args = op_args(graph, make_inputs(graph, 2, 3, 2), dropout=dropout)
+    with FakeTensorMode():
+        args = [
+            torch.empty(a.shape, dtype=a.dtype, device='cuda')
+            if isinstance(a, Tensor)
+            else a
+            for a in args
+        ]
+        outputs = torch.ops.torch_geometric_gate.chunked_attention(*args)
+    assert [t.device.type for t in outputs] == ['cuda'] * len(outputs)
+
+
+class _ScalarReads(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.reads = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.reads += func.overloadpacket.__name__ == '_local_scalar_dense'
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize('eager_loops', [False, True])
+def test_chunked_dropout_adds_no_scalar_read(eager_loops):
+    # The dropout mask was drawn from a seed read with .item() by a
+    # generator built per call, in forward and again in backward: a host
+    # read of every call, and a fixed mask in a CUDA graph. Forward draws it
+    # with the device's generator; backward reads it back from the weights.
+    # (The CPU kernels read whether scores are finite: the same reads
+    # without dropout.)
+    reads = []
+    for dropout in (0.0, 0.5):
+        torch.manual_seed(0)
+        conv = GATEConv(8, 4, heads=2, dropout=dropout)
+        x = torch.randn(30, 8, requires_grad=True)
+        edge_index = torch.randint(0, 30, (2, 120))
+        with attention_kernel('chunked', eager_loops=eager_loops):
+            conv(x, edge_index).sum().backward()  # (The loops compiled.)
+            with _ScalarReads() as mode:
+                conv(x, edge_index).sum().backward()
+            _, (_, alpha) = conv(x, edge_index, return_attention_weights=True)
+        reads.append(mode.reads)
+    assert (alpha == 0).any()  # Dropout did act.
+    assert reads[1] == reads[0]
 
 
 @pytest.mark.parametrize('loops_max_elements', [0, 2**27])
@@ -476,7 +531,7 @@ def test_chunked_backward_operator_returns_the_strides_it_declares(
         inputs[name] = t.detach().permute(dims).contiguous().permute(dims)
         assert not inputs[name].is_contiguous(), name
     op = torch.ops.torch_geometric_gate.chunked_attention
-    alpha, out, softmax, edges, seed = op(*op_args(graph, inputs))
+    alpha, out, softmax, edges = op(*op_args(graph, inputs))
     backward = torch.ops.torch_geometric_gate.chunked_attention_backward
     for grad_out, need in (
         (torch.randn_like(out), [True] * 7),
@@ -485,7 +540,7 @@ def test_chunked_backward_operator_returns_the_strides_it_declares(
         args = (
             torch.randn_like(alpha), grad_out, None,
             *op_args(graph, inputs)[:7], graph.loop, alpha, softmax, edges,
-            seed, graph.num_dst, 0.0, 0.0, 0, loops_max_elements, need,
+            graph.num_dst, 0.0, 0.0, 0, loops_max_elements, need,
         )  # fmt: skip
         torch.library.opcheck(backward, args)
 
@@ -801,14 +856,14 @@ def saved(fn):
 def lean_bytes(x, weights, att, edge_index, training_dropout):
     # What backward needs: the inputs and the three projections, the edges
     # as int32 (the loop flags are derived from them again), the attention
-    # weights (and, with dropout, the softmax before it and an int64 seed):
+    # weights (and, with dropout, the softmax before it):
     n, (heads, channels) = x.size(0), att[0].shape[1:]
     num_edges = edge_index.size(1) + n
     nodes = x.numel() + 3 * n * heads * channels + 2 * heads * channels
     nodes = nodes * x.element_size() + 3 * weights[0].numel() * 8
     edges = num_edges * (4 * 2 + heads * x.element_size())
     if training_dropout:
-        edges += num_edges * heads * x.element_size() + 8
+        edges += num_edges * heads * x.element_size()
     return nodes + edges
 
 

@@ -21,20 +21,8 @@ TESTED_TORCH_VERSIONS = ('2.11', '2.13')
 #: working C++ compiler).
 CompilerFailed = BackendCompilerFailed
 
-# The dispatch keys of vmap's mode: `torch.autograd.grad(...,
-# is_grads_batched=True)` and `jacobian(..., vectorize=True)` enter the
-# first, `torch.func.vmap` the second.
-_VMAP_MODES = torch._C.DispatchKeySet(
-    torch._C._parse_dispatch_key('VmapMode')
-).add(torch._C.DispatchKey.FuncTorchVmapMode)
 # The key of tensors batched by `is_grads_batched=True`:
 _BATCHED = torch._C._parse_dispatch_key('Batched')
-
-
-def outside_vmap() -> ContextManager:
-    r"""A context in which operations run on plain tensors, outside vmap's
-    mode (a random operation is refused inside it)."""
-    return torch._C._ExcludeDispatchKeyGuard(_VMAP_MODES)
 
 
 def below_autograd() -> ContextManager:

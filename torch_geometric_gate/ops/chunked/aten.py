@@ -10,7 +10,6 @@ from typing import List, Optional
 import torch
 from torch import Tensor
 
-from torch_geometric_gate.ops._compat import outside_vmap
 from torch_geometric_gate.ops.chunked.schema import (
     BackwardInputs,
     BackwardReturns,
@@ -32,29 +31,33 @@ def index_dtype(num_src: int, num_dst: int) -> torch.dtype:
     return torch.int32 if max(num_src, num_dst) < 2**31 else torch.int64
 
 
-def dropout_noise(
-    seed: Tensor, shape: List[int], p: float, like: Tensor
-) -> Tensor:
-    r"""The dropout multiplier drawn from :obj:`seed`: :obj:`0` with
-    probability :obj:`p`, else :obj:`1 / (1 - p)`, as
-    :func:`torch.nn.functional.dropout` scales."""
-    gen = torch.Generator(device=like.device).manual_seed(int(seed.item()))
-    # In backward under vmap (batched gradients) random operations are
-    # refused; this one draws the same mask for the whole batch (the
-    # forward's), on plain tensors, so it runs outside vmap's mode:
-    with outside_vmap():
-        noise = like.new_empty(shape).bernoulli_(1.0 - p, generator=gen)
+def dropout_noise(shape: List[int], p: float, like: Tensor) -> Tensor:
+    r"""The dropout multiplier :obj:`[E, H]` of :obj:`like`'s dtype and
+    device: :obj:`0` with probability :obj:`p`, else :obj:`1 / (1 - p)`, as
+    :func:`torch.nn.functional.dropout` scales, drawn by the device's
+    generator (:func:`torch.manual_seed` reproduces it; on a GPU a CUDA
+    graph's replay draws its own)."""
+    noise = like.new_empty(shape).bernoulli_(1.0 - p)
     return noise.mul_(1.0 / (1.0 - p) if p < 1.0 else 0.0)
+
+
+def kept_noise(alpha: Tensor, p: float) -> Tensor:
+    r"""The multiplier that dropout applied, read back from the weights
+    after dropout :obj:`alpha`: :obj:`1 / (1 - p)` where they are not zero,
+    else :obj:`0`. It differs from the drawn one only where the softmax is
+    zero too, where the softmax's backward multiplies every gradient by
+    that zero (a weight kept is the softmax times :obj:`1 / (1 - p) >= 1`:
+    zero only where the softmax is)."""
+    return (alpha != 0).to(alpha.dtype) * (1.0 / (1.0 - p) if p < 1.0 else 0.0)
 
 
 def forward(i: Inputs) -> ForwardReturns:
     r"""Returns the attention weights :obj:`[E, H]` (after dropout), the
     aggregated values :obj:`[N_dst, H, C]`, and what backward needs: the
-    softmax before dropout (:obj:`[E, H]`, empty without dropout), the edge
-    index :obj:`[2, E]` (:obj:`int32` where the node count allows) and the
-    dropout seed (:obj:`[1]`, empty without dropout). The flags are those
-    of :func:`edge_flags`; the ATen operations in chunks of
-    :obj:`i.chunk` edge elements."""
+    softmax before dropout (:obj:`[E, H]`, empty without dropout) and the
+    edge index :obj:`[2, E]` (:obj:`int32` where the node count allows).
+    The flags are those of :func:`edge_flags`; the ATen operations in
+    chunks of :obj:`i.chunk` edge elements."""
     att = torch.cat([i.att_neighbor, i.att_self], dim=0)  # [2, H, C]
     src, dst = i.src.long(), i.dst.long()
     loop, masked = edge_flags(
@@ -83,32 +86,22 @@ def forward(i: Inputs) -> ForwardReturns:
     total = e.new_zeros(num_dst, heads).index_add_(0, dst, alpha).add_(1e-16)
     alpha.div_(total.index_select(0, dst))
     softmax = alpha.new_empty(0, heads)
-    seed = draw_seed(dropout)
     if dropout > 0.0:
         softmax = alpha
-        # Drawn in the weights' dtype, as backward draws it again:
+        # Drawn in the weights' dtype, as the compiled loops draw it:
         like = alpha.new_empty(0, dtype=dtype)
-        alpha = alpha * dropout_noise(seed, list(alpha.shape), dropout, like)
+        alpha = alpha * dropout_noise(list(alpha.shape), dropout, like)
     out_dtype = torch.promote_types(i.value.dtype, dtype)
     out = _aggregate(i.value, alpha, src, dst, num_dst, chunk)
     out = out.to(out_dtype)
     edges = torch.stack([src, dst]).to(index_dtype(i.q_src.size(0), num_dst))
-    return alpha.to(dtype), out, softmax.to(dtype), edges, seed
+    return alpha.to(dtype), out, softmax.to(dtype), edges
 
 
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     r"""The dtype that sums of :obj:`dtype` values accumulate in: float32
     for half precision, else :obj:`dtype`."""
     return torch.promote_types(dtype, torch.float32)
-
-
-def draw_seed(dropout: float) -> Tensor:
-    r"""The dropout seed :obj:`[1]` (empty without dropout), drawn from
-    PyTorch's CPU generator so that :func:`torch.manual_seed` reproduces
-    the mask, which backward draws again from it (it is never saved)."""
-    if dropout > 0.0:
-        return torch.randint(2**62, (1,), dtype=torch.int64)
-    return torch.empty(0, dtype=torch.int64)
 
 
 def needed_grads(grads: List[Optional[Tensor]], need: List[bool]):
@@ -159,7 +152,7 @@ def backward(i: BackwardInputs) -> BackwardReturns:
     if g is None:
         g = torch.zeros_like(alpha)
     if dropout > 0.0:
-        g = g * dropout_noise(i.seed, list(alpha.shape), dropout, alpha)
+        g = g * kept_noise(alpha, dropout)
         alpha = i.softmax
     if i.grad_softmax is not None and i.grad_softmax.numel() > 0:
         g = g + i.grad_softmax

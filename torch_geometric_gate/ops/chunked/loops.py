@@ -32,9 +32,9 @@ from torch import Tensor
 from torch_geometric_gate.ops import _compat
 from torch_geometric_gate.ops.chunked import aten
 from torch_geometric_gate.ops.chunked.aten import (
-    draw_seed,
     dropout_noise,
     index_dtype,
+    kept_noise,
     needed_grads,
 )
 from torch_geometric_gate.ops.chunked.schema import BackwardInputs, Inputs
@@ -317,11 +317,11 @@ def cpu_attention(i: Inputs):
         return aten.forward(i)
     src, dst = i.src.long(), i.dst.long()
     dtype = torch.promote_types(i.q_src.dtype, i.att_self.dtype)
-    seed, noise = draw_seed(i.dropout), None
+    noise = None
     if i.dropout > 0.0:
         shape = [src.numel(), i.att_self.size(1)]
         like = i.q_src.new_empty(0, dtype=dtype)
-        noise = dropout_noise(seed, shape, i.dropout, like)
+        noise = dropout_noise(shape, i.dropout, like)
     # A tensor: an int would be compiled in.
     before = None
     if i.loops_masked_before > 0:
@@ -334,7 +334,7 @@ def cpu_attention(i: Inputs):
     if noise is None:
         softmax = alpha.new_empty(0, i.att_self.size(1))
     edges = torch.stack([src, dst]).to(index_dtype(i.q_src.size(0), i.num_dst))
-    return alpha, out, softmax, edges, seed
+    return alpha, out, softmax, edges
 
 
 def cpu_attention_backward(i: BackwardInputs):
@@ -345,7 +345,7 @@ def cpu_attention_backward(i: BackwardInputs):
     src, dst = i.edges[0].long(), i.edges[1].long()
     alpha, softmax, noise = i.alpha, i.softmax, None
     if i.dropout > 0.0:
-        noise = dropout_noise(i.seed, list(alpha.shape), i.dropout, alpha)
+        noise = kept_noise(alpha, i.dropout)
     else:
         softmax = alpha
     # Dense gradients (one compiled setting whatever autograd passes):

@@ -8,8 +8,8 @@ below save only node tensors, the edge index (as :obj:`int32` where the
 node count allows), the :obj:`[E]` self-loop flags (none under the
 layer's :obj:`add_self_loops`: they are derived from the edges again, see
 :func:`~torch_geometric_gate.ops.types.edge_flags`), the :obj:`[E, H]`
-attention weights and, with dropout, the softmax before dropout and a seed
-(the dropout mask is drawn again from it in backward), and recompute every
+attention weights and, with dropout, the softmax before dropout (backward
+reads the dropout mask back from the weights), and recompute every
 :obj:`[E, H, C]` tensor in backward, chunk by chunk over the edges, so that
 none is ever held whole. The softmax and the messages are summed in float32
 (or wider) whatever the dtype of the projections.
@@ -92,8 +92,7 @@ def _(*args):
     softmax = alpha.new_empty(num_edges if drop else 0, heads)
     index_dtype = aten.index_dtype(i.q_src.size(0), i.num_dst)
     edges = i.src.new_empty(2, num_edges, dtype=index_dtype)
-    seed = torch.empty(1 if drop else 0, dtype=torch.int64)
-    return Outputs(alpha, out, softmax, edges, seed)
+    return Outputs(alpha, out, softmax, edges)
 
 
 @_attention_backward_op.register_fake
@@ -111,7 +110,7 @@ def _(*args):
 
 def _setup_context(ctx, inputs, output):
     i, o = Inputs(*inputs), Outputs(*output)
-    ctx.mark_non_differentiable(o.edges, o.seed)
+    ctx.mark_non_differentiable(o.edges)
     ctx.set_materialize_grads(False)
     saved = {**i._asdict(), **o._asdict()}
     ctx.save_for_backward(*(saved[name] for name in SAVED))

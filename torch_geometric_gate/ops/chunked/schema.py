@@ -46,7 +46,6 @@ class Outputs(NamedTuple):
     out: Tensor  # [N_dst, H, C]
     softmax: Tensor  # [E, H] before dropout, empty without dropout
     edges: Tensor  # [2, E] int32 where the node count allows
-    seed: Tensor  # [1], empty without dropout
 
 
 class BackwardInputs(NamedTuple):
@@ -68,7 +67,6 @@ class BackwardInputs(NamedTuple):
     alpha: Tensor
     softmax: Tensor
     edges: Tensor
-    seed: Tensor
     num_dst: int
     negative_slope: float
     dropout: float
@@ -80,7 +78,7 @@ class BackwardInputs(NamedTuple):
 #: What the forward saves for backward (fields of both tuples).
 SAVED = (
     'q_src', 'q_dst', 'value', 'edge_attr', 'weight_edge', 'att_neighbor',
-    'att_self', 'loop', 'alpha', 'softmax', 'edges', 'seed',
+    'att_self', 'loop', 'alpha', 'softmax', 'edges',
 )  # fmt: skip
 #: The forward's settings that backward takes (fields of both tuples).
 SETTINGS = ('num_dst', 'negative_slope', 'dropout', 'chunk',
@@ -123,5 +121,5 @@ def named(inputs: Type[NamedTuple], fn: Callable) -> Callable:
     return kernel
 
 
-ForwardReturns = Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
+ForwardReturns = Tuple[Tensor, Tensor, Tensor, Tensor]
 BackwardReturns = List[Tensor]
