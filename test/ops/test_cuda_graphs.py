@@ -38,30 +38,45 @@ def _setup(heads, dropout=0.0):
     return conv, x, edge_index
 
 
-def _compiled_steps(conv, x, edge_index, steps, monkeypatch):
-    r"""The outputs of :obj:`steps` compiled steps (the first a warm-up,
-    the second recorded, the others replays) and the calls of the Triton
-    kernels' Python launchers in each step."""
-    from torch_geometric_gate.ops.triton import op as triton_op
+#: Per kernel, the module and the Python functions that its operators call
+#: at every eager run (a replay of a captured step calls none).
+_CALLED = {
+    'triton': (
+        'torch_geometric_gate.ops.triton.op',
+        ('_forward', '_backward'),
+    ),
+    'chunked': (
+        'torch_geometric_gate.ops.chunked.aten',
+        ('_scores', '_score_backward'),
+    ),
+}
 
+
+def _compiled_steps(conv, x, edge_index, steps, monkeypatch, kernel):
+    r"""The outputs of :obj:`steps` compiled steps (the first a warm-up,
+    the second recorded, the others replays) and the calls of the
+    :obj:`kernel`'s Python functions (:data:`_CALLED`) in each step."""
+    import importlib
+
+    module_name, names = _CALLED[kernel]
+    module = importlib.import_module(module_name)
     calls = []
-    launchers = {name: getattr(triton_op, name)
-                 for name in ('_forward', '_backward')}  # fmt: skip
+    functions = {name: getattr(module, name) for name in names}
 
     def counted(name):
-        def launch(*args, **kwargs):
+        def call(*args, **kwargs):
             calls[-1].append(name)
-            return launchers[name](*args, **kwargs)
+            return functions[name](*args, **kwargs)
 
-        return launch
+        return call
 
-    for name in launchers:
-        monkeypatch.setattr(triton_op, name, counted(name))
+    for name in functions:
+        monkeypatch.setattr(module, name, counted(name))
     torch._dynamo.reset()
     compiled = torch.compile(conv, mode='reduce-overhead')
     outs = []
     try:
-        with attention_kernel('triton', triton_min_edges=0):
+        with attention_kernel(kernel, triton_min_edges=0):
             for _ in range(steps):
                 calls.append([])
                 torch.compiler.cudagraph_mark_step_begin()
@@ -72,16 +87,17 @@ def _compiled_steps(conv, x, edge_index, steps, monkeypatch):
     return outs, calls
 
 
+@pytest.mark.parametrize('kernel', ['triton', 'chunked'])
 @pytest.mark.parametrize('heads', [1, 4])
-def test_compiled_triton_step_is_captured_by_cuda_graphs(heads, monkeypatch):
+def test_compiled_step_is_captured_by_cuda_graphs(heads, kernel, monkeypatch):
     from torch._dynamo.utils import counters
 
     conv, x, edge_index = _setup(heads)
     reference = GATEConv(16, 8, heads=heads).to(x.device)
     reference.load_state_dict(conv.state_dict())
     counters.clear()
-    outs, calls = _compiled_steps(conv, x, edge_index, 4, monkeypatch)
-    with attention_kernel('triton', triton_min_edges=0):
+    outs, calls = _compiled_steps(conv, x, edge_index, 4, monkeypatch, kernel)
+    with attention_kernel(kernel, triton_min_edges=0):
         expected = _step(reference, x, edge_index)
 
     skips = dict(counters['inductor'])
@@ -95,7 +111,8 @@ def test_compiled_triton_step_is_captured_by_cuda_graphs(heads, monkeypatch):
         assert torch.allclose(p.grad, q.grad, atol=1e-4, rtol=1e-3), name
 
 
-def test_dropout_is_captured_and_replays_draw_their_own(monkeypatch):
+@pytest.mark.parametrize('kernel', ['triton', 'chunked'])
+def test_dropout_is_captured_and_replays_draw_their_own(kernel, monkeypatch):
     # The kernels' dropout seed was drawn on the host (a CPU tensor kept the
     # attention out of the graph). It is drawn on the device inside the
     # graph: captured, and each replay draws its own (a replay that reused
@@ -105,7 +122,7 @@ def test_dropout_is_captured_and_replays_draw_their_own(monkeypatch):
     conv, x, edge_index = _setup(heads=2, dropout=0.5)
     conv.train()
     counters.clear()
-    outs, calls = _compiled_steps(conv, x, edge_index, 4, monkeypatch)
+    outs, calls = _compiled_steps(conv, x, edge_index, 4, monkeypatch, kernel)
     skips = dict(counters['inductor'])
     assert skips.get('cudagraph_skips', 0) == 0, skips
     assert calls[0] and calls[2:] == [[], []], calls
