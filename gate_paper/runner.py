@@ -176,8 +176,11 @@ def execute(run: Callable, config: dict, folder: str) -> dict:
     it, if any, goes to the run file's provenance) and writes its run file
     with the provenance; returns the record. A :class:`Diverged` run is
     recorded as diverged."""
-    torch = sys.modules.get('torch')
-    if _THREADS is not None and torch is not None:  # in a worker
+    if _THREADS is not None:  # in a worker
+        # Imported here, not left to the run: a worker's first run would
+        # otherwise run on torch's default threads (the cores), not these.
+        import torch
+
         torch.set_num_threads(_THREADS)
     provenance.reset_peak_memory()  # (a worker runs run after run)
     start = time.perf_counter()

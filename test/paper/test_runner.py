@@ -183,9 +183,9 @@ def test_a_bad_out_dir_is_a_usage_error(tmp_path, capsys):
 # The runner across processes: the toy study (toy_study.py) -------------
 
 
-def start(tmp_path, *argv, name='runs'):
+def start(tmp_path, *argv, name='runs', omp_threads='1'):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE]))
-    env['OMP_NUM_THREADS'] = '1'
+    env['OMP_NUM_THREADS'] = omp_threads
     marks = tmp_path / 'marks'
     marks.mkdir(exist_ok=True)
     return subprocess.Popen(
@@ -332,6 +332,21 @@ def test_jobs_start_at_most_one_worker_per_run(tmp_path):
     assert proc.returncode == 0, err
     (record,) = store.load(str(tmp_path / 'runs'))
     assert record['result']['workers'] == 1
+
+
+@pytest.mark.slow
+def test_every_run_of_a_worker_has_the_threads_of_threads(tmp_path):
+    # A worker's first run (before any run imported torch) ran on torch's
+    # default threads (OMP_NUM_THREADS, else the cores), not --threads.
+    proc = start(tmp_path, 'threads:1', 'threads:2', 'threads:3', '--jobs',
+                 '2', '--threads', '1', omp_threads='3')  # fmt: skip
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    records = store.load(str(tmp_path / 'runs'))
+    assert len(records) == 3
+    for record in records:
+        assert record['result']['threads'] == 1
+        assert record['provenance']['threads'] == 1
 
 
 def test_run_all_from_a_thread(tmp_path):

@@ -10,6 +10,7 @@ import it). A run is ``KIND:N``:
 - ``barrier``: writes ``<marks>/barrier-N`` and waits until ``--parties``
   such files exist (invocations running at the same time);
 - ``workers``: counts the worker processes of the invocation;
+- ``threads``: torch's threads during the run;
 - ``swallow``: writes ``<marks>/pid-N`` and waits for ``<marks>/go`` in a
   loop that catches :class:`Exception` (as a compiler's fallback does).
 """
@@ -91,6 +92,10 @@ def run_one(settings, config):
                 pass
     elif kind == 'workers':
         return {'workers': _workers_of(os.getppid()), 'pid': os.getpid()}
+    elif kind == 'threads':
+        import torch
+
+        return {'threads': torch.get_num_threads(), 'pid': os.getpid()}
     return {'value': 2 * n, 'pid': os.getpid()}
 
 
