@@ -78,6 +78,38 @@ def commit_hash(text: str) -> str:
     return text
 
 
+def device_name(text: str) -> str:
+    r"""An argparse type: the device of the runs, ``auto``, ``cpu``,
+    ``cuda`` or ``cuda:N`` (whether it is there: :func:`check_device`,
+    after parsing)."""
+    kind, colon, index = text.partition(':')
+    if (kind in ('auto', 'cpu') and not colon) or (
+        kind == 'cuda' and (not colon or index.isdecimal())
+    ):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"expected 'auto', 'cpu', 'cuda' or 'cuda:N' (N >= 0), got {text!r}"
+    )
+
+
+def check_device(parser: argparse.ArgumentParser, device: str):
+    r"""A usage error unless the device ``device`` (of :func:`device_name`)
+    is on this machine: ``cuda`` without a CUDA device, or ``cuda:N`` past
+    the last one, would fail every run (it imports torch for those)."""
+    if not device.startswith('cuda'):
+        return
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if int(device.partition(':')[2] or 0) >= count:
+        expected = (
+            f"'cuda:0' to 'cuda:{count - 1}' ({count} CUDA device(s) here)"
+            if count
+            else "'cpu' (no CUDA device is available here)"
+        )
+        parser.error(f'argument --device: expected {expected}, got {device!r}')
+
+
 def check_heads(parser: argparse.ArgumentParser, hidden: int, heads: int):
     r"""A usage error unless ``hidden`` (``--hidden``) divides into
     ``heads`` (``--heads``) heads of equal width."""

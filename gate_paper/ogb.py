@@ -45,7 +45,9 @@ from typing import TYPE_CHECKING
 
 from gate_paper import data as gp_data
 from gate_paper.cli import (
+    check_device,
     check_heads,
+    device_name,
     int_at_least,
     outputs,
     positive_float,
@@ -295,7 +297,12 @@ def parse_args(argv=None):
         default=5,
         help='mini-batch: neighbours sampled per node and layer',
     )
-    parser.add_argument('--device', default='auto')
+    parser.add_argument(
+        '--device',
+        type=device_name,
+        default='auto',
+        help="'cpu', 'cuda', 'cuda:1', ... (default: cuda if available)",
+    )
     parser.add_argument('--out-dir', default=os.path.join('runs', 'ogb'))
     parser.add_argument(
         '--tables-dir', help='where the table goes (default: --out-dir)'
@@ -320,6 +327,7 @@ def parse_args(argv=None):
             '--mode full)'
         )
     if not args.tables_only:  # before any folder is created
+        check_device(parser, args.device)
         try:
             fetch(args.dataset, args.root)
         except FileNotFoundError as e:

@@ -41,7 +41,14 @@ import os
 import time
 
 from gate_paper import data as gp_data
-from gate_paper.cli import float_in, int_at_least, outputs, positive_float
+from gate_paper.cli import (
+    check_device,
+    device_name,
+    float_in,
+    int_at_least,
+    outputs,
+    positive_float,
+)
 from gate_paper.model_names import MODELS
 from gate_paper.provenance import of_full_batch_run
 from gate_paper.real_graphs_runs import (
@@ -358,6 +365,7 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         '--device',
+        type=device_name,
         default='auto',
         help="'cpu', 'cuda', 'cuda:1', ... (default: cuda if available)",
     )
@@ -442,6 +450,7 @@ def parse_args(argv=None):
         )
     check_runs(parser, args)
     if not args.tables_only:  # before any folder is created
+        check_device(parser, args.device)
         try:
             gp_data.fetch(args.datasets, args.data_root)
         except FileNotFoundError as e:

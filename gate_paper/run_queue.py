@@ -468,7 +468,13 @@ def _requeue(call, outputs, item, work, died=True):
 
 
 def parse_args(argv=None):
-    from gate_paper.cli import commit_hash, float_in, int_at_least
+    from gate_paper.cli import (
+        check_device,
+        commit_hash,
+        device_name,
+        float_in,
+        int_at_least,
+    )
 
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)
@@ -497,8 +503,10 @@ def parse_args(argv=None):
     go.add_argument('--work', help='the work folder (default: a new one)')
     go.add_argument(
         '--device',
+        type=device_name,
         default='auto',
-        help='auto (the default): CUDA, an error without it (cpu with --dry)',
+        help='auto (the default): CUDA, an error without it (cpu with '
+        "--dry); 'cpu', 'cuda' or 'cuda:N'",
     )
     go.add_argument(
         '--commit',
@@ -527,6 +535,7 @@ def parse_args(argv=None):
             parser.error('run: --out (or $OUT) is required')
         if args.dry and args.device == 'auto':
             args.device = 'cpu'
+        check_device(go, args.device)
         if not (args.dry or provenance.commit_known(args.commit)):
             parser.error(
                 'run: no git checkout here: pass --commit <the full hash of '

@@ -507,3 +507,22 @@ def test_a_second_sweep_keeps_the_first_sweeps_plots(tmp_path):
     assert len(plots) == 4
     for name, data in first.items():
         assert (tmp_path / 'out' / 'plots' / name).read_bytes() == data
+
+
+@pytest.mark.parametrize('device', ['gpu', 'cuda:1'])
+def test_a_device_that_is_not_here_is_a_usage_error(
+    tmp_path, capsys, monkeypatch, device
+):
+    # Any --device was taken: the first run then failed with torch's
+    # traceback, after the data was fetched and loaded.
+    import torch
+
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        real_graphs.parse_args(['--device', device, '--data-root', 'data'])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert 'error: argument --device: expected ' in err
+    assert err.endswith(f'got {device!r}')
+    assert os.listdir(tmp_path) == []  # (nothing fetched, no folder)

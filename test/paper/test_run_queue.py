@@ -541,6 +541,34 @@ def test_a_budget_that_is_no_number_of_seconds_is_a_usage_error(
     assert run_queue.parse_args(argv[:-1] + ['540']).budget == 540
 
 
+@pytest.mark.parametrize(
+    'device, expected',
+    [
+        ('gpu', "'auto', 'cpu', 'cuda' or 'cuda:N' (N >= 0)"),
+        ('cuda:x', "'auto', 'cpu', 'cuda' or 'cuda:N' (N >= 0)"),
+        ('cuda', "'cpu' (no CUDA device is available here)"),
+        ('cuda:1', "'cpu' (no CUDA device is available here)"),
+    ],
+)
+def test_a_device_that_is_not_here_is_a_usage_error(
+    tmp_path, capsys, monkeypatch, device, expected
+):
+    # Any --device was taken: every run of the call then failed in its
+    # worker ('gpu', a CUDA device the machine lacks), and the call ended
+    # with code 0 and no run.
+    import torch
+
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    argv = ['run', '--out', str(tmp_path), '--dry', '--device', device]
+    with pytest.raises(SystemExit) as e:
+        run_queue.parse_args(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.endswith(f'argument --device: expected {expected}, got '
+                        f'{device!r}')  # fmt: skip
+    assert run_queue.parse_args(argv[:-1] + ['cpu']).device == 'cpu'
+
+
 @pytest.mark.parametrize('commit', ['01e2bdc', 'HEAD', 'a' * 39, 'g' * 40])
 def test_a_commit_that_is_no_full_hash_is_a_usage_error(
     tmp_path, capsys, commit
