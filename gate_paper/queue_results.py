@@ -10,7 +10,7 @@ import tempfile
 import warnings
 
 from gate_paper import store
-from gate_paper.queue_plan import STORE, STUDIES, TABLES, configs, plan
+from gate_paper.queue_plan import DRY, STORE, STUDIES, TABLES, configs, plan
 
 
 def _records(path, dry_epochs):
@@ -122,17 +122,21 @@ def unpack(path, store_root=STORE, dry_epochs=None):
     return dict(counts)
 
 
-def rebuild_tables(store_root=STORE, tables_root=TABLES):
+def rebuild_tables(store_root=STORE, tables_root=TABLES, dry_epochs=None):
     r"""The docs' tables of the queue's studies from the store: each
     study's :mod:`gate_paper.real_graphs` tables (once it has runs) and the
     strong recipe's GAT-sep against GATE-sep per depth
     (:func:`gate_paper.real_graphs_tables.strong_sep`, "no runs yet" until
-    runs arrive)."""
+    runs arrive). With ``dry_epochs``, the tables of the runs of ``run
+    --dry --dry-epochs N`` (:func:`plan`)."""
     from gate_paper import real_graphs
     from gate_paper.real_graphs_tables import strong_sep
     from gate_paper.tables import write_tables
 
     for study, (argv, sub) in STUDIES.items():
+        if dry_epochs is not None:  # the options of plan(dry_epochs)
+            argv = argv + [a.format(epochs=dry_epochs) for a in DRY]
+            argv += ['--heads', '2'] if 'strong' in argv else []
         folder = os.path.join(store_root, study)
         records = store.load(folder, configs(argv), real_graphs.RESULTS)
         if records:

@@ -563,7 +563,7 @@ def main(argv=None):
         if tables is None or args.no_tables:
             print('tables: not rebuilt (--tables-dir names where to)')
         else:
-            rebuild_tables(args.store, tables)
+            rebuild_tables(args.store, tables, args.dry_epochs)
         return 0
     show_plan(args.store, args.procs)
     return 0

@@ -431,16 +431,17 @@ def test_unpack_refuses_what_is_not_a_run_of_the_queue(tmp_path):
     assert not (tmp_path / 'store').exists()
 
 
-def queue_tar(tmp_path, count=3):
-    r"""A ``runs.tar`` of ``count`` whole runs of the queue, as a call
-    writes it; returns its path and members."""
+def queue_tar(tmp_path, count=3, order=None, result=None):
+    r"""A ``runs.tar`` of ``count`` whole runs of the queue (of ``order``,
+    default :func:`plan`'s; each with ``result``), as a call writes it;
+    returns its path and members."""
     folder = tmp_path / 'made'
     folder.mkdir(exist_ok=True)
     facts = {'recorded': True, 'commit': 'a' * 40, 'device': 'cuda:0'}
-    result = dict.fromkeys(real_graphs.RESULTS, 0.5)
+    result = result or dict.fromkeys(real_graphs.RESULTS, 0.5)
     path = tmp_path / 'runs.tar'
     with tarfile.open(path, 'w') as tar:
-        for _, study, config in queue_plan.plan()[:count]:
+        for _, study, config in (order or queue_plan.plan())[:count]:
             made = store.save(str(folder), config, result, 'finished',
                               None, facts)  # fmt: skip
             tar.add(made, f'{study}/{osp.basename(made)}')
@@ -768,7 +769,33 @@ def test_unpack_rebuilds_the_docs_tables_for_the_default_store_alone(
     run_queue.main(['unpack', 'runs.tar', '--store', store, '--tables-dir',
                     tables])  # fmt: skip
     run_queue.main(['unpack', 'runs.tar'])
-    assert calls == [(store, tables), (run_queue.STORE, run_queue.TABLES)]
+    assert calls == [
+        (store, tables, None),
+        (run_queue.STORE, run_queue.TABLES, None),
+    ]
+
+
+def test_unpack_of_dry_runs_tables_them_in_tables_dir(tmp_path, capsys):
+    # The tables of `unpack --dry-epochs N --tables-dir DIR` looked for the
+    # runs of the real configurations: "0 runs", whatever was unpacked.
+    order = queue_plan.plan(2)
+    strong = [item for item in order if item[1] == 'real_graphs_strong']
+    result = dict.fromkeys(real_graphs.RESULTS, 0.5)
+    result.update(metric='roc_auc', best_epoch=1, epochs_run=2)
+    for name in ('alpha_vv_mean', 'bal_test_bal_acc', 'energy_all_input',
+                 'energy_all_output', 'energy_adj_input', 'energy_adj_output',
+                 'bal_test_roc_auc'):  # fmt: skip
+        result[name] = [0.5, 0.5] if name == 'alpha_vv_mean' else 0.5
+    path, _ = queue_tar(tmp_path, 4, order[:2] + strong[:2], result)
+    store_root, tables = str(tmp_path / 'store'), tmp_path / 'tables'
+    argv = ['unpack', str(path), '--store', store_root, '--dry-epochs', '2']
+    assert run_queue.main(argv + ['--tables-dir', str(tables)]) == 0
+    assert "unpacked: {'real_graphs_tolokers': 2, 'real_graphs_strong': 2}" \
+        in capsys.readouterr().out  # fmt: skip
+    text = (tables / 'strong' / 'strong.md').read_text()
+    assert '\n2 runs of the strong recipe.\n' in text
+    text = (tables / 'tolokers' / 'real_graphs.md').read_text()
+    assert '\n2 runs.' in text
 
 
 def test_run_without_the_data_is_an_error_naming_the_data_root(
