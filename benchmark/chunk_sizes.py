@@ -22,7 +22,7 @@ import os
 import statistics
 from typing import Callable, Dict, List
 
-from cli import add_layer_args, int_at_least, parse_checked
+from cli import add_layer_args, file_stem, int_at_least, parse_checked
 from report import (
     result_notes,
     write_results,
@@ -45,7 +45,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help='log2 of the chunk elements per thread; the ratios are to the '
         'first',
     )
-    parser.add_argument('--name', default='chunk-sizes')
+    parser.add_argument('--name', type=file_stem, default='chunk-sizes')
     return parse_checked(parser, argv)
 
 

@@ -65,6 +65,19 @@ def graph_name(text: str) -> str:
     )
 
 
+def file_stem(text: str) -> str:
+    r"""An argparse type: the file name stem of a script's results
+    (:obj:`--name`; :obj:`<stem>.csv` and :obj:`<stem>.md` in
+    :obj:`--out`): not empty, no folder in it, not starting with a dot
+    (hidden files, or a folder above :obj:`--out`)."""
+    if not text or text.startswith('.') or '/' in text or os.sep in text:
+        raise argparse.ArgumentTypeError(
+            'expected a file name stem (not empty, without a folder, not '
+            f'starting with a dot, e.g. kernels-1), got {text!r}'
+        )
+    return text
+
+
 # Command line ################################################################
 # Argument types with ranges: a value out of range is a one-line usage
 # error that names the flag and the expected range (exit code 2).

@@ -32,6 +32,7 @@ from cli import (
     EAGER_LOOPS,
     LAYERS,
     add_layer_args,
+    file_stem,
     int_at_least,
     parse_checked,
 )
@@ -80,7 +81,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="log2 of GATE's chunk elements per thread (default: the "
         "kernels' own), with --eager-loops chunks",
     )
-    parser.add_argument('--name', default='contention')
+    parser.add_argument('--name', type=file_stem, default='contention')
     args = parse_checked(parser, argv)
     if args.chunk_log2 is not None and args.eager_loops != 'chunks':
         parser.error('--chunk-log2 sizes the chunks: add --eager-loops chunks')

@@ -25,6 +25,7 @@ from cli import (
     SIZED_GRAPHS,
     check_devices,
     device_name,
+    file_stem,
     float_in,
     fraction,
     int_at_least,
@@ -81,7 +82,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument('--threads', type=int_at_least(1), default=1)
     parser.add_argument('--out', default='benchmark/results')
-    parser.add_argument('--name', default='deep')  # fmt: skip
+    parser.add_argument('--name', type=file_stem, default='deep')
     args = parser.parse_args(argv)
     if args.hidden % args.heads:
         parser.error(

@@ -30,6 +30,7 @@ from cli import (
     check_devices,
     default_device,
     device_name,
+    file_stem,
     fraction,
     parse_checked,
     positive_float,
@@ -82,7 +83,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         '--max-seconds', type=positive_float, default=1e9,
         help='skip the configurations left after this long',
     )  # fmt: skip
-    parser.add_argument('--name', default='profile')
+    parser.add_argument('--name', type=file_stem, default='profile')
     args = parse_checked(parser, argv)
     args.device = args.device or default_device()
     check_devices(parser, [args.device], '--device')

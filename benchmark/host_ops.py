@@ -28,6 +28,7 @@ from cli import (
     check_devices,
     default_device,
     device_name,
+    file_stem,
     int_at_least,
     parse_checked,
 )
@@ -55,7 +56,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help=f'cpu, cuda or cuda:N ({DEVICE_HELP})',
     )
     parser.add_argument('--out', default='benchmark/results')
-    parser.add_argument('--name', default='host-ops')
+    parser.add_argument('--name', type=file_stem, default='host-ops')
     parser.add_argument(
         '--top',
         type=int_at_least(0),

@@ -30,6 +30,7 @@ from cli import (
     check_devices,
     default_device,
     device_name,
+    file_stem,
     fraction,
     parse_checked,
     positive_float,
@@ -105,7 +106,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="the edges as a plain tensor and/or a column-sorted EdgeIndex "
         "(whose cached CSC gives GATE's Triton kernels their CSR)",
     )  # fmt: skip
-    parser.add_argument('--name', default='kernels')
+    parser.add_argument('--name', type=file_stem, default='kernels')
     parser.add_argument('--plot', action='store_true')
     args = parse_checked(parser, argv)
     args.devices = args.devices or [default_device()]

@@ -25,6 +25,7 @@ from cli import (
     add_layer_args,
     check_devices,
     device_name,
+    file_stem,
     parse_checked,
 )
 from plotting import plot, plot_points
@@ -70,7 +71,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         help='peak RSS of a fresh process per config (CPU)',
     )
     parser.add_argument(
-        '--name', default='pair', help='file name stem of the outputs'
+        '--name',
+        type=file_stem,
+        default='pair',
+        help='file name stem of the outputs',
     )
     parser.add_argument('--plot', action='store_true')
     args = parse_checked(parser, argv)

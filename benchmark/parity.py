@@ -33,6 +33,7 @@ from cli import (
     check_devices,
     default_device,
     device_name,
+    file_stem,
     float_in,
     int_at_least,
     probability,
@@ -86,7 +87,7 @@ def parse_args(argv=None):
         choices=list(DTYPE_NAMES),
     )
     parser.add_argument('--out', default='.')
-    parser.add_argument('--name', default='parity')  # fmt: skip
+    parser.add_argument('--name', type=file_stem, default='parity')
     args = parser.parse_args(argv)
     if args.isolated >= args.nodes:
         parser.error(

@@ -39,6 +39,7 @@ from cli import (
     check_devices,
     default_device,
     device_name,
+    file_stem,
     fraction,
     parse_checked,
     positive_float,
@@ -77,7 +78,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         '--max-seconds', type=positive_float, default=1e9,
         help='skip the configurations left after this long',
     )  # fmt: skip
-    parser.add_argument('--name', default='triton-variants')
+    parser.add_argument('--name', type=file_stem, default='triton-variants')
     args = parse_checked(parser, argv)
     args.device = args.device or default_device()
     check_devices(parser, [args.device], '--device')

@@ -42,6 +42,7 @@ from cli import (
     check_devices,
     default_device,
     device_name,
+    file_stem,
     fraction,
     graph_name,
     int_at_least,
@@ -139,7 +140,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help=f'cpu, cuda or cuda:N ({DEVICE_HELP})',
     )
     parser.add_argument('--out', default='benchmark/results')
-    parser.add_argument('--name', default='turbo')
+    parser.add_argument('--name', type=file_stem, default='turbo')
     args = parser.parse_args(argv)
     if not args.build and not args.compare:
         parser.error('expected --build DIR and/or --compare DIR')

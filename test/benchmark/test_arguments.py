@@ -370,3 +370,23 @@ def test_the_profile_s_forward_is_every_forward_kernel():
         'void at::native::elementwise': (3, 32.0),
     }
     assert profile.forward_ms(per_kernel) == 7.0
+
+
+@pytest.mark.parametrize(
+    'script',
+    ['chunk_sizes', 'contention', 'deep', 'gpu_profile', 'host_ops',
+     'kernels', 'pair', 'parity', 'triton_variants', 'turbo'],
+)  # fmt: skip
+@pytest.mark.parametrize('name', ['', '.x', '../x', 'a/b'])
+def test_every_name_is_a_file_name_stem(capsys, tmp_path, script, name):
+    # --name '' wrote the results to the hidden files .csv and .md of
+    # --out; '../x' wrote them outside --out.
+    module = load_benchmark(script)
+    parse = getattr(module, 'parse_args', None) or module.main
+    last = usage_error(capsys, parse, ['--name', name, '--out', str(tmp_path)])
+    assert last.endswith(
+        'error: argument --name: expected a file name stem (not empty, '
+        'without a folder, not starting with a dot, e.g. kernels-1), got '
+        f'{name!r}'
+    )
+    assert list(tmp_path.iterdir()) == []
