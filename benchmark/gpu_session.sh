@@ -59,6 +59,15 @@ main | suite | compiled | tune) ;;
     ;;
 esac
 DRY="${DRY:-0}"
+# The times given (empty: the default): whole seconds, or a usage error
+# before anything runs ('abc' was an unset variable, '08' not a number,
+# '-5' skipped every phase with exit 0).
+for var in TOTAL_SECONDS $(compgen -v LIMIT_); do
+    if [ -n "${!var:-}" ] && ! [[ "${!var}" =~ ^[1-9][0-9]*$ ]]; then
+        echo "$var: expected whole seconds >= 1, got '${!var}'" >&2
+        exit 2
+    fi
+done
 START=$(date +%s)
 # DRY: the interpreter on a CPU that tests share is slower than a GPU: more
 # time, each phase's weight doubled (below).

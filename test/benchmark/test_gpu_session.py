@@ -197,3 +197,27 @@ def test_dry_run_of_the_tune_part_runs_on_the_cpu(tmp_path):
     with tarfile.open(out / 'results.tar.gz') as tar:
         table = tar.extractfile('./tune/triton_tune.csv').read().decode()
     assert table.splitlines()[1].startswith('cpu,random-100,')
+
+
+@pytest.mark.parametrize(
+    'name, value',
+    [('TOTAL_SECONDS', 'abc'), ('TOTAL_SECONDS', '-5'),
+     ('TOTAL_SECONDS', '08'), ('TOTAL_SECONDS', '0'), ('LIMIT_tune', '9m')],
+)  # fmt: skip
+def test_a_time_that_is_no_whole_seconds_is_a_usage_error(
+    tmp_path, name, value
+):
+    # TOTAL_SECONDS=abc ended in 'abc: unbound variable', '08' in a bash
+    # arithmetic error after env.txt, '-5' and '0' skipped every phase and
+    # exited 0; LIMIT_<phase>=9m ended in 'integer expression expected'.
+    out = tmp_path / 'out'
+    env = dict(os.environ, DRY='1', OUT=str(out), PATH=PATH, **{name: value})
+    proc = subprocess.run(
+        ['bash', SCRIPT, 'tune'], cwd=ROOT, env=env, capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"{name}: expected whole seconds >= 1, got '{value}'\n"
+    )
+    assert not out.exists() or os.listdir(out) == []
