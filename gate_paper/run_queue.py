@@ -542,6 +542,7 @@ def parse_args(argv=None):
                 "this checkout's commit> (COMMIT=... for gpu_queue.sh), which "
                 'every run file records (unpack refuses runs without it)'
             )
+        runner.check_out_dir(go, args.out, '--out')  # before any run
     return args
 
 

@@ -570,6 +570,19 @@ def test_a_device_that_is_not_here_is_a_usage_error(
     assert run_queue.parse_args(argv[:-1] + ['cpu']).device == 'cpu'
 
 
+def test_an_out_that_is_a_file_is_a_usage_error(tmp_path, capsys):
+    # It ended in a FileExistsError traceback, after the plan was made and
+    # a work folder created.
+    out = tmp_path / 'out'
+    out.write_text('')
+    with pytest.raises(SystemExit) as e:
+        run_queue.parse_args(['run', '--dry', '--out', str(out)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.endswith(f'argument --out: {str(out)!r} is a file, not a '
+                        'folder')  # fmt: skip
+
+
 @pytest.mark.parametrize('commit', ['01e2bdc', 'HEAD', 'a' * 39, 'g' * 40])
 def test_a_commit_that_is_no_full_hash_is_a_usage_error(
     tmp_path, capsys, commit
