@@ -58,11 +58,11 @@ from gate_paper.runner import (
     add_runner_args,
     check_folders,
     check_unique,
+    load_runs,
     provenance_of_divergence,
     run_all,
 )
 from gate_paper.stats import mean_ci95
-from gate_paper.store import load
 from gate_paper.tables import runs_frame, write_tables
 
 # torch, PyG and pandas load in the functions that use them: the argument
@@ -409,7 +409,7 @@ def main(argv=None):
         load_ogb(args.dataset, args.root)
         settings = {'root': args.root, 'device': args.device}
         run_all(runs, functools.partial(run_one, settings), args.out_dir, args)
-    records = load(args.out_dir, runs)
+    records = load_runs(args.out_dir, runs)
     print(
         write_tables(
             args.tables_dir,

@@ -61,10 +61,11 @@ from gate_paper.runner import (
     add_runner_args,
     check_folders,
     check_unique,
+    load_runs,
     provenance_of_divergence,
     run_all,
 )
-from gate_paper.store import load, run_id
+from gate_paper.store import run_id
 from gate_paper.tables import write_tables
 
 DATASETS = gp_data.DATASETS
@@ -495,7 +496,7 @@ def main(argv=None):
             args,
             fields=RESULTS,
         )
-    records = load(args.out_dir, runs, RESULTS)
+    records = load_runs(args.out_dir, runs, RESULTS)
     print(write(records, args.tables_dir))
     print(outputs(args, 'real_graphs'))
 

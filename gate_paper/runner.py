@@ -88,7 +88,8 @@ def add_runner_args(parser: argparse.ArgumentParser):
     parser.add_argument(
         '--tables-only',
         action='store_true',
-        help='run nothing: write the tables from the run files in --out-dir',
+        help='run nothing: write the tables from the run files in --out-dir '
+        'of the runs these options make',
     )
 
 
@@ -289,6 +290,27 @@ def run_all(
             signal.signal(signal.SIGTERM, previous)
         pbar.close()
     return store.load(folder, configs, fields)
+
+
+def load_runs(folder: str, configs: List[dict], fields=()) -> List[dict]:
+    r"""The records of the finished runs of ``configs`` in ``folder``
+    (:func:`gate_paper.store.load`), for the tables; a warning if the
+    folder holds run files that ``configs`` do not make (runs of other
+    options, e.g. a ``--tables-only`` without the options that made them),
+    which the tables leave out."""
+    records, _ = store.scan(folder, fields)
+    ids = {store.run_id(c) for c in configs}
+    other = len(records.keys() - ids)
+    found = store.load(folder, configs, fields)
+    if other:
+        warnings.warn(
+            f"'{folder}' holds {other} run files that these options do not "
+            f'make; the tables leave them out and show the '
+            f'{len({store.run_id(r["config"]) for r in found})} of the '
+            f'{len(ids)} runs of these options (give the options that made '
+            'the runs)'
+        )
+    return found
 
 
 def _report(record, label, pbar):

@@ -20,10 +20,11 @@ from gate_paper.model_names import (
 from gate_paper.provenance import of_full_batch_run
 from gate_paper.runner import (
     add_runner_args,
+    load_runs,
     provenance_of_divergence,
     run_all,
 )
-from gate_paper.store import load, run_id
+from gate_paper.store import run_id
 
 MODELS = SYNTHETIC_MODELS
 # What a run measures (the results of its run file):
@@ -135,7 +136,7 @@ def run_study(
             run_all(runs, run_one, args.out_dir, args, fields=RESULTS)
         finally:
             shutil.rmtree(tmp_root, ignore_errors=True)
-    return load(args.out_dir, runs, RESULTS)
+    return load_runs(args.out_dir, runs, RESULTS)
 
 
 def in_order(frame, columns, order):

@@ -1,5 +1,6 @@
 import os
 import os.path as osp
+import warnings
 
 import pytest
 from data_testing import (
@@ -37,6 +38,32 @@ def test_quick_defaults(tmp_path):
     assert args.datasets == ['er8', 'cora-rand'] and args.depths == [1, 5]
     assert args.models == ['GAT_S', 'GAT', 'GATE_S', 'GATE']
     assert args.data_root == 'data' or 'GATE_DATA_ROOT' in os.environ
+
+
+def test_tables_only_names_the_runs_these_options_leave_out(tmp_path):
+    # --tables-only without the options that made the runs of --out-dir
+    # wrote tables of "0 runs" ("not run" everywhere) over the folder's
+    # tables, without a word.
+    quick = table1.configs(
+        table1.parse_args(
+            ['--quick', '--tables-only', '--out-dir', str(tmp_path / 'p')]
+        )
+    )
+    result = dict.fromkeys(table1.RESULTS, 0.5)
+    for config in quick[:2]:
+        store.save(str(tmp_path), config, result)
+    argv = ['--tables-only', '--out-dir', str(tmp_path)]
+    with pytest.warns(UserWarning) as caught:
+        table1.main(argv)
+    (warning,) = [w for w in caught if 'these options' in str(w.message)]
+    assert str(warning.message) == (
+        f"'{tmp_path}' holds 2 run files that these options do not make; "
+        'the tables leave them out and show the 0 of the 48 runs of these '
+        'options (give the options that made the runs)'
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        table1.main(['--quick', *argv])
 
 
 @needs_shared('Planetoid', 'Cora', 'raw')
