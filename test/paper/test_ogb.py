@@ -240,22 +240,3 @@ def test_the_table_counts_diverged_runs_apart():
     assert table.loc[0, 'test (ours)'] == '70.00 (n=1; 1 diverged)'
     table = ogb.table([record(0, 'diverged'), record(1, 'diverged')])
     assert table.loc[0, 'test (ours)'] == '2 diverged'
-
-
-@pytest.mark.parametrize('device', ['gpu', 'cuda:1'])
-def test_a_device_that_is_not_here_is_a_usage_error(
-    tmp_path, capsys, monkeypatch, device
-):
-    # Any --device was taken: the first run then failed with torch's
-    # traceback, after the dataset was fetched and loaded.
-    import torch
-
-    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit) as e:
-        ogb.parse_args(['--device', device, '--root', 'nowhere'])
-    assert e.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert 'error: argument --device: expected ' in err
-    assert err.endswith(f'got {device!r}')
-    assert os.listdir(tmp_path) == []

@@ -510,17 +510,24 @@ def test_a_second_sweep_keeps_the_first_sweeps_plots(tmp_path):
 
 
 @pytest.mark.parametrize('device', ['gpu', 'cuda:1'])
+@pytest.mark.parametrize(
+    'script,argv',
+    [('real_graphs', ['--data-root', 'data']), ('ogb', ['--root', 'nowhere'])],
+)
 def test_a_device_that_is_not_here_is_a_usage_error(
-    tmp_path, capsys, monkeypatch, device
+    tmp_path, capsys, monkeypatch, device, script, argv
 ):
     # Any --device was taken: the first run then failed with torch's
     # traceback, after the data was fetched and loaded.
+    import importlib
+
     import torch
 
+    module = importlib.import_module(f'gate_paper.{script}')
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as e:
-        real_graphs.parse_args(['--device', device, '--data-root', 'data'])
+        module.parse_args(['--device', device, *argv])
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert 'error: argument --device: expected ' in err
