@@ -90,9 +90,13 @@ else
 fi
 
 pack() {  # The work folder into $OUT/results.tar.gz and the tables into
-    # $OUT/tables.md, each atomically.
-    tar -czf "$OUT/.results.tar.gz" -C "$WORK" . &&
+    # $OUT/tables.md, each atomically. GNU tar exits 1 when a file changed
+    # as it read it (the turbo-gnn build's log, written in the background):
+    # the archive is whole but that file's end, and it replaces the last.
+    tar -czf "$OUT/.results.tar.gz" -C "$WORK" .
+    if [ $? -le 1 ]; then
         mv "$OUT/.results.tar.gz" "$OUT/results.tar.gz"
+    fi
     local name f
     : >"$OUT/.tables.md"
     for name in "${DONE[@]}"; do
