@@ -929,6 +929,41 @@ def test_gate_conv_invalid_inputs():
     assert torch.allclose(conv(x, EDGE_INDEX.int()), conv(x, EDGE_INDEX))
 
 
+def test_gate_conv_edge_index_sparse_size_must_match_the_nodes():
+    # An EdgeIndex that knows other node counts than the features was taken
+    # silently; GATv2Conv (PyG's message passing) refuses it.
+    from torch_geometric import EdgeIndex
+
+    torch.manual_seed(0)
+    x = torch.randn(NUM_NODES, 5)
+    conv, gatv2 = GATEConv(5, 4), GATv2Conv(5, 4)
+    for sparse_size, x_in in [
+        ((NUM_NODES + 1, NUM_NODES + 1), x),
+        ((NUM_NODES, NUM_NODES + 1), x),
+        ((None, NUM_NODES + 1), x),
+        ((NUM_NODES, NUM_NODES), (x, x[:4])),  # bipartite
+    ]:
+        index = EDGE_INDEX[:, EDGE_INDEX[1] < 4]
+        edge_index = EdgeIndex(index, sparse_size=sparse_size)
+        with pytest.raises(ValueError, match='expected size'):
+            gatv2(x_in, edge_index)
+        num_dst = x_in.size(0) if isinstance(x_in, Tensor) else 4
+        expected = re.escape(
+            f'Expected an EdgeIndex of sparse size ({NUM_NODES}, {num_dst})'
+            f', the number of source and target nodes of the node features'
+            f' (got {tuple(edge_index.sparse_size())})'
+        )
+        for method in (conv, conv.forward_with_attention,
+                       conv.forward_with_self_attention):  # fmt: skip
+            with pytest.raises(ValueError, match=expected):
+                method(x_in, edge_index)
+    # Unknown sizes and matching ones are taken, as GATv2Conv takes them:
+    for sparse_size in [(None, None), (NUM_NODES, None), (NUM_NODES,) * 2]:
+        edge_index = EdgeIndex(EDGE_INDEX, sparse_size=sparse_size)
+        assert torch.allclose(conv(x, edge_index), conv(x, EDGE_INDEX))
+        gatv2(x, edge_index)
+
+
 @pytest.mark.parametrize('kernel', ['auto', 'reference'])
 def test_gate_conv_feature_size_mismatch_names_in_channels(kernel):
     # Issue 35: this ended in "mat1 and mat2 shapes cannot be multiplied".
