@@ -1,3 +1,5 @@
+import functools
+import re
 import threading
 import types
 
@@ -750,6 +752,34 @@ def test_the_switch_refuses_to_decorate_what_runs_after_the_call():
             attention_kernel('reference')(fn)
     with pytest.raises(TypeError, match='decorates a function; got int'):
         attention_kernel('reference')(3)
+
+
+def test_the_switch_refuses_a_generator_behind_a_partial_or_an_object():
+    # A partial of a generator function failed with an AttributeError (no
+    # '__name__'), and an object whose `__call__` is a generator was taken:
+    # its body ran after the call, outside the selection.
+    def batches():
+        yield current_settings().kernel
+
+    class Batches:
+        def __call__(self):
+            yield current_settings().kernel
+
+    for fn in (functools.partial(batches), Batches()):
+        with pytest.raises(TypeError, match=(
+            'cannot decorate the generator or coroutine function '
+            f"'{re.escape(repr(fn))}'"
+        )):  # fmt: skip
+            attention_kernel('reference')(fn)
+
+    class Plain:
+        def __call__(self):
+            return current_settings().kernel
+
+    assert attention_kernel('reference')(Plain())() == 'reference'
+    assert attention_kernel('reference')(functools.partial(Plain()))() == (
+        'reference'
+    )
 
 
 def test_inherit_false_takes_the_defaults_not_the_enclosing_blocks():

@@ -348,14 +348,20 @@ class attention_kernel:
                 f'attention_kernel(...) decorates a function; got '
                 f'{type(fn).__name__}'
             )
-        if (
-            inspect.isgeneratorfunction(fn)
-            or inspect.iscoroutinefunction(fn)
-            or inspect.isasyncgenfunction(fn)
+        # (A partial's function too; an object's `__call__`:)
+        if any(
+            check(code)
+            for check in (
+                inspect.isgeneratorfunction,
+                inspect.iscoroutinefunction,
+                inspect.isasyncgenfunction,
+            )
+            for code in (fn, type(fn).__call__)
         ):
+            name = getattr(fn, '__name__', repr(fn))
             raise TypeError(
                 f'attention_kernel(...) cannot decorate the generator or '
-                f"coroutine function '{fn.__name__}': its body runs after "
+                f"coroutine function '{name}': its body runs after "
                 'the call returns, outside the selection. Decorate a plain '
                 'function, or enter the block around the code that '
                 'consumes it'
