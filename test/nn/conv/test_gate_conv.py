@@ -1090,6 +1090,7 @@ def test_gate_conv_compiled_dynamic_compiles_once(edge_dim):
         (True, False, 3),
         (True, True, None),  # more targets than sources
         (False, False, None),
+        (False, True, None),  # no self-loop: coinciding indices are two nodes
     ],
 )
 def test_forward_with_self_attention_is_the_dense_self_attention(
@@ -1135,12 +1136,19 @@ def test_forward_with_self_attention_is_the_dense_self_attention(
     expected = torch.zeros(x_dst.size(0), 2, dtype=dtype)
     for v, rows in enumerate(attention):
         for u, a_uv in rows:
-            if u == v:
+            # (Source i is target i as dense_gate scores it:)
+            if u == v and (x is x_dst or add_self_loops):
                 expected[v] += a_uv
     atol = 1e-5 if dtype == torch.float32 else 1e-10
     assert alpha_vv.shape == (x_dst.size(0), 2)
     torch.testing.assert_close(alpha_vv, expected, atol=atol, rtol=1e-4)
     torch.testing.assert_close(out, expected_out, atol=atol, rtol=1e-4)
+    if kernel == 'reference':  # The scripted method, the same:
+        scripted = torch.jit.script(conv)
+        _, scripted_vv = scripted.forward_with_self_attention(
+            inp, edge_index, edge_attr
+        )
+        torch.testing.assert_close(scripted_vv, expected, atol=atol, rtol=0)
 
 
 @pytest.mark.parametrize('kernel', ['reference', 'chunked', 'triton'])

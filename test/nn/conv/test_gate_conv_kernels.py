@@ -340,4 +340,7 @@ def test_forward_with_attention_keeps_an_edge_index_s_size(add_self_loops):
     _, alpha_vv = conv.forward_with_self_attention(x, edge_index)
     got = self_loop_attention(got_ei, got_alpha)
     assert got.shape == alpha_vv.shape == (6, 2)
-    assert torch.allclose(got, alpha_vv)
+    if add_self_loops:
+        assert torch.allclose(got, alpha_vv)
+    else:  # Bipartite without add_self_loops: no edge is a self-loop.
+        assert torch.equal(alpha_vv, torch.zeros(6, 2))

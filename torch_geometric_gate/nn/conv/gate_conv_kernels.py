@@ -239,7 +239,10 @@ class KernelGATEConv(gate_conv.GATEConv):
         weights alone (:obj:`N x H` written instead of :obj:`E x H`); the
         other kernels compute all weights and keep the self-loops'.
         :math:`\alpha_{v,v} = 0` for a target node
-        :math:`v \geq N_{src}` of a bipartite input, which has no self-loop.
+        :math:`v \geq N_{src}` of a bipartite input, which has no self-loop,
+        and for every target node of a bipartite input without
+        :obj:`add_self_loops`, where no edge is a self-loop (all are scored
+        with :math:`\mathbf{a}_s`).
         """
         if not torch.jit.is_scripting():
             check_conv_inputs(self, x, edge_index, edge_attr)
@@ -249,6 +252,9 @@ class KernelGATEConv(gate_conv.GATEConv):
                 )
         out, ei, alpha, _ = self._forward(x, edge_index, edge_attr, True)
         assert alpha is not None
+        if not self.add_self_loops and not isinstance(x, Tensor):
+            # Bipartite: source i and target i are two nodes, not a loop.
+            return out, alpha.new_zeros(out.size(0), alpha.size(1))
         return out, self_loop_attention(ei, alpha, out.size(0))
 
     @torch.jit.unused
