@@ -530,6 +530,12 @@ def test_edge_cases(kernel, device):
         (dict(mask_loops_before=True),
          r"'mask_loops_before' an int in \[0, 2\] \(got True\)"),
         (dict(mask_loops_before=3), r"'mask_loops_before' an int in \[0, 2\]"),
+        # (Taken whatever node counts it knew, as GATEConv took it.)
+        (dict(edge_index=EdgeIndex([[0, 1], [1, 2]], sparse_size=(4, 4))),
+         r"EdgeIndex 'edge_index' of sparse size \(3, 3\), the rows of "
+         r"'query_src' and 'query_dst' \(got \(4, 4\)\)"),
+        (dict(edge_index=EdgeIndex([[0, 1], [1, 2]], sparse_size=(None, 4))),
+         r'of sparse size \(3, 3\), .* \(got \(None, 4\)\)'),
     ],
 )  # fmt: skip
 def test_bad_input_is_refused_naming_the_problem(kwargs, match):
@@ -539,6 +545,10 @@ def test_bad_input_is_refused_naming_the_problem(kwargs, match):
                 att_src=torch.zeros(1, 2), att_self=None)  # fmt: skip
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
+        gate_attention(**args)
+    if isinstance(args['edge_index'], EdgeIndex):  # Known sizes that match:
+        args['edge_index'] = EdgeIndex(args['edge_index'].as_tensor(),
+                                       sparse_size=(3, None))  # fmt: skip
         gate_attention(**args)
 
 

@@ -336,6 +336,15 @@ def _edges(edge_index, num_src: int, query_dst: Tensor):
             f'(got {edge_index.dtype} of shape {list(edge_index.shape)})'
         )
     ei = edge_index if isinstance(edge_index, EdgeIndex) else None
+    if ei is not None and any(
+        size is not None and size != num
+        for size, num in zip(ei.sparse_size(), (num_src, num_dst))
+    ):  # (Its CSR is the Triton kernels' over its own targets.)
+        raise ValueError(
+            f"Expected an EdgeIndex 'edge_index' of sparse size ({num_src}, "
+            f"{num_dst}), the rows of 'query_src' and 'query_dst' (got "
+            f'{tuple(ei.sparse_size())})'
+        )
     plain = edge_index.as_tensor() if ei is not None else edge_index
     assert_rows_in_range(
         plain, (num_src, num_dst),
