@@ -368,6 +368,23 @@ def test_low_precision_keeps_its_dtype(kernel, device):
 
 @withCUDA
 @pytest.mark.parametrize('kernel', KERNELS)
+def test_edge_features_narrower_than_the_scores_keep_one_dtype(kernel, device):
+    # Edge features no wider than the queries and vectors (the ones taken:
+    # wider ones are refused, the kernels scored in the narrower dtype
+    # where the reference promoted) give the reference's dtypes.
+    skip_unless_runs(kernel, device)
+    graph = make_graph(False)
+    inputs = make_inputs(graph, 2, 4, 3, False, device, torch.bfloat16)
+    for name in ('att_src', 'att_self'):  # float32 scores
+        inputs[name] = inputs[name].detach().float().requires_grad_()
+    out, alpha = run(kernel, graph, inputs)
+    want_out, want_alpha = run('reference', graph, inputs)
+    assert (out.dtype, alpha.dtype) == (want_out.dtype, want_alpha.dtype)
+    torch.testing.assert_close(out, want_out, atol=3e-2, rtol=3e-2)
+
+
+@withCUDA
+@pytest.mark.parametrize('kernel', KERNELS)
 @pytest.mark.parametrize('heads', [2, 17])  # (17: per head, not by block)
 def test_attention_vectors_narrower_than_the_projections(
     kernel, heads, device
@@ -519,6 +536,19 @@ def test_edge_cases(kernel, device):
               weight_edge=torch.zeros(2, 3)),
          r"'edge_attr' and 'weight_edge' of the same dtype \(got "
          r'torch.float64 and torch.float32\)'),
+        # (Likewise for the edge features: the kernels scored in the
+        # queries' and vectors' dtype, the reference in the edges' wider.)
+        (dict(edge_attr=torch.zeros(2, 3, dtype=torch.double),
+              weight_edge=torch.zeros(2, 3, dtype=torch.double)),
+         r"'edge_attr' and 'weight_edge' of a dtype no wider than the "
+         r"scores' \(torch.float32, .*\), got torch.float64"),
+        (dict(query_src=torch.zeros(3, 1, 2, dtype=torch.bfloat16),
+              query_dst=torch.zeros(3, 1, 2, dtype=torch.bfloat16),
+              value=torch.zeros(3, 1, 2, dtype=torch.bfloat16),
+              att_src=torch.zeros(1, 2, dtype=torch.bfloat16),
+              edge_attr=torch.zeros(2, 3, dtype=torch.half),
+              weight_edge=torch.zeros(2, 3, dtype=torch.half)),
+         r"scores' \(torch.bfloat16, .*\), got torch.float16"),
         # (The kernels computed in 'query_src''s dtype, the reference in the
         # wider: a bfloat16 or a float32 result, by kernel.)
         (dict(query_dst=torch.zeros(3, 1, 2, dtype=torch.double)),

@@ -210,6 +210,16 @@ def gate_attention(
                 "Expected 'edge_attr' and 'weight_edge' of the same dtype "
                 f'(got {edge_attr.dtype} and {weight_edge.dtype})'
             )
+        # (Summed into the activation too: the kernels score in the dtype
+        # of the queries and the vectors, the reference in the wider one.)
+        score = torch.promote_types(query_src.dtype, att_src.dtype)
+        score = torch.promote_types(score, att_self.dtype)
+        if torch.promote_types(score, edge_attr.dtype) != score:
+            raise ValueError(
+                "Expected 'edge_attr' and 'weight_edge' of a dtype no wider "
+                f"than the scores' ({score}, of 'query_src' and the "
+                f'attention vectors), got {edge_attr.dtype}'
+            )
     if mask_loops_before is not None and (
         isinstance(mask_loops_before, bool)  # (An edge count, not a flag.)
         or not isinstance(mask_loops_before, (int, torch.SymInt))
