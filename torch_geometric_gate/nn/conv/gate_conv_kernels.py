@@ -384,9 +384,14 @@ class KernelGATEConv(gate_conv.GATEConv):
             why.append('the layer is in explain mode')
         if any(len(getattr(self, name)) > 0 for name in _HOOKS):
             why.append('message-passing hooks are registered')
+        lazy = self.lin_edge is not None and isinstance(
+            self.lin_edge.weight, UninitializedParameter
+        )
+        if lazy:
+            why.append("the lazy 'edge_dim' is not initialized yet")
         problem = (
             None
-            if self.lin_edge is None
+            if self.lin_edge is None or lazy
             else plain_linear_problem(self.lin_edge)
         )
         if problem is not None:  # The kernels read its weight alone.
@@ -402,10 +407,6 @@ class KernelGATEConv(gate_conv.GATEConv):
             why.append('decomposed_layers > 1')
         if self.negative_slope < 0:
             why.append('negative_slope < 0')
-        if self.lin_edge is not None and isinstance(
-            self.lin_edge.weight, UninitializedParameter
-        ):
-            why.append("the lazy 'edge_dim' is not initialized yet")
         return why
 
 
