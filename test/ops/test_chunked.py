@@ -461,6 +461,41 @@ def test_chunked_custom_ops_pass_opcheck(edge_dim, slope, derived):
     ]
 
 
+def test_compiled_loops_run_one_call_at_a_time_across_threads(monkeypatch):
+    # A call that compiles traces with FX, whose flag is process-global: a
+    # compiled call in another thread meanwhile raised "Detected that you
+    # are using FX to symbolically trace a dynamo-optimized function" (8
+    # threads' first eager calls, torch 2.11). The calls take turns; a
+    # stand-in for torch.compile records how many run at once.
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    state = {'now': 0, 'most': 0}
+    lock = threading.Lock()
+
+    def compiled(*args):
+        with lock:
+            state['now'] += 1
+            state['most'] = max(state['most'], state['now'])
+        time.sleep(0.02)
+        with lock:
+            state['now'] -= 1
+        return args[0]
+
+    monkeypatch.setattr(fused, '_COMPILED', {})
+    monkeypatch.setattr(torch, 'compile', lambda fn, **kwargs: compiled)
+    value = torch.zeros(3, 2, 4)
+
+    def job(i):
+        return fused._run(fused._forward, value, torch.full((2,), i))
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(job, range(16)))
+    assert [int(r[0]) for r in results] == list(range(16))
+    assert state['most'] == 1
+
+
 @pytest.mark.parametrize('dropout', [0.0, 0.5])
 def test_chunked_operator_returns_no_cpu_tensor(dropout):
     # The operator returned a dropout seed as a CPU tensor (empty without

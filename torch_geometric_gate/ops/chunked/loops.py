@@ -22,6 +22,7 @@ Elsewhere, or where no C++ compiler works, eager calls run the chunked ATen
 loops.
 """
 
+import threading
 import types
 import warnings
 from typing import Callable, Dict, List, Optional, Tuple
@@ -196,6 +197,13 @@ def backward(*args) -> List[Optional[Tensor]]:
 
 
 _COMPILED: Dict[object, object] = {}
+# One compiled call at a time across threads: a call that compiles (a first
+# call, a new setting) traces with FX, whose "tracing" flag is
+# process-global, and a compiled call in another thread meanwhile raised
+# "Detected that you are using FX to symbolically trace a dynamo-optimized
+# function" (eager calls from a thread pool on a cold cache, torch 2.11).
+# Each call's loops run on every intra-op thread anyway.
+_CALL_LOCK = threading.Lock()
 
 # Inductor stores an intermediate that more than 4 loads read (12 summed
 # over its inputs on CPU), such as a gathered [E, H, C] row, rather than
@@ -233,7 +241,8 @@ def _run(fn, value: Tensor, *args):
     without autograd (the operators' own autograd formula differentiates
     them), so that no setting is compiled twice; with
     :obj:`SEVERAL_HEADS_OPTIONS` where :obj:`value` has several heads, and
-    in one thread up to :obj:`SERIAL_MAX_THREADS` threads.
+    in one thread up to :obj:`SERIAL_MAX_THREADS` threads; one call at a
+    time across Python threads (:data:`_CALL_LOCK`).
 
     The number of heads and channels is compiled in (each pair gets a
     function of its own, see :func:`_for_shape`), the edge and node counts
@@ -259,7 +268,7 @@ def _run(fn, value: Tensor, *args):
                 _compat.mark_dynamic(arg, 0)
     # Below autograd whether or not the operator was called through it
     # (Dynamo's guards see the dispatch keys a context leaves a tensor):
-    with torch.no_grad(), _compat.below_autograd():
+    with _CALL_LOCK, torch.no_grad(), _compat.below_autograd():
         return compiled(*args)
 
 
