@@ -103,10 +103,10 @@ CSR of incoming edges), with GATE's score:
   ``::triton_attention_backward`` (opaque to the compiler; the CSR is built
   in the traced graph from plain tensors, the dropout seed drawn inside the
   forward operator). Their backward is not differentiable: no double
-  backward under compile. They read and return no CPU tensor and never
-  wait for the device, so that CUDA graphs (:obj:`mode='reduce-overhead'`)
-  capture them, with dropout too: the seed is drawn on the device, and
-  each replay draws its own.
+  backward under compile. They read and return no CPU tensor and make no
+  host read, as capture by CUDA graphs (:obj:`mode='reduce-overhead'`)
+  requires; with dropout too: the seed is drawn on the device, inside the
+  graph, so that each replay draws its own.
 
 A target node without unmasked incoming edges gets :obj:`out = 0` (the
 reference's softmax would give NaN for a node whose edges are all masked).
