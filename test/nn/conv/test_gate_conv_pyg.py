@@ -454,6 +454,26 @@ def test_target_to_source_flow_with_bipartite_input():
     assert torch.allclose(out[:2], expected, atol=1e-6)
 
 
+@pytest.mark.parametrize('fill_value', ['mean', 'max', 'add'])
+def test_target_to_source_fill_value_reduces_the_aggregated_edges(fill_value):
+    # The self-loops' edge features reduce the edges a node aggregates: row 0
+    # under flow='target_to_source' (GATv2Conv reduces row 1 under either
+    # flow, so its outputs change when the graph and the flow are flipped):
+    torch.manual_seed(0)
+    x = torch.randn(NUM_NODES, 5)
+    edge_attr = torch.randn(EDGE_INDEX.size(1), 3)
+    conv = GATEConv(5, 4, heads=2, edge_dim=3, fill_value=fill_value)
+    randomize_attention(conv)
+    flipped = GATEConv(
+        5, 4, heads=2, edge_dim=3, fill_value=fill_value,
+        flow='target_to_source',
+    )  # fmt: skip
+    flipped.load_state_dict(conv.state_dict())
+    expected = conv(x, EDGE_INDEX, edge_attr)
+    out = flipped(x, EDGE_INDEX.flip(0), edge_attr)
+    assert torch.allclose(out, expected, atol=1e-6)
+
+
 def test_bad_scalar_arguments():
     for slope in (float('nan'), float('inf'), '0.2', True):
         with pytest.raises(ValueError, match="'negative_slope'"):

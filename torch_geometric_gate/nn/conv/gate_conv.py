@@ -91,7 +91,9 @@ class GATEConv(MessagePassing):
             generate edge features of self-loops (in case
             :obj:`edge_dim != None`): a value, or a reduction (:obj:`"add"`,
             :obj:`"mean"`, :obj:`"min"`, :obj:`"max"`, :obj:`"mul"`) of the
-            node's in-edges, input self-loops excluded.
+            edges the node aggregates, input self-loops excluded (under
+            :obj:`flow="target_to_source"` those of row 0, where
+            :class:`~torch_geometric.nn.conv.GATv2Conv` reduces over row 1).
             (default: :obj:`"mean"`)
         bias (bool, optional): If set to :obj:`False`, the layer will not learn
             an additive bias. (default: :obj:`True`)
