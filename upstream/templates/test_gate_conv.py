@@ -222,14 +222,18 @@ def test_gate_conv_acts_like_an_mlp():
 
 
 @pytest.mark.parametrize('edge_dim', [None, 3])
-def test_gate_conv_with_equal_attention_vectors_is_gatv2_conv(edge_dim):
-    # `att_self = att_neighbor` and `lin = lin_src` recover `GATv2Conv`:
+@pytest.mark.parametrize('fill_value', [0.5, 'mean'])
+def test_gate_conv_with_equal_attention_vectors_is_gatv2_conv(
+        edge_dim, fill_value):
+    # `att_self = att_neighbor` and `lin = lin_src` recover `GATv2Conv`,
+    # which drops the input self-loop (2, 2) that `GATEConv` masks; neither
+    # reads its edge features for the `'mean'` of the self-loops':
     x = torch.randn(4, 8)
-    edge_index = torch.tensor([[0, 1, 2, 3, 1], [1, 0, 1, 1, 3]])
+    edge_index = torch.tensor([[0, 1, 2, 3, 1, 2, 0], [1, 0, 1, 1, 3, 2, 2]])
     edge_attr = torch.randn(edge_index.size(1), 3) if edge_dim else None
 
-    gatv2 = GATv2Conv(8, 16, heads=2, edge_dim=edge_dim, fill_value=0.5)
-    conv = GATEConv(8, 16, heads=2, edge_dim=edge_dim, fill_value=0.5,
+    gatv2 = GATv2Conv(8, 16, heads=2, edge_dim=edge_dim, fill_value=fill_value)
+    conv = GATEConv(8, 16, heads=2, edge_dim=edge_dim, fill_value=fill_value,
                     negative_slope=0.2)
     with torch.no_grad():
         gatv2.att.normal_()
