@@ -88,7 +88,8 @@ def raw_files(name: str) -> Sequence[str]:
 def pyg_dataset(name: str, root: str, transform=None):
     r"""PyG's dataset ``name`` under the data root ``root`` (its class's
     root is ``root/Planetoid``, ``root/WebKB``, ...; nothing is checked or
-    cleaned up here, see :func:`fetch`), without
+    cleaned up here, see :func:`fetch`), with ``transform`` applied at
+    every access (whatever the dataset's class), without
     the "Downloading ...", "Processing..." and "Done!" lines PyG prints to
     stderr (these classes take no ``log`` argument); anything else it
     prints is passed on."""
@@ -103,12 +104,14 @@ def pyg_dataset(name: str, root: str, transform=None):
     try:
         with contextlib.redirect_stderr(err):
             if name in HETEROPHILOUS:
-                return HeterophilousGraphDataset(path, name)
+                return HeterophilousGraphDataset(
+                    path, name, transform=transform
+                )
             if name in ('Cora', 'CiteSeer'):
                 return Planetoid(path, name, transform=transform)
             if name == 'Actor':
-                return Actor(path)
-            return WebKB(path, name)
+                return Actor(path, transform=transform)
+            return WebKB(path, name, transform=transform)
     finally:
         for line in err.getvalue().splitlines(keepends=True):
             if not line.startswith(QUIET):
@@ -209,7 +212,8 @@ def load_dataset(
     from torch_geometric.transforms import NormalizeFeatures
 
     fetch([name], root)
-    transform = NormalizeFeatures() if normalize else None
+    planetoid = name in ('Cora', 'CiteSeer')
+    transform = NormalizeFeatures() if normalize and planetoid else None
     dataset = pyg_dataset(name, root, transform)
     data = dataset[0]
     if data.train_mask.dim() == 1:  # Planetoid: one public split
