@@ -219,10 +219,12 @@ class FeedForward(torch.nn.Sequential):
 
 class StrongBlock(torch.nn.Module):
     r"""``x + FF(conv(LayerNorm(x)))``; ``kind`` is ``'ff'`` (no graph
-    layer), ``'gat'``, ``'gate'``, ``'gate_s'`` or ``'fagcn'``; with
-    ``sep`` the feed-forward part sees ``[x, conv(x)]``, the graph layer
-    aggregating the neighbours only (GATv2 without self-loops; GATE keeps
-    its self-loop, the switch, and sees ``x`` separately as well)."""
+    layer), ``'gat1'`` (PyG's ``GATConv``: Platonov et al.'s GAT and
+    GAT-sep), ``'gat'`` (``GATv2Conv``), ``'gate'``, ``'gate_s'`` or
+    ``'fagcn'``; with ``sep`` the feed-forward part sees ``[h, conv(h)]``,
+    ``h = LayerNorm(x)``, the graph layer aggregating the neighbours only
+    (GAT-sep: ``GATConv`` without self-loops; GATE keeps its self-loop, the
+    switch, and sees ``h`` separately as well)."""
 
     def __init__(self, kind, hidden, heads, dropout, sep=False, eps=0.1):
         super().__init__()

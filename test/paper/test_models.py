@@ -72,3 +72,24 @@ def test_looks_linear_models_need_an_even_width(recipe, name):
 def test_odd_widths_without_looks_linear_init():
     build_model('paper', 'FAGCN', 5, 7, 3, 2)
     build_model('strong', 'GATE', 5, 7, 3, 2, heads=7)
+
+
+def test_strong_sep_models_are_those_the_docstring_names():
+    # StrongBlock's docstring called GAT-sep's layer a GATv2 without
+    # self-loops; it is PyG's GATConv (Platonov et al.'s GAT) without them.
+    from torch_geometric.nn import GATConv, GATv2Conv
+
+    from torch_geometric_gate.nn import GATEConv
+
+    for name, cls, loops in (
+        ('GAT', GATConv, True),
+        ('GAT-sep', GATConv, False),
+        ('GATv2', GATv2Conv, True),
+        ('GATE-sep', GATEConv, True),
+    ):
+        model = build_model('strong', name, 5, 8, 3, 2, heads=2)
+        sep = name.endswith('-sep')
+        for block in model.blocks:
+            assert type(block.conv) is cls and block.sep == sep
+            assert block.conv.add_self_loops == loops
+            assert block.ff[0].in_features == 8 * (2 if sep else 1)
