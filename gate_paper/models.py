@@ -321,16 +321,26 @@ def build_model(
 ) -> torch.nn.Module:
     r"""The model ``name`` of ``recipe`` (see the module's docstring):
     ``num_layers`` graph layers of width ``hidden``; ``heads``, ``dropout``
-    for the strong recipe, ``eps`` for FAGCN. Seed torch before calling it
-    for a reproducible initialisation. A model with the looks-linear init
-    and hidden units needs an even ``hidden`` (a :class:`ValueError`
-    otherwise, :func:`~gate_paper.model_names.needs_even_hidden`)."""
+    for the strong recipe (another recipe with ``heads != 1`` or
+    ``dropout != 0`` is a :class:`ValueError`), ``eps`` for FAGCN. Seed
+    torch before calling it for a reproducible initialisation. A model
+    with the looks-linear init and hidden units needs an even ``hidden``
+    (a :class:`ValueError` otherwise,
+    :func:`~gate_paper.model_names.needs_even_hidden`)."""
     if recipe not in MODELS or name not in MODELS[recipe]:
         known = MODELS.get(recipe)
         raise ValueError(
             f'unknown model {name!r} of recipe {recipe!r}; expected a recipe '
             f'of {RECIPES}'
             + ('' if known is None else f' and a model of {known}')
+        )
+    if recipe != 'strong' and (heads != 1 or dropout != 0.0):
+        # The synthetic and paper recipes have one head and no dropout
+        # (Appendix B); their models would build without either.
+        raise ValueError(
+            f'heads and dropout apply to the strong recipe only; the '
+            f'{recipe} recipe has one head and no dropout, got '
+            f'heads={heads}, dropout={dropout}'
         )
     if hidden % 2 and needs_even_hidden(recipe, name, num_layers):
         raise ValueError(

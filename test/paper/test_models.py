@@ -9,8 +9,9 @@ from gate_paper.models import MODELS, build_model
     [(recipe, name) for recipe, names in MODELS.items() for name in names],
 )
 def test_every_model_builds_and_runs(recipe, name):
+    heads = 2 if recipe == 'strong' else 1
     torch.manual_seed(0)
-    model = build_model(recipe, name, 5, 8, 3, 3, heads=2)
+    model = build_model(recipe, name, 5, 8, 3, 3, heads=heads)
     x = torch.randn(12, 5)
     edge_index = torch.randint(0, 12, (2, 30))
     out, alphas = model.forward_with_self_attention(x, edge_index)
@@ -19,7 +20,7 @@ def test_every_model_builds_and_runs(recipe, name):
         assert alpha.shape[0] == 12
         assert bool(((alpha >= 0) & (alpha <= 1)).all())
     torch.manual_seed(0)
-    again = build_model(recipe, name, 5, 8, 3, 3, heads=2)
+    again = build_model(recipe, name, 5, 8, 3, 3, heads=heads)
     for a, b in zip(model.parameters(), again.parameters(), strict=True):
         assert torch.equal(a, b)
 
@@ -49,6 +50,19 @@ def test_attention_layers_report_alpha():
 def test_unknown_models(recipe, name, message):
     with pytest.raises(ValueError, match=message):
         build_model(recipe, name, 5, 8, 3, 2)
+
+
+@pytest.mark.parametrize('recipe', ['synthetic', 'paper'])
+@pytest.mark.parametrize('kwargs', [dict(heads=4), dict(dropout=0.5)])
+def test_heads_and_dropout_of_the_one_head_recipes_are_refused(recipe, kwargs):
+    # They built one-head models without dropout, silently.
+    name = MODELS[recipe][-1]
+    with pytest.raises(ValueError, match='apply to the strong recipe only'):
+        build_model(recipe, name, 5, 8, 3, 2, **kwargs)
+    model = build_model(recipe, name, 5, 8, 3, 2, heads=1, dropout=0.0)
+    assert not any(
+        isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()
+    )
 
 
 def test_strong_heads_must_divide_hidden():
