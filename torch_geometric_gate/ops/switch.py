@@ -180,8 +180,8 @@ class attention_kernel:
       them), an edge projection :obj:`lin_edge` that is not a bias-free
       :class:`~torch_geometric.nn.dense.Linear` without hooks (the kernels
       read its weight), with another aggregation than a sum, the
-      :obj:`target_to_source` flow, a negative slope, or edge features
-      before a lazy :obj:`edge_dim` is initialized.
+      :obj:`target_to_source` flow, a :obj:`negative_slope` below 0, or
+      edge features before a lazy :obj:`edge_dim` is initialized.
     * :obj:`'reference'`: PyG's message passing,
       :meth:`~torch_geometric.nn.conv.MessagePassing.edge_updater` and
       :meth:`~torch_geometric.nn.conv.MessagePassing.propagate` (the layer
