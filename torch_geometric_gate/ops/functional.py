@@ -14,7 +14,10 @@ from torch_geometric import EdgeIndex
 from torch_geometric.index import ptr2index
 from torch_geometric.utils import scatter, softmax
 
-from torch_geometric_gate.ops._checks import assert_rows_in_range
+from torch_geometric_gate.ops._checks import (
+    assert_rows_in_range,
+    sparse_size_fits,
+)
 from torch_geometric_gate.ops._compat import assert_async
 from torch_geometric_gate.ops.dispatch import attend
 from torch_geometric_gate.ops.types import (
@@ -346,10 +349,7 @@ def _edges(edge_index, num_src: int, query_dst: Tensor):
             f'(got {edge_index.dtype} of shape {list(edge_index.shape)})'
         )
     ei = edge_index if isinstance(edge_index, EdgeIndex) else None
-    if ei is not None and any(
-        size is not None and size != num
-        for size, num in zip(ei.sparse_size(), (num_src, num_dst))
-    ):  # (Its CSR is the Triton kernels' over its own targets.)
+    if ei is not None and not sparse_size_fits(ei, num_src, num_dst):
         raise ValueError(
             f"Expected an EdgeIndex 'edge_index' of sparse size ({num_src}, "
             f"{num_dst}), the rows of 'query_src' and 'query_dst' (got "

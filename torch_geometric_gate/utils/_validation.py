@@ -17,7 +17,10 @@ from torch_geometric import EdgeIndex, is_compiling
 from torch_geometric.typing import SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor
 
-from torch_geometric_gate.ops._checks import assert_rows_in_range
+from torch_geometric_gate.ops._checks import (
+    assert_rows_in_range,
+    sparse_size_fits,
+)
 
 
 def as_int(
@@ -245,8 +248,14 @@ def check_conv_inputs(conv, x, edge_index, edge_attr):
             )
     else:
         _check_conv_edge_index(edge_index, num_src, num_dst, conv.flow)
-        if isinstance(edge_index, EdgeIndex):
-            _check_sparse_size(edge_index, num_src, num_dst)
+        if isinstance(edge_index, EdgeIndex) and not sparse_size_fits(
+            edge_index, num_src, num_dst
+        ):  # (GATv2Conv's message passing raises too.)
+            raise ValueError(
+                f'Expected an EdgeIndex of sparse size ({num_src}, '
+                f'{num_dst}), the number of source and target nodes of the '
+                f'node features (got {tuple(edge_index.sparse_size())})'
+            )
 
     if edge_attr is None or conv.lin_edge is None:
         return  # The layer refuses 'edge_attr' without 'edge_dim'.
@@ -313,21 +322,6 @@ def _check_conv_edge_index(edge_index, num_src: int, num_dst: int, flow: str):
             'source nodes'
         )
     assert_rows_in_range(edge_index, rows, error)
-
-
-def _check_sparse_size(edge_index: EdgeIndex, num_src: int, num_dst: int):
-    # As PyG's message passing checks it (GATv2Conv raises): the sizes an
-    # EdgeIndex knows are those of the node features, whatever the flow.
-    known = edge_index.sparse_size()
-    if any(
-        size is not None and size != num
-        for size, num in zip(known, (num_src, num_dst))
-    ):
-        raise ValueError(
-            f'Expected an EdgeIndex of sparse size ({num_src}, {num_dst}), '
-            'the number of source and target nodes of the node features '
-            f'(got {tuple(known)})'
-        )
 
 
 def _num_edges(edge_index) -> int:
