@@ -35,8 +35,8 @@ def dropout_noise(shape: List[int], p: float, like: Tensor) -> Tensor:
     r"""The dropout multiplier :obj:`[E, H]` of :obj:`like`'s dtype and
     device: :obj:`0` with probability :obj:`p`, else :obj:`1 / (1 - p)`, as
     :func:`torch.nn.functional.dropout` scales, drawn by the device's
-    generator (:func:`torch.manual_seed` reproduces it; on a GPU a CUDA
-    graph's replay draws its own)."""
+    generator (:func:`torch.manual_seed` reproduces it; PyTorch's CUDA
+    generator is safe to capture in a CUDA graph)."""
     noise = like.new_empty(shape).bernoulli_(1.0 - p)
     return noise.mul_(1.0 / (1.0 - p) if p < 1.0 else 0.0)
 

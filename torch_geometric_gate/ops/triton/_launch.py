@@ -169,8 +169,9 @@ def _rows(q_src: Tensor, q_dst: Tensor, value: Tensor):
 def _draw_seed(device: torch.device) -> Tensor:
     r"""The dropout seed :obj:`[1]` (int64), drawn on :obj:`device` by its
     generator (so :func:`torch.manual_seed` reproduces it), where the
-    kernels read it: no host sync, and a CUDA graph's replay draws its own
-    (a seed drawn on the host would be captured as a constant)."""
+    kernels read it: no host sync, and inside a CUDA graph drawn by
+    PyTorch's capture-safe generator (a seed drawn on the host would be
+    captured as a constant)."""
     return torch.randint(2**31 - 1, (1,), device=device)
 
 

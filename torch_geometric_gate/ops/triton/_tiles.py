@@ -55,8 +55,7 @@ def _strided(H_PAD: tl.constexpr, C_PAD: tl.constexpr, s_h, s_c):
 @triton.jit
 def _keep(seed_ptr, p, h, p_drop, H: tl.constexpr):
     # The dropout mask [BLOCK_E, H_PAD] of CSR positions p and heads h, from
-    # the seed in device memory (drawn on the device: a CUDA graph's replay
-    # reads its own).
+    # the seed in device memory (`_launch._draw_seed`).
     r = tl.rand(tl.load(seed_ptr), (p[:, None] * H + h[None, :]).to(tl.int32))
     return r >= p_drop
 
