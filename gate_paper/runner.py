@@ -294,14 +294,14 @@ def run_all(
 
 def load_runs(folder: str, configs: List[dict], fields=()) -> List[dict]:
     r"""The records of the finished runs of ``configs`` in ``folder``
-    (:func:`gate_paper.store.load`), for the tables; a warning if the
-    folder holds run files that ``configs`` do not make (runs of other
-    options, e.g. a ``--tables-only`` without the options that made them),
-    which the tables leave out."""
+    (as :func:`gate_paper.store.load`, one scan), for the tables; a
+    warning if the folder holds run files that ``configs`` do not make
+    (runs of other options, e.g. a ``--tables-only`` without the options
+    that made them), which the tables leave out."""
     records, _ = store.scan(folder, fields)
     ids = {store.run_id(c) for c in configs}
     other = len(records.keys() - ids)
-    found = store.load(folder, configs, fields)
+    found = store.pick(records, configs)
     if other:
         warnings.warn(
             f"'{folder}' holds {other} run files that these options do not "

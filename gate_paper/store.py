@@ -214,6 +214,12 @@ def load(
     records, _ = scan(folder, fields)
     if configs is None:
         return list(records.values())
+    return pick(records, configs)
+
+
+def pick(records: Dict[str, dict], configs: Iterable[dict]) -> List[dict]:
+    r"""The records of :func:`scan` that are runs of ``configs``, in their
+    order."""
     found = []
     for config in configs:
         record = records.get(run_id(config))

@@ -14,6 +14,7 @@ from gate_paper import store
 from gate_paper.runner import (
     add_runner_args,
     check_out_dir,
+    load_runs,
     provenance_of_divergence,
     run_all,
 )
@@ -538,3 +539,23 @@ def test_each_run_records_its_own_cuda_peak(tmp_path, monkeypatch):
     records = run_all(configs(300, 10), run, str(tmp_path), runner_args())
     peaks = [r['provenance']['max_memory_mib'] for r in records]
     assert peaks == [350.0, 60.0]
+
+
+def test_tables_read_the_run_files_once(tmp_path):
+    # load_runs scanned the folder twice (once for the runs of other
+    # options, once through store.load): every file parsed twice and an
+    # unreadable one named twice.
+    import warnings
+
+    config = {'model': 'GATE', 'seed': 0}
+    store.save(str(tmp_path), config, {'acc': 1.0})
+    store.save(str(tmp_path), {'model': 'GAT', 'seed': 0}, {'acc': 0.5})
+    (tmp_path / 'cut_0123456789ab.json').write_text('{"config": ')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        found = load_runs(str(tmp_path), [config])
+    assert [r['config'] for r in found] == [config]
+    messages = [str(w.message) for w in caught]
+    assert sum('cut_0123456789ab.json' in m for m in messages) == 1
+    assert sum('1 run files that these options do not make' in m
+               for m in messages) == 1  # fmt: skip
