@@ -34,6 +34,8 @@ def _bwd_dst(
     WRITE_RECORD: tl.constexpr,
 ):  # fmt: skip
     # The body of gate_bwd_dst_kernel and gate_bwd_dst_rec_kernel.
+    if HAS_DROPOUT:  # (Loaded once, not per block of edges.)
+        seed = tl.load(seed_ptr)
     HC: tl.constexpr = H * C
     pid = tl.program_id(0)
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
@@ -90,7 +92,7 @@ def _bwd_dst(
                         other=0.0,
                     ).to(tl.float32)
                 if HAS_DROPOUT:
-                    keep = _keep(seed_ptr, p, h, p_drop, H)
+                    keep = _keep(seed, p, h, p_drop, H)
                     d_alpha = tl.where(keep, d_alpha * scale, 0.0)
                 if WRITE_RECORD:
                     rec = p.to(tl.int64)[:, None] * H + h[None, :]
@@ -317,6 +319,8 @@ def gate_bwd_src_kernel(
     atomics. The segments of a split node write their sums to the partial
     slots :obj:`partptr[u] + k`, added up by
     :func:`gate_bwd_src_combine_kernel`."""
+    if HAS_DROPOUT:  # (Loaded once, not per block of edges.)
+        seed = tl.load(seed_ptr)
     dqs_ptr = dproj_ptr + dqs_first  # (rows d_stride apart)
     dval_ptr = dproj_ptr + dval_first
     segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
@@ -365,7 +369,7 @@ def gate_bwd_src_kernel(
             ).to(tl.float32)
         kept = alpha
         if HAS_DROPOUT:
-            keep = _keep(seed_ptr, p, h, p_drop, H)
+            keep = _keep(seed, p, h, p_drop, H)
             d_alpha = tl.where(keep, d_alpha * scale, 0.0)
             kept = tl.where(keep, alpha * scale, 0.0)
         delta = tl.load(delta_ptr + node2, mask=mh, other=0.0)
@@ -440,6 +444,8 @@ def gate_bwd_src_rec_kernel(
     \sum_e dz_e`, :math:`dW x_u = \sum_e \alpha'_e d\mathrm{out}_v`. The
     same segments, partial slots (:func:`gate_bwd_src_combine_kernel`)
     and per-edge :math:`dz_e` as :func:`gate_bwd_src_kernel`."""
+    if HAS_DROPOUT:  # (Loaded once, not per block of edges.)
+        seed = tl.load(seed_ptr)
     dqs_ptr = dproj_ptr + dqs_first  # (rows d_stride apart)
     dval_ptr = dproj_ptr + dval_first
     segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
@@ -481,7 +487,7 @@ def gate_bwd_src_rec_kernel(
         dqs += tl.sum(dz, axis=0)
         kept = alpha
         if HAS_DROPOUT:
-            keep = _keep(seed_ptr, p, h, p_drop, H)
+            keep = _keep(seed, p, h, p_drop, H)
             kept = tl.where(keep, alpha * scale, 0.0)
         m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
         go = tl.load(gout_ptr + v[:, None, None] * g_v + g_hc[None, :, :],

@@ -34,6 +34,8 @@ def gate_fwd_kernel(
     log-sum-exp :obj:`lse[v]`; the segments of a split node write their
     running max, sum and accumulator to the partial slots
     :obj:`partptr[v] + k`, merged by :func:`gate_combine_kernel`."""
+    if HAS_DROPOUT:  # (Loaded once, not per block of edges.)
+        seed = tl.load(seed_ptr)
     segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
         lists_ptr, nodes_ptr, list_first, node_first, list_width
     )
@@ -69,7 +71,7 @@ def gate_fwd_kernel(
         weight = tl.exp(score - m_safe[None, :])  # 0 where masked
         l_i = l_i * correction + tl.sum(weight, axis=0)
         if HAS_DROPOUT:
-            keep = _keep(seed_ptr, p, h, p_drop, H)
+            keep = _keep(seed, p, h, p_drop, H)
             weight = tl.where(keep, weight, 0.0)
         m3 = edge_mask[:, None, None] & hc_mask[None, :, :]
         val = tl.load(
@@ -157,6 +159,8 @@ def gate_alpha_kernel(
     r"""One program per block of edges (CSR order): the attention weights
     :math:`\exp(e_{uv} - \mathrm{lse}_v)` (after dropout), stored at the
     caller's edge order through :obj:`perm`."""
+    if HAS_DROPOUT:  # (Loaded once, not per block of edges.)
+        seed = tl.load(seed_ptr)
     HC: tl.constexpr = H * C
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
     h_mask = h < H
@@ -181,7 +185,7 @@ def gate_alpha_kernel(
     lse = tl.load(lse_ptr + v[:, None] * H + h[None, :], mask=mh, other=0.0)
     alpha = tl.where(valid[:, None], tl.exp(score - lse), 0.0)
     if HAS_DROPOUT:
-        keep = _keep(seed_ptr, p, h, p_drop, H)
+        keep = _keep(seed, p, h, p_drop, H)
         alpha = tl.where(keep, alpha * scale, 0.0)
     e = tl.load(perm_ptr + p, mask=edge_mask, other=0)
     tl.store(alpha_ptr + e[:, None] * H + h[None, :], alpha, mask=mh)
@@ -194,10 +198,11 @@ def gate_keep_kernel(
 ):  # fmt: skip
     r"""The dropout mask in CSR order (for the double-backward
     fallback)."""
+    seed = tl.load(seed_ptr)
     h = tl.arange(0, H_PAD)
     p = tl.program_id(0).to(tl.int64) * BLOCK_E + tl.arange(0, BLOCK_E)
     edge_mask = p < num_edges
-    keep = _keep(seed_ptr, p, h, p_drop, H)
+    keep = _keep(seed, p, h, p_drop, H)
     mh = edge_mask[:, None] & (h < H)[None, :]
     tl.store(keep_ptr + p[:, None] * H + h[None, :], keep.to(tl.int8), mask=mh)
 
@@ -219,6 +224,8 @@ def gate_loop_alpha_kernel(
     CSR segment (both CSR builds put it there), :obj:`rowptr[v + 1] - 1`,
     whose kind and dropout mask it reads; its edge projection is row
     :obj:`v` of :obj:`eloop` (the last :obj:`num_loops` edges')."""
+    if HAS_DROPOUT:  # (Loaded once, not per block of edges.)
+        seed = tl.load(seed_ptr)
     HC: tl.constexpr = H * C
     h, hc, hc_mask = _tile(H, C, H_PAD, C_PAD)
     h_mask = h < H
@@ -240,6 +247,6 @@ def gate_loop_alpha_kernel(
     lse = tl.load(lse_ptr + v[:, None] * H + h[None, :], mask=mh, other=0.0)
     alpha = tl.where(valid[:, None], tl.exp(score - lse), 0.0)
     if HAS_DROPOUT:
-        keep = _keep(seed_ptr, p, h, p_drop, H)
+        keep = _keep(seed, p, h, p_drop, H)
         alpha = tl.where(keep, alpha * scale, 0.0)
     tl.store(alpha_ptr + v[:, None] * H + h[None, :], alpha, mask=mh)

@@ -38,6 +38,8 @@ def gate_fwd_1h_kernel(
     :obj:`NODES` consecutive segments per program (low-degree nodes share
     a program). The same work list, outputs and partial slots (merged by
     :func:`gate_combine_kernel`)."""
+    if HAS_DROPOUT:  # (Loaded once, not per block of edges.)
+        seed = tl.load(seed_ptr)
     segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
         lists_ptr, nodes_ptr, list_first, node_first, list_width
     )
@@ -72,7 +74,7 @@ def gate_fwd_1h_kernel(
                 weight = tl.exp(score - m_safe)  # 0 where masked
                 l_i = l_i * correction + tl.sum(weight, axis=0)
                 if HAS_DROPOUT:
-                    keep = _keep_1h(seed_ptr, p, p_drop)
+                    keep = _keep_1h(seed, p, p_drop)
                     weight = tl.where(keep, weight, 0.0)
                 m2 = edge_mask[:, None] & c_mask[None, :]
                 val = tl.load(val_ptr + u[:, None] * q_stride + c[None, :],
@@ -113,6 +115,8 @@ def gate_bwd_dst_1h_kernel(
     :math:`\delta_v`, and :obj:`NODES` consecutive segments per program
     (:obj:`gatt[pid]` sums those). The same outputs, partial slots
     (:func:`gate_bwd_combine_kernel`) and record."""
+    if HAS_DROPOUT:  # (Loaded once, not per block of edges.)
+        seed = tl.load(seed_ptr)
     dqd_ptr = dproj_ptr + dqd_first  # (rows d_stride apart)
     segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
         lists_ptr, nodes_ptr, list_first, node_first, list_width
@@ -163,7 +167,7 @@ def gate_bwd_dst_1h_kernel(
                         galpha_ptr + p, mask=edge_mask, other=0.0
                     ).to(tl.float32)
                 if HAS_DROPOUT:
-                    keep = _keep_1h(seed_ptr, p, p_drop)
+                    keep = _keep_1h(seed, p, p_drop)
                     d_alpha = tl.where(keep, d_alpha * scale, 0.0)
                 if WRITE_RECORD:
                     tl.store(rec_alpha_ptr + p, alpha, mask=edge_mask)
@@ -224,6 +228,8 @@ def gate_bwd_src_1h_kernel(
     :obj:`NODES` consecutive segments of source nodes per program. The
     same outputs, per-edge :math:`dz_e` and partial slots
     (:func:`gate_bwd_src_combine_kernel`)."""
+    if HAS_DROPOUT:  # (Loaded once, not per block of edges.)
+        seed = tl.load(seed_ptr)
     dqs_ptr = dproj_ptr + dqs_first  # (rows d_stride apart)
     dval_ptr = dproj_ptr + dval_first
     segptr_ptr, seg_node_ptr, partptr_ptr = _work_list(
@@ -291,7 +297,7 @@ def gate_bwd_src_1h_kernel(
                     positive = z > 0
                 kept = alpha
                 if HAS_DROPOUT:
-                    keep = _keep_1h(seed_ptr, p, p_drop)
+                    keep = _keep_1h(seed, p, p_drop)
                     if not READ_RECORD:  # (the record's is after dropout)
                         d_alpha = tl.where(keep, d_alpha * scale, 0.0)
                     kept = tl.where(keep, alpha * scale, 0.0)

@@ -53,17 +53,18 @@ def _strided(H_PAD: tl.constexpr, C_PAD: tl.constexpr, s_h, s_c):
 
 
 @triton.jit
-def _keep(seed_ptr, p, h, p_drop, H: tl.constexpr):
+def _keep(seed, p, h, p_drop, H: tl.constexpr):
     # The dropout mask [BLOCK_E, H_PAD] of CSR positions p and heads h, from
-    # the seed in device memory (`_launch._draw_seed`).
-    r = tl.rand(tl.load(seed_ptr), (p[:, None] * H + h[None, :]).to(tl.int32))
+    # the seed that a kernel loads once from device memory
+    # (`_launch._draw_seed`).
+    r = tl.rand(seed, (p[:, None] * H + h[None, :]).to(tl.int32))
     return r >= p_drop
 
 
 @triton.jit
-def _keep_1h(seed_ptr, p, p_drop):
+def _keep_1h(seed, p, p_drop):
     # _keep of one head (h = 0, H = 1), [BLOCK_E].
-    return tl.rand(tl.load(seed_ptr), p.to(tl.int32)) >= p_drop
+    return tl.rand(seed, p.to(tl.int32)) >= p_drop
 
 
 #: The offsets of a work list that every kernel taking one declares
