@@ -53,6 +53,16 @@ STUDIES = {
 DRY = ['--max-epochs', '{epochs}', '--hidden', '8']
 
 
+def dry_options(argv, dry_epochs):
+    r"""The options that make a study's runs (of options ``argv``) the
+    tiny runs of ``run --dry --dry-epochs dry_epochs``; none without
+    ``dry_epochs``."""
+    if dry_epochs is None:
+        return []
+    extra = [a.format(epochs=dry_epochs) for a in DRY]
+    return extra + (['--heads', '2'] if 'strong' in argv else [])
+
+
 def configs(argv):
     r"""The configurations :mod:`gate_paper.real_graphs` makes for the
     options ``argv``."""
@@ -70,11 +80,7 @@ def plan(dry_epochs=None):
     With ``dry_epochs``, the tiny runs of ``--dry``."""
     order = []
     for tier, study, argv, models in TIERS:
-        extra = ['--models', *models]
-        if dry_epochs is not None:
-            extra += [a.format(epochs=dry_epochs) for a in DRY]
-            if 'strong' in argv:
-                extra += ['--heads', '2']
+        extra = ['--models', *models, *dry_options(argv, dry_epochs)]
         found = configs(argv + extra)
         rank = {m: i for i, m in enumerate(models)}
         found.sort(

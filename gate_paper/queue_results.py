@@ -10,7 +10,14 @@ import tempfile
 import warnings
 
 from gate_paper import store
-from gate_paper.queue_plan import DRY, STORE, STUDIES, TABLES, configs, plan
+from gate_paper.queue_plan import (
+    STORE,
+    STUDIES,
+    TABLES,
+    configs,
+    dry_options,
+    plan,
+)
 
 
 def _records(path, dry_epochs):
@@ -134,9 +141,7 @@ def rebuild_tables(store_root=STORE, tables_root=TABLES, dry_epochs=None):
     from gate_paper.tables import write_tables
 
     for study, (argv, sub) in STUDIES.items():
-        if dry_epochs is not None:  # the options of plan(dry_epochs)
-            argv = argv + [a.format(epochs=dry_epochs) for a in DRY]
-            argv += ['--heads', '2'] if 'strong' in argv else []
+        argv = argv + dry_options(argv, dry_epochs)  # (as plan's)
         folder = os.path.join(store_root, study)
         records = store.load(folder, configs(argv), real_graphs.RESULTS)
         if records:
