@@ -52,6 +52,7 @@ from gate_paper.cli import (
 from gate_paper.model_names import MODELS
 from gate_paper.provenance import of_full_batch_run
 from gate_paper.real_graphs_runs import (
+    FAGCN_EPS,
     RECIPE_DEFAULTS,
     STRONG_DATASETS,
     check_runs,
@@ -361,8 +362,8 @@ def parse_args(argv=None):
     parser.add_argument(
         '--fagcn-eps',
         type=float_in(0.0, 1.0),
-        default=0.3,
-        help="FAConv's epsilon (default 0.3)",
+        default=FAGCN_EPS,
+        help=f"FAConv's epsilon of FAGCN's runs (default {FAGCN_EPS})",
     )
     parser.add_argument(
         '--device',

@@ -18,6 +18,8 @@ from gate_paper.paper_numbers import LEARNING_RATES
 STRONG_DATASETS = ('Minesweeper', 'Tolokers')
 # The recipes' defaults (lr None: the paper's per-dataset table; patience
 # None: every epoch runs; depths None: by dataset, see ``depths_of``).
+#: FAConv's default epsilon (``--fagcn-eps``).
+FAGCN_EPS = 0.3
 RECIPE_DEFAULTS = {
     'paper': dict(
         hidden=64,
@@ -63,7 +65,9 @@ def configs(args) -> list:
     r"""The configuration of every run (the run files' names): what
     decides the run, so an option that does not apply to a run (``--heads``
     and ``--dropout`` to the paper's recipe, ``--raw-edges`` to a graph
-    that is not a heterophilous set's) is not in its configuration."""
+    that is not a heterophilous set's, ``--fagcn-eps`` to a model other
+    than FAGCN, whose ``eps`` stays the default) is not in its
+    configuration."""
     runs = []
     for dataset in args.datasets:
         for recipe in args.recipes:
@@ -99,7 +103,9 @@ def configs(args) -> list:
                                 hidden=args.hidden or d['hidden'],
                                 heads=heads,
                                 dropout=dropout,
-                                eps=args.fagcn_eps,
+                                eps=args.fagcn_eps
+                                if model == 'FAGCN'
+                                else FAGCN_EPS,
                                 lr=learning_rate(dataset, recipe, L, args.lr),
                                 max_epochs=args.max_epochs or d['epochs'],
                                 patience=patience or 0,

@@ -248,6 +248,20 @@ def test_a_run_s_configuration_holds_only_the_options_it_used():
     }
 
 
+def test_fagcn_eps_enters_fagcn_runs_only():
+    # --fagcn-eps entered every run's configuration: GAT's runs with another
+    # epsilon were new runs (new files) of the same computation.
+    def eps(*extra):
+        args = real_graphs.parse_args(
+            ['--datasets', 'Texas', '--models', 'GAT', 'FAGCN',
+             '--tables-only', '--out-dir', '/tmp', *extra]
+        )  # fmt: skip
+        return {c['model']: c['eps'] for c in real_graphs.configs(args)}
+
+    assert eps() == {'GAT': 0.3, 'FAGCN': 0.3}
+    assert eps('--fagcn-eps', '0.5') == {'GAT': 0.3, 'FAGCN': 0.5}
+
+
 def minesweeper_run(**changes):
     r"""A small run of the paper's recipe on (generated) Minesweeper."""
     config = dict(
