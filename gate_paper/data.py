@@ -37,9 +37,10 @@ HETEROPHILOUS = (
 SMALL = ('Cora', 'CiteSeer', 'Texas', 'Wisconsin', 'Actor')
 DATASETS = HETEROPHILOUS + SMALL
 ROC_AUC_DATASETS = ('Minesweeper', 'Tolokers', 'Questions')
-#: The datasets whose graphs PyG's classes give directed (WebKB's and
-#: Actor's edges are hyperlinks); the others' are undirected.
-DIRECTED = ('Texas', 'Wisconsin', 'Actor')
+#: The datasets whose graphs PyG's classes give directed, with self-loops
+#: (WebKB's and Actor's edges are hyperlinks): :func:`load_dataset` makes
+#: them undirected without loops, the graphs of the paper's Table 6.
+HYPERLINKS = ('Texas', 'Wisconsin', 'Actor')
 #: The environment variable that overrides the default data root.
 DATA_ROOT_ENV = 'GATE_DATA_ROOT'
 # PyG's progress lines, left out:
@@ -188,10 +189,10 @@ def edges_of(name: str, raw_edges: bool = False) -> str:
     r"""The edges of dataset ``name`` as :func:`load_dataset` gives them
     (a run configuration's ``edges``): ``'raw'`` for a heterophilous set's
     raw file (``raw_edges=True``; other datasets have no other), else
-    ``'directed'`` or ``'undirected'``, as PyG's graph is."""
+    ``'undirected'``."""
     if raw_edges and name in HETEROPHILOUS:
         return 'raw'
-    return 'directed' if name in DIRECTED else 'undirected'
+    return 'undirected'
 
 
 def load_dataset(
@@ -204,12 +205,16 @@ def load_dataset(
     ``[num_nodes, num_splits]``. With ``raw_edges=True`` a heterophilous
     graph keeps the edges of its raw file (each edge once, one direction, as
     the authors' scripts used them) instead of PyG's undirected graph.
-    Planetoid features are row-normalised (``NormalizeFeatures``) unless
-    ``normalize=False``: the input Dirichlet energies of the paper's
+    Texas, Wisconsin and Actor (:obj:`HYPERLINKS`) come undirected without
+    self-loops, each edge of the paper's Table 6 in both directions (PyG's
+    hyperlink graphs are directed and have self-loops). Planetoid features
+    are row-normalised (``NormalizeFeatures``) unless ``normalize=False``:
+    the input Dirichlet energies of the paper's
     Appendix C are those of the normalised features.
     """
     import torch
     from torch_geometric.transforms import NormalizeFeatures
+    from torch_geometric.utils import remove_self_loops, to_undirected
 
     fetch([name], root)
     planetoid = name in ('Cora', 'CiteSeer')
@@ -222,6 +227,9 @@ def load_dataset(
     if raw_edges and name in HETEROPHILOUS:
         raw = np.load(dataset.raw_paths[0])
         data.edge_index = torch.from_numpy(raw['edges']).t().contiguous()
+    if name in HYPERLINKS:
+        edge_index, _ = remove_self_loops(data.edge_index)
+        data.edge_index = to_undirected(edge_index, num_nodes=data.num_nodes)
     return data, dataset.num_classes
 
 

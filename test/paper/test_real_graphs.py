@@ -242,7 +242,7 @@ def test_a_run_s_configuration_holds_only_the_options_it_used():
         for c in real_graphs.configs(args)
     }
     assert got == {
-        ('Texas', 'paper', 1, 0.0, 'directed'),
+        ('Texas', 'paper', 1, 0.0, 'undirected'),
         ('Minesweeper', 'paper', 1, 0.0, 'raw'),
         ('Minesweeper', 'strong', 4, 0.5, 'raw'),
     }
