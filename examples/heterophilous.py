@@ -111,7 +111,9 @@ def load(data_root, name, split):
 
     root = osp.join(data_root, 'heterophilous')
     raw = osp.join(root, name.lower(), 'raw', f'{name.lower()}.npz')
-    created, had_raw = outermost_missing(root), osp.isfile(raw)
+    # The folders a failed download leaves: from the outermost missing one
+    # down to raw/ (heterophilous/ may hold another dataset already):
+    created, had_raw = outermost_missing(osp.dirname(raw)), osp.isfile(raw)
     if not had_raw:
         print(f'Downloading {name} into {osp.dirname(raw)}')
     try:  # PyG's "Processing...", "Done!" lines go to stderr: not shown

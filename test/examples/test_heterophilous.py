@@ -108,6 +108,22 @@ def test_offline_is_a_clear_error_that_leaves_nothing(
     assert _files(tmp_path) == []
 
 
+def test_offline_leaves_no_folder_beside_another_dataset(
+    tmp_path, monkeypatch
+):
+    # With heterophilous/ there already (another dataset of it downloaded),
+    # a failed download left heterophilous/minesweeper/raw/ behind, empty.
+    url = dead_url(HeterophilousGraphDataset.url)
+    monkeypatch.setattr(HeterophilousGraphDataset, 'url', url)
+    other = tmp_path / 'heterophilous' / 'tolokers' / 'raw' / 'tolokers.npz'
+    other.parent.mkdir(parents=True)
+    other.write_bytes(b'')
+    with pytest.raises(FileNotFoundError, match='could not download'):
+        _load_module().load(str(tmp_path), 'Minesweeper', 0)
+    assert _files(tmp_path) == ['heterophilous/tolokers/raw/tolokers.npz']
+    assert os.listdir(tmp_path / 'heterophilous') == ['tolokers']
+
+
 def test_a_processing_failure_is_not_called_a_download_failure(tmp_path):
     # With the raw file in place, an OSError of the processing (here its
     # folder blocked by a file; or a read-only data root) was reported as
