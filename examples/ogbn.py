@@ -237,7 +237,7 @@ def test():
     ]
 
 
-best_val = test_acc = 0.0
+best_val, test_acc = -1.0, float('nan')  # the first epoch sets both
 for epoch in range(1, args.epochs + 1):
     loss = train()
     train_acc, val_acc, tmp_test_acc = test()

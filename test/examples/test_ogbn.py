@@ -103,7 +103,14 @@ def runs(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp('ogbn')
     write_fake_arxiv(str(tmp / 'a'))
     write_fake_arxiv(str(tmp / 'b'), relabel=0)
-    invocations = {'missing': ['--root', str(tmp / 'missing')]}
+    # No validation node can be predicted right (label -1): 0.0 every epoch.
+    x, y, edge_index, splits = _graph(120, 3, 0)
+    y[splits[1]] = -1
+    write_arxiv(str(tmp / 'val0'), x, y, edge_index, splits)
+    invocations = {
+        'missing': ['--root', str(tmp / 'missing')],
+        'val0': ['--root', str(tmp / 'val0'), *SMALL[:-1], '3'],
+    }
     loaders = ['full']
     if WITH_PYG_LIB or WITH_TORCH_SPARSE:
         loaders.append('neighbor')
@@ -150,6 +157,21 @@ def test_full_batch(runs):
 @needs_sampler
 def test_neighbor_loader(runs):
     _check_training(runs, 'neighbor')
+
+
+@pytest.mark.slow
+def test_test_accuracy_of_an_epoch_when_validation_stays_at_zero(runs):
+    # The best validation accuracy started at 0.0 and only a higher one
+    # replaced it: with 0.0 every epoch the script printed its initial
+    # 0.0000, a test accuracy of no epoch, not the first epoch's.
+    proc = runs['val0']
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = _epochs(proc.stdout)
+    assert len(rows) == 3 and all(r[2] == 0.0 for r in rows)
+    assert rows[0][3] > 0.0  # so that the initial value would differ
+    assert proc.stdout.strip().endswith(
+        f'Test accuracy at the best validation accuracy: {rows[0][3]:.4f}'
+    )
 
 
 @pytest.mark.slow
