@@ -26,6 +26,7 @@ import math
 import os
 import os.path as osp
 import shutil
+import zipfile
 
 DATASETS = ('Minesweeper', 'Tolokers')  # the two-class sets (ROC AUC)
 DEFAULT_ROOT = os.environ.get('GATE_DATA_ROOT') or osp.normpath(
@@ -99,26 +100,26 @@ def parse_args(argv=None):
     return args
 
 
-def outermost_missing(path):
-    path, missing = osp.abspath(path), None
-    while not osp.isdir(path):
-        missing, path = path, osp.dirname(path)
-    return missing
-
-
 def load(data_root, name, split):
     from torch_geometric.datasets import HeterophilousGraphDataset
 
     root = osp.join(data_root, 'heterophilous')
     raw = osp.join(root, name.lower(), 'raw', f'{name.lower()}.npz')
-    # The folders a failed download leaves: from the outermost missing one
-    # down to raw/ (heterophilous/ may hold another dataset already):
-    created, had_raw = outermost_missing(osp.dirname(raw)), osp.isfile(raw)
+    # The outermost folder that a download makes (from raw/ up), if any:
+    created, had_raw = osp.abspath(osp.dirname(raw)), osp.isfile(raw)
+    while not osp.isdir(osp.dirname(created)):
+        created = osp.dirname(created)
+    created = None if osp.exists(created) else created
     if not had_raw:
         print(f'Downloading {name} into {osp.dirname(raw)}')
     try:  # PyG's "Processing...", "Done!" lines go to stderr: not shown
         with contextlib.redirect_stderr(io.StringIO()):
             dataset = HeterophilousGraphDataset(root, name)
+    except (EOFError, KeyError, ValueError, zipfile.BadZipFile) as e:
+        raise OSError(  # a file cut short, as by an interrupted download
+            f"'{raw}' is not a whole {name} file ({type(e).__name__}: {e}); "
+            'remove it to download it again, or copy a whole one there'
+        ) from e
     except OSError as e:  # no network: leave nothing half-written
         if had_raw:  # nothing was downloaded: processing it failed
             processed = osp.join(root, name.lower(), 'processed')

@@ -145,6 +145,33 @@ def test_a_processing_failure_is_not_called_a_download_failure(tmp_path):
     assert raw.exists()  # the user's file is kept
 
 
+@pytest.mark.parametrize(
+    'cut, why',
+    [
+        (0.5, 'BadZipFile: File is not a zip file'),
+        (0.0, 'EOFError: No data left in file'),
+    ],
+)
+def test_a_raw_file_cut_short_is_a_clear_error(tmp_path, capsys, cut, why):
+    # PyG downloads into the final path: an interrupted download (or a copy
+    # cut short) left a file that NumPy cannot read, and every later run
+    # ended in NumPy's traceback.
+    import numpy as np
+
+    raw = tmp_path.joinpath(*MINESWEEPER)
+    raw.parent.mkdir(parents=True)
+    np.savez(raw, node_features=np.zeros((100, 7)))
+    whole = raw.read_bytes()
+    raw.write_bytes(whole[: int(cut * len(whole))])
+    with pytest.raises(OSError) as e:
+        _load_module().load(str(tmp_path), 'Minesweeper', 0)
+    assert str(e.value) == (
+        f"'{raw}' is not a whole Minesweeper file ({why}); remove it to "
+        'download it again, or copy a whole one there'
+    )
+    assert raw.exists() and capsys.readouterr().out == ''
+
+
 @pytest.mark.slow
 @needs_shared(*MINESWEEPER)
 def test_minesweeper(tmp_path):
