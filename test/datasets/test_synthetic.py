@@ -338,6 +338,45 @@ def test_numpy_integers(tmp_path):
     assert not osp.exists(tmp_path / 'c')
 
 
+def test_real_arguments_as_arrays_and_tensors(tmp_path):
+    # A 'split' of three numbers in a NumPy array or a tensor was refused
+    # as "'split' must be three numbers", and a 0-d tensor 'edge_prob' of
+    # 0.25 as "must be a probability in [0, 1]", while 0-d integer tensors
+    # were taken for the integer arguments.
+    ref = SelfSufficientER(str(tmp_path / 'a'), num_nodes=40, edge_prob=0.25)
+    for split, edge_prob in (
+        (np.array([0.5, 0.25, 0.25]), np.float64(0.25)),
+        (torch.tensor([0.5, 0.25, 0.25]), torch.tensor(0.25)),
+        (torch.tensor([2, 1, 1]) / 4, torch.tensor(0.25, dtype=torch.half)),
+        ([np.array(0.5), 0.25, torch.tensor(0.25)], np.array(0.25)),
+    ):
+        dataset = SelfSufficientER(
+            str(tmp_path / 'b'), num_nodes=40, edge_prob=edge_prob,
+            split=split,
+        )  # fmt: skip
+        assert dataset.processed_file_names == ref.processed_file_names
+        assert dataset.split == (0.5, 0.25, 0.25)
+        assert type(dataset.edge_prob) is float
+        assert digest(dataset[0]) == digest(ref[0])
+    assert torch.equal(
+        er_graph(40, torch.tensor(0.25), 3), er_graph(40, 0.25, 3)
+    )
+    bad = (torch.tensor(True), torch.tensor([0.25]), np.array(True), 1.5)
+    for edge_prob in bad:
+        with pytest.raises(ValueError, match="'edge_prob' must be a prob"):
+            SelfSufficientER(str(tmp_path / 'c'), edge_prob=edge_prob)
+    for split in (
+        torch.tensor([True, False, False]),
+        np.array([[0.5, 0.25, 0.25]]),
+        np.array([0.5, 0.5]),
+    ):
+        with pytest.raises(ValueError, match="'split' must be three numb"):
+            SelfSufficientER(str(tmp_path / 'c'), split=split)
+    with pytest.raises(ValueError, match="'split' must sum to 1"):
+        SelfSufficientER(str(tmp_path / 'c'), split=np.array([1, 1, 1]))
+    assert not osp.exists(tmp_path / 'c')
+
+
 @withPackage('sklearn')
 def test_numpy_integers_neighbor_dependent(tmp_path):
     ints = dict(num_nodes=30, num_classes=2, num_features=3, num_layers=2,

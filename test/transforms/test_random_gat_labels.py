@@ -273,6 +273,17 @@ def test_random_gat_labels_numpy_negative_slope():
     )
 
 
+def test_random_gat_labels_tensor_negative_slope():
+    # A 0-d tensor of 0.0 was refused as "'negative_slope' must be a finite
+    # non-negative number".
+    transform = RandomGATLabels(negative_slope=torch.tensor(0.0))
+    assert type(transform.negative_slope) is float
+    assert repr(transform) == repr(RandomGATLabels(negative_slope=0.0))
+    for value in (torch.tensor(True), torch.tensor([0.2]), torch.tensor(-1.0)):
+        with pytest.raises(ValueError, match="'negative_slope' must be a"):
+            RandomGATLabels(negative_slope=value)
+
+
 def small_graph():
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(40, 3, generator=gen)

@@ -16,7 +16,7 @@ from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
 from torch_geometric.data.dataset import files_exist
 
-from torch_geometric_gate.utils._validation import as_int
+from torch_geometric_gate.utils._validation import as_int, as_real
 
 
 def check_seed(seed) -> int:
@@ -49,8 +49,9 @@ def check_er_args(
 ) -> Tuple[int, float, int, Tuple[float, float, float], int]:
     r"""Validates the arguments every synthetic ER dataset shares and returns
     them as Python numbers: :obj:`num_nodes`, :obj:`num_classes` and
-    :obj:`seed` as ints (NumPy integers included), :obj:`edge_prob` and
-    :obj:`split` as floats."""
+    :obj:`seed` as ints (NumPy integers and 0-d tensors included),
+    :obj:`edge_prob` and :obj:`split` as floats (:obj:`split` may be a
+    1-D NumPy array or tensor)."""
     num_nodes = check_num_nodes(num_nodes)
     num_classes = as_int(num_classes, 'num_classes', 2)
     seed = check_seed(seed)
@@ -59,10 +60,17 @@ def check_er_args(
             f"'num_nodes' ({num_nodes}) must be at least "
             f"'num_classes' ({num_classes})"
         )
-    _check_probability(edge_prob)
+    edge_prob = _check_probability(edge_prob)
+    given = split
     if (
-        isinstance(split, (str, bytes))
-        or not isinstance(split, Sequence)
+        isinstance(split, (np.ndarray, Tensor))
+        and split.ndim == 1
+        or isinstance(split, Sequence)
+        and not isinstance(split, (str, bytes))
+    ):
+        split = [as_real(s) for s in split]  # Python or NumPy numbers
+    if (
+        not isinstance(split, list)
         or len(split) != 3
         or any(
             isinstance(s, bool) or not isinstance(s, numbers.Real)
@@ -70,7 +78,7 @@ def check_er_args(
         )
     ):
         raise ValueError(
-            f"'split' must be three numbers (train, val, test) (got {split!r})"
+            f"'split' must be three numbers (train, val, test) (got {given!r})"
         )
     if any(
         not (isinstance(s, numbers.Integral) or math.isfinite(s))
@@ -78,18 +86,18 @@ def check_er_args(
     ):
         raise ValueError(
             f"'split' must be three finite numbers (train, val, test), not "
-            f'NaN or infinite (got {split})'
+            f'NaN or infinite (got {given})'
         )
     if any(not s >= 0 for s in split):
         raise ValueError(
-            f"'split' must not have a negative part (got {split})"
+            f"'split' must not have a negative part (got {given})"
         )
     if not math.isclose(sum(split), 1.0, abs_tol=1e-6):
         raise ValueError(
-            f"'split' must sum to 1 (got {split}, which sums to {sum(split)})"
+            f"'split' must sum to 1 (got {given}, which sums to {sum(split)})"
         )
     split = tuple(float(s) for s in split)
-    return num_nodes, float(edge_prob), num_classes, split, seed
+    return num_nodes, edge_prob, num_classes, split, seed
 
 
 def fmt(value: float) -> str:
@@ -173,7 +181,7 @@ def er_graph(
     """
     num_nodes = check_num_nodes(num_nodes)
     seed = check_seed(seed)
-    _check_probability(edge_prob)
+    edge_prob = _check_probability(edge_prob)
     num_pairs = num_nodes * (num_nodes - 1) // 2
     gen = torch.Generator().manual_seed(seed)
     if method == 'dense':
@@ -458,7 +466,8 @@ def remove_empty_dirs(folders: List[str]) -> None:
             return
 
 
-def _check_probability(edge_prob):
+def _check_probability(edge_prob) -> float:
+    edge_prob = as_real(edge_prob)
     if (
         isinstance(edge_prob, bool)
         or not isinstance(edge_prob, numbers.Real)
@@ -467,3 +476,4 @@ def _check_probability(edge_prob):
         raise ValueError(
             f"'edge_prob' must be a probability in [0, 1] (got {edge_prob!r})"
         )
+    return float(edge_prob)

@@ -60,7 +60,8 @@ class SelfSufficientER(SyntheticDataset):
             :obj:`pre_transform` gives labels of more classes.
             (default: :obj:`2`)
         split (tuple, optional): The fractions of training, validation and
-            test nodes; finite, non-negative and summing to :obj:`1`.
+            test nodes (three numbers: a sequence, a NumPy array or a
+            tensor); finite, non-negative and summing to :obj:`1`.
             (default: :obj:`(0.5, 0.25, 0.25)`)
         seed (int, optional): The random seed, in :math:`[0, 2^{64})`.
             (default: :obj:`0`)

@@ -10,7 +10,11 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 from torch_geometric.utils import remove_self_loops, scatter, softmax
 
-from torch_geometric_gate.utils._validation import as_int, check_edge_index
+from torch_geometric_gate.utils._validation import (
+    as_int,
+    as_real,
+    check_edge_index,
+)
 
 _ACTIVATIONS: Dict[str, Callable[[Tensor], Tensor]] = {
     'relu': F.relu,
@@ -157,6 +161,7 @@ class RandomGATLabels(BaseTransform):
         num_classes = as_int(num_classes, 'num_classes', 2)
         seed = as_int(seed, 'seed', 0)
         n_init = as_int(n_init, 'n_init', 1)
+        negative_slope = as_real(negative_slope)
         if act not in _ACTIVATIONS:
             raise ValueError(
                 f"'act' must be one of {sorted(_ACTIVATIONS)} (got {act!r})"

@@ -1,5 +1,6 @@
 """Input checks of the package (private): :func:`as_int` for the integer
-arguments of the datasets, transforms and utilities, :func:`positive_int`
+arguments of the datasets, transforms and utilities, :func:`as_real`
+for their real ones, :func:`positive_int`
 for the sizes of the layer and the model,
 :func:`check_edge_index` for the utilities and transforms,
 :func:`check_conv_arguments` and :func:`check_conv_inputs` for
@@ -11,6 +12,7 @@ import numbers
 import operator
 from typing import List, Optional
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric import EdgeIndex, is_compiling
@@ -49,6 +51,26 @@ def as_int(
         )
     if minimum is not None and value < minimum:
         raise ValueError(f"'{name}' must be at least {minimum} (got {value})")
+    return value
+
+
+def as_real(value):
+    r""":obj:`value` as a Python number if it is a real 0-d tensor or NumPy
+    array (not a bool), else unchanged, for the caller's own check: a real
+    argument takes them as :func:`as_int` takes integer ones."""
+    if (
+        isinstance(value, Tensor)
+        and value.dim() == 0
+        and value.dtype != torch.bool
+        and not value.is_complex()
+    ):
+        return value.item()
+    if (
+        isinstance(value, np.ndarray)
+        and value.ndim == 0
+        and value.dtype.kind in 'iuf'
+    ):
+        return value.item()
     return value
 
 
