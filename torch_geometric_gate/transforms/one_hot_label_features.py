@@ -5,7 +5,7 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 from torch_geometric.utils import one_hot
 
-from torch_geometric_gate.utils._validation import as_int
+from torch_geometric_gate.utils._validation import as_int, check_homogeneous
 
 
 class OneHotLabelFeatures(BaseTransform):
@@ -60,6 +60,7 @@ class OneHotLabelFeatures(BaseTransform):
         self.dtype = dtype
 
     def forward(self, data: Data) -> Data:
+        check_homogeneous(data, 'OneHotLabelFeatures')
         y = getattr(data, 'y', None)
         if y is None:
             raise ValueError(

@@ -14,6 +14,7 @@ from torch_geometric_gate.utils._validation import (
     as_int,
     as_real,
     check_edge_index,
+    check_homogeneous,
 )
 
 _ACTIVATIONS: Dict[str, Callable[[Tensor], Tensor]] = {
@@ -306,6 +307,7 @@ class RandomGATLabels(BaseTransform):
                 "'pip install torch-geometric-gate[full]'"
             ) from e
 
+        check_homogeneous(data, 'RandomGATLabels')
         if getattr(data, 'x', None) is None:
             raise ValueError("'RandomGATLabels' needs node features 'data.x'")
         if getattr(data, 'edge_index', None) is None:

@@ -3,7 +3,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
-from torch_geometric_gate.utils._validation import as_int
+from torch_geometric_gate.utils._validation import as_int, check_homogeneous
 
 
 class RandomLabels(BaseTransform):
@@ -60,6 +60,7 @@ class RandomLabels(BaseTransform):
         self.seed = seed
 
     def forward(self, data: Data) -> Data:
+        check_homogeneous(data, 'RandomLabels')
         num_nodes = data.num_nodes
         if num_nodes is None:
             raise ValueError(

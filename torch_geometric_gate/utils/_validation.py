@@ -1,6 +1,7 @@
 """Input checks of the package (private): :func:`as_int` for the integer
 arguments of the datasets, transforms and utilities, :func:`as_real`
-for their real ones, :func:`positive_int`
+for their real ones, :func:`check_homogeneous` for the graph of the
+transforms, :func:`positive_int`
 for the sizes of the layer and the model,
 :func:`check_edge_index` for the utilities and transforms,
 :func:`check_conv_arguments` and :func:`check_conv_inputs` for
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric import EdgeIndex, is_compiling
+from torch_geometric.data import HeteroData
 from torch_geometric.typing import SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor
 
@@ -72,6 +74,20 @@ def as_real(value):
     ):
         return value.item()
     return value
+
+
+def check_homogeneous(data, name: str) -> None:
+    r"""Refuses a :class:`~torch_geometric.data.HeteroData` graph given to
+    the transform :obj:`name`, which reads :obj:`data.x`, :obj:`data.y`
+    and :obj:`data.edge_index` of a homogeneous graph (on a
+    :class:`~torch_geometric.data.HeteroData` they are absent, and the
+    transform failed with a message that did not say why)."""
+    if isinstance(data, HeteroData):
+        raise TypeError(
+            f"'{name}' takes a homogeneous graph (torch_geometric.data.Data),"
+            f' not HeteroData; apply it to data.to_homogeneous() or to a '
+            f'Data object of one node type'
+        )
 
 
 def check_edge_index(
