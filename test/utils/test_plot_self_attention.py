@@ -94,6 +94,24 @@ def test_histogram_rejects_nan():
 
 
 @withPackage('matplotlib')
+def test_histogram_rejects_values_outside_the_unit_interval():
+    # Scores or logits passed for alpha_vv were clamped into the first and
+    # the last bin without an error, and the mean line left the axes.
+    for bad in (torch.tensor([0.5, 2.0]), torch.tensor([-0.5, 0.2])):
+        with pytest.raises(
+            ValueError,
+            match=r'layer 1 holds values outside \[0, 1\] \(from '
+            rf'{float(bad.min()):.4g} to {float(bad.max()):.4g}\)',
+        ):
+            plot_self_attention_histogram([torch.rand(3), bad])
+    # Rounding just past 0 or 1 is clamped into the edge bins:
+    alpha = torch.tensor([-1e-7, 0.5, 1.0 + 1e-6, 1.0])
+    fig = plot_self_attention_histogram([alpha], bins=2)
+    heights = [p.get_height() for p in fig.axes[0].patches]
+    assert heights == [0.25, 0.75]
+
+
+@withPackage('matplotlib')
 def test_layer_names_must_not_be_one_string():
     # 'ab' named two layers 'a' and 'b'; 'a' named one layer 'a'.
     recorder = SelfAttentionRecorder()

@@ -15,6 +15,9 @@ from torch_geometric_gate.utils.self_attention_recorder import (
     SelfAttentionRecorder,
 )
 
+# Rounding may put a weight a little outside [0, 1]; it is clamped.
+_TOLERANCE = 1e-3
+
 
 def plot_self_attention_histogram(
     alpha_vv: Union[List[Tensor], SelfAttentionRecorder],
@@ -55,7 +58,8 @@ def plot_self_attention_histogram(
     Raises:
         ValueError: If a layer's :math:`\alpha_{v,v}` holds a NaN or an
             infinite value (training diverged), as
-            :meth:`SelfAttentionRecorder.record` does.
+            :meth:`SelfAttentionRecorder.record` does, or a value outside
+            :math:`[0, 1]` (beyond rounding, :obj:`1e-3`).
 
     Example:
         >>> import torch
@@ -81,6 +85,15 @@ def plot_self_attention_histogram(
                 f'alpha_vv of layer {i} holds {num_bad} NaN or infinite '
                 f'values (of {a.numel()}): training diverged; expected '
                 f'finite values in [0, 1]'
+            )
+        # Values outside [0, 1] (scores or logits, not attention weights)
+        # would pile up in the edge bins, the mean line off the axes.
+        low, high = float(a.detach().min()), float(a.detach().max())
+        if low < -_TOLERANCE or high > 1 + _TOLERANCE:
+            raise ValueError(
+                f'alpha_vv of layer {i} holds values outside [0, 1] '
+                f'(from {low:.4g} to {high:.4g}); expected the attention '
+                f'weights alpha_vv in [0, 1], not attention scores or logits'
             )
     bins = as_int(bins, 'bins', 1)  # NumPy integers too, as Python ints
     Figure = import_figure()
