@@ -284,6 +284,27 @@ def test_random_gat_labels_tensor_negative_slope():
             RandomGATLabels(negative_slope=value)
 
 
+def test_random_gat_labels_sparse_and_complex_features():
+    # A sparse 'x' failed inside isfinite ("Could not run 'aten::ne.Scalar'
+    # with arguments from the 'SparseCPU' backend"); a complex one lost its
+    # imaginary part with only PyTorch's casting warning.
+    data = random_graph()
+    transform = RandomGATLabels(num_classes=2)
+    sparse = Data(x=data.x.to_sparse(), edge_index=data.edge_index)
+    assert torch.equal(
+        transform.embed(sparse.x, sparse.edge_index),
+        transform.embed(data.x, data.edge_index),
+    )
+    assert torch.equal(transform(sparse).y, transform(data).y)
+    for dtype in (torch.complex64, torch.complex128):
+        x = data.x.to(dtype) + 1j
+        with pytest.raises(
+            ValueError,
+            match=rf"^Expected real node features 'x' \(got {dtype}\)$",
+        ):
+            transform(Data(x=x, edge_index=data.edge_index))
+
+
 def small_graph():
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(40, 3, generator=gen)

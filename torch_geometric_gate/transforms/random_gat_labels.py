@@ -238,9 +238,10 @@ class RandomGATLabels(BaseTransform):
         the representation that K-means clusters.
 
         Args:
-            x (torch.Tensor): The node features :obj:`[num_nodes, d]`, all
-                finite (NaN or infinite values raise a :class:`ValueError`,
-                as does an output that overflows).
+            x (torch.Tensor): The node features :obj:`[num_nodes, d]`, real
+                (a sparse tensor is made dense) and all finite (NaN or
+                infinite values raise a :class:`ValueError`, as does an
+                output that overflows).
             edge_index (torch.Tensor): The edge indices :obj:`[2, E]`
                 (source to target, integers in :obj:`[0, num_nodes)`);
                 self-loops are dropped.
@@ -256,6 +257,13 @@ class RandomGATLabels(BaseTransform):
                 "Expected node features 'x' of shape [num_nodes, "
                 f'num_features] (got {got})'
             )
+        if x.is_complex():
+            # (Cast to float64, the imaginary part was dropped silently.)
+            raise ValueError(
+                f"Expected real node features 'x' (got {x.dtype})"
+            )
+        if x.layout != torch.strided:  # The network's products are dense.
+            x = x.to_dense()
         num_bad = int((~torch.isfinite(x)).sum())
         if num_bad > 0:
             raise ValueError(
