@@ -151,6 +151,26 @@ def test_random_gat_labels_init(init):
 
 
 @withPackage('sklearn')
+def test_relu_collapses_width_two_networks_elu_does_not():
+    # The docstring's reason for the ELU default, as it states it: k = 3 on
+    # G(1000, 0.01), d = 2, seeds 0 to 29.
+    from torch_geometric_gate.datasets import er_graph
+
+    def rank_deficient(act):
+        count = 0
+        for seed in range(30):
+            edge_index = er_graph(1000, 0.01, seed)
+            gen = torch.Generator().manual_seed(seed)
+            x = torch.randn(1000, 2, generator=gen)
+            transform = RandomGATLabels(3, 2, seed=seed, act=act)
+            h = transform.embed(x, edge_index).double()
+            count += int(torch.linalg.matrix_rank(h)) < 2
+        return count
+
+    assert rank_deficient('relu') == 18
+    assert rank_deficient('elu') == 0
+
+
 def test_random_gat_labels_are_kmeans_clusters():
     from sklearn.cluster import KMeans
 
