@@ -703,3 +703,38 @@ def test_forward_with_self_attention_refuses_forward_s_argument_order():
         x, edge_index, edge_attr, torch.zeros(num_nodes, dtype=torch.long)
     )
     assert torch.allclose(out, model(x, edge_index, edge_attr=edge_attr))
+
+
+def test_to_hetero():
+    # As PyG's GAT, GATE converts with to_hetero. The edge-weight check
+    # raised on the proxy that FX tracing passes for every argument.
+    from torch_geometric.data import HeteroData
+    from torch_geometric.nn import to_hetero
+
+    torch.manual_seed(0)
+    data = HeteroData()
+    data['a'].x = torch.randn(5, 4)
+    data['b'].x = torch.randn(3, 4)
+    data['a', 'to', 'b'].edge_index = torch.tensor(
+        [[0, 1, 2, 4], [0, 1, 2, 2]]
+    )
+    data['b', 'rev', 'a'].edge_index = torch.tensor([[0, 1, 2], [0, 3, 4]])
+    data['a', 'near', 'a'].edge_index = torch.tensor([[0, 1, 3], [1, 0, 2]])
+    model = GATE((4, 4), 8, 2, out_channels=3, add_self_loops=False)
+    model = to_hetero(model, data.metadata(), aggr='sum')
+    for conv in model.convs:
+        for lin in conv.values():
+            torch.nn.init.normal_(lin.att_neighbor)  # not the zero init
+    out = model(data.x_dict, data.edge_index_dict)
+
+    # Independently: each layer sums its edge types' GATEConv outputs.
+    x_a, x_b = data['a'].x, data['b'].x
+    ei = data.edge_index_dict
+    for i, conv in enumerate(model.convs):
+        h_b = conv['a__to__b']((x_a, x_b), ei['a', 'to', 'b'])
+        h_a = conv['b__rev__a']((x_b, x_a), ei['b', 'rev', 'a'])
+        h_a = h_a + conv['a__near__a']((x_a, x_a), ei['a', 'near', 'a'])
+        x_a, x_b = (h_a.relu(), h_b.relu()) if i == 0 else (h_a, h_b)
+    assert out['a'].shape == (5, 3) and out['b'].shape == (3, 3)
+    assert torch.allclose(out['a'], x_a, atol=1e-6)
+    assert torch.allclose(out['b'], x_b, atol=1e-6)

@@ -331,7 +331,9 @@ class GATE(BasicGNN):
         :obj:`edge_attr=edge_weight.view(-1, 1)`, to a model built with
         :obj:`edge_dim=1`.
         """
-        if edge_weight is not None:
+        # (`isinstance`: under `to_hetero`'s FX tracing, every argument is a
+        # proxy, none a tensor.)
+        if isinstance(edge_weight, Tensor):
             raise ValueError(
                 "GATE does not use 'edge_weight' (the attention decides how "
                 'much each edge counts); pass edge weights as edge features '
