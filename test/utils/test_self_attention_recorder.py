@@ -141,3 +141,29 @@ def test_layer_range_in_the_error_names_negative_layers():
     for layer in (-3, 2):
         with pytest.raises(ValueError, match=r"'layer' must be in \[-2, 2\)"):
             recorder.history(layer)
+
+
+@pytest.mark.parametrize(
+    'alpha_vv',
+    [
+        torch.tensor([1, 0, 1]),
+        torch.tensor([True, False, True]),
+        torch.tensor([0.5, 0.25, 1.0]).to(torch.complex64),
+        torch.tensor([0.5, 0.0, 1.0]).to_sparse(),
+    ],
+)
+def test_recorder_rejects_non_float_alpha(alpha_vv):
+    # Integer and boolean values were summarised as weights, complex ones by
+    # their real part; sparse ones failed inside reshape.
+    recorder = SelfAttentionRecorder()
+    recorder.record([torch.rand(3)])
+    with pytest.raises(TypeError) as info:
+        recorder.record([alpha_vv])
+    assert str(info.value) == (
+        f'Expected alpha_vv of layer 0 as a dense floating-point tensor of '
+        f'attention weights (got {alpha_vv.dtype}, {alpha_vv.layout})'
+    )
+    assert len(recorder) == 1 and recorder.last[0].dtype == torch.float32
+    # Half precision is floating point and taken:
+    recorder.record([torch.rand(3).half()])
+    assert len(recorder) == 2

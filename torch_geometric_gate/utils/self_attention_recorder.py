@@ -97,12 +97,23 @@ class SelfAttentionRecorder:
                 number of records so far. (default: :obj:`None`)
 
         Raises:
+            TypeError: If a layer's :math:`\alpha_{v,v}` is not a dense
+                floating-point tensor.
             ValueError: If a layer's :math:`\alpha_{v,v}` holds a NaN (or an
                 infinite value), the sign that training diverged. Nothing
                 of that call is recorded: a summary of the finite values
                 only would mix a NaN mean with finite quantiles.
         """
         alpha_vv = check_alpha_list(alpha_vv)
+        for i, a in enumerate(alpha_vv):
+            # Integer, boolean or complex values would be summarised
+            # silently (complex ones by their real part alone):
+            if a.layout != torch.strided or not a.is_floating_point():
+                raise TypeError(
+                    f'Expected alpha_vv of layer {i} as a dense '
+                    f'floating-point tensor of attention weights (got '
+                    f'{a.dtype}, {a.layout})'
+                )
         if self._buffer is not None and len(alpha_vv) != self.num_layers:
             raise ValueError(
                 f'Expected alpha_vv of {self.num_layers} layers '
