@@ -138,3 +138,20 @@ def test_histogram_bins_take_numpy_integers():
         plot_self_attention_histogram(alpha_vv, bins=5.0)
     with pytest.raises(ValueError, match="'bins' must be at least 1"):
         plot_self_attention_histogram(alpha_vv, bins=np.int64(0))
+
+
+@withPackage('matplotlib')
+def test_history_is_drawn_in_epoch_order():
+    # Records made out of epoch order were drawn in record order: the bands
+    # and lines ran back and forth along the epoch axis.
+    torch.manual_seed(0)
+    alphas = {epoch: [torch.rand(20, 2)] for epoch in (5, 1, 3, 2, 4)}
+    shuffled, ordered = SelfAttentionRecorder(), SelfAttentionRecorder()
+    for epoch, alpha_vv in alphas.items():
+        shuffled.record(alpha_vv, epoch)
+    for epoch in sorted(alphas):
+        ordered.record(alphas[epoch], epoch)
+    median, mean = plot_self_attention_history(shuffled).axes[0].lines
+    assert median.get_xdata().tolist() == [1, 2, 3, 4, 5]
+    assert median.get_ydata().tolist() == ordered.stat('median', 0).tolist()
+    assert mean.get_ydata().tolist() == ordered.stat('mean', 0).tolist()

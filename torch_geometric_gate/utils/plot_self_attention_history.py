@@ -30,7 +30,8 @@ def plot_self_attention_history(
     the maximum and between the :math:`10/90\%`, :math:`20/80\%`,
     :math:`30/70\%` and :math:`40/60\%` deciles, the median as a solid line
     and the mean as a dashed one. :math:`\alpha_{v,v} = 1` means that the
-    layer ignores a node's neighbors.
+    layer ignores a node's neighbors. The records are drawn in the order of
+    their epochs, whatever the order in which they were recorded.
 
     Requires :obj:`matplotlib` (imported only when called).
 
@@ -69,7 +70,13 @@ def plot_self_attention_history(
     Figure = import_figure()
     num_layers = recorder.num_layers
     names = _names(num_layers, layer_names)
-    epochs = recorder.epochs.numpy()
+    # In epoch order (records may come in any order, as resumed runs or
+    # evaluations give them), so that no band or line runs backwards:
+    order = recorder.epochs.argsort(stable=True)
+    epochs = recorder.epochs[order].numpy()
+
+    def stat(name, layer):
+        return recorder.stat(name, layer)[order].numpy()
 
     fig = Figure(figsize=(max(3.0 * num_layers, 6.5) + 0.5, 3.0))
     axes = fig.subplots(1, num_layers, sharey=True, squeeze=False)[0]
@@ -77,8 +84,8 @@ def plot_self_attention_history(
         for j, (lo, hi, label) in enumerate(_BANDS):
             ax.fill_between(
                 epochs,
-                recorder.stat(lo, i).numpy(),
-                recorder.stat(hi, i).numpy(),
+                stat(lo, i),
+                stat(hi, i),
                 color=color,
                 alpha=0.15 + 0.12 * j,
                 linewidth=0,
@@ -86,14 +93,14 @@ def plot_self_attention_history(
             )
         ax.plot(
             epochs,
-            recorder.stat('median', i).numpy(),
+            stat('median', i),
             color='black',
             linewidth=1.0,
             label='median',
         )
         ax.plot(
             epochs,
-            recorder.stat('mean', i).numpy(),
+            stat('mean', i),
             color='tab:red',
             linewidth=1.0,
             linestyle='--',
