@@ -155,3 +155,30 @@ def test_history_is_drawn_in_epoch_order():
     assert median.get_xdata().tolist() == [1, 2, 3, 4, 5]
     assert median.get_ydata().tolist() == ordered.stat('median', 0).tolist()
     assert mean.get_ydata().tolist() == ordered.stat('mean', 0).tolist()
+
+
+@withPackage('matplotlib')
+def test_history_of_one_record_is_visible():
+    # One record drew zero-width bands and one-point lines: empty panels.
+    torch.manual_seed(0)
+    recorder = SelfAttentionRecorder()
+    recorder.record([torch.rand(20, 2), torch.rand(20)], epoch=7)
+    fig = plot_self_attention_history(recorder)
+    for layer, ax in enumerate(fig.axes):
+        median, mean = ax.lines
+        assert median.get_xdata().tolist() == [6.5, 7.5]
+        assert median.get_ydata().tolist() == 2 * [
+            float(recorder.stat('median', layer))
+        ]
+        assert mean.get_ydata().tolist() == 2 * [
+            float(recorder.stat('mean', layer))
+        ]
+        # Each band (min-max outermost) spans the epoch's width:
+        band = ax.collections[0].get_paths()[0].vertices
+        assert band[:, 0].min() == 6.5 and band[:, 0].max() == 7.5
+        assert band[:, 1].min() == pytest.approx(
+            float(recorder.stat('min', layer))
+        )
+        assert band[:, 1].max() == pytest.approx(
+            float(recorder.stat('max', layer))
+        )

@@ -1,6 +1,8 @@
 import os
 from typing import Optional, Sequence, Union
 
+import numpy as np
+
 from torch_geometric_gate.utils._plotting import import_figure, save
 from torch_geometric_gate.utils._plotting import layer_names as _names
 from torch_geometric_gate.utils.self_attention_recorder import (
@@ -74,6 +76,12 @@ def plot_self_attention_history(
     # evaluations give them), so that no band or line runs backwards:
     order = recorder.epochs.argsort(stable=True)
     epochs = recorder.epochs[order].numpy()
+
+    if len(order) == 1:
+        # One point draws neither a band nor a line: spread the record over
+        # an epoch's width around its epoch.
+        epochs = epochs + np.array([-0.5, 0.5])
+        order = order.repeat(2)
 
     def stat(name, layer):
         return recorder.stat(name, layer)[order].numpy()
