@@ -115,3 +115,16 @@ def test_a_sparse_adjacency_is_named_as_such(layout):
     adj = to_torch_sparse_tensor(edge_index, layout=layout)
     with pytest.raises(TypeError, match='got a sparse adjacency; its'):
         dirichlet_energy(torch.ones(2, 3), adj)
+
+
+@pytest.mark.parametrize('layout', [torch.sparse_coo, torch.sparse_csr])
+def test_sparse_features_give_their_dense_energy(layout):
+    # Sparse features failed inside 'mean' or indexing with a backend error.
+    torch.manual_seed(0)
+    x = torch.randn(8, 5) * (torch.rand(8, 5) < 0.3)  # mostly zeros
+    edge_index = erdos_renyi_graph(8, 0.4)
+    sparse = x.to_sparse(layout=layout)
+    assert torch.allclose(dirichlet_energy(sparse), _dense(x).float())
+    assert torch.allclose(
+        dirichlet_energy(sparse, edge_index), _dense(x, edge_index).float()
+    )

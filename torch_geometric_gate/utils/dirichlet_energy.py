@@ -1,6 +1,6 @@
 from typing import Optional
 
-import torch  # noqa: F401 (used in the docstring example)
+import torch
 from torch import Tensor
 
 from torch_geometric_gate.utils._validation import check_edge_index
@@ -46,7 +46,8 @@ def dirichlet_energy(x: Tensor, edge_index: Optional[Tensor] = None) -> Tensor:
 
     Args:
         x (torch.Tensor): The node features :obj:`[num_nodes, channels]`
-            (a one-dimensional tensor is read as one channel).
+            (a one-dimensional tensor is read as one channel; a sparse one
+            as its dense form).
         edge_index (torch.Tensor, optional): The edges :obj:`[2, num_edges]`
             (integer node indices in :obj:`[0, num_nodes)`) whose pairs to
             sum over; all pairs if :obj:`None`.
@@ -66,6 +67,10 @@ def dirichlet_energy(x: Tensor, edge_index: Optional[Tensor] = None) -> Tensor:
     """
     if not isinstance(x, Tensor) or not torch.is_floating_point(x):
         raise TypeError("'x' must be a floating-point tensor of node features")
+    if x.layout != torch.strided:
+        # Sparse features (bag-of-words datasets) give their dense energy;
+        # indexing and `mean` do not run on sparse layouts.
+        x = x.to_dense()
     if x.dim() == 1:
         x = x.view(-1, 1)
     if x.dim() != 2:
