@@ -182,3 +182,31 @@ def test_history_of_one_record_is_visible():
         assert band[:, 1].max() == pytest.approx(
             float(recorder.stat('max', layer))
         )
+
+
+@withPackage('matplotlib')
+def test_history_axes_hold_values_beyond_one():
+    # In training mode, attention dropout scales the kept weights by
+    # 1 / (1 - p): alpha_vv above 1 was cut off at 1.02.
+    torch.manual_seed(0)
+    model = GATE(3, 8, 2, dropout=0.6).train()
+    x = torch.randn(10, 3)
+    edge_index = torch.randint(0, 10, (2, 30))
+    recorder = SelfAttentionRecorder()
+    for _ in range(3):
+        recorder.record(model.forward_with_self_attention(x, edge_index)[1])
+    top = float(
+        recorder.history()[..., SelfAttentionRecorder.STATS.index('max')].max()
+    )
+    assert top > 1.02
+    fig = plot_self_attention_history(recorder)
+    for ax in fig.axes:
+        low, high = ax.get_ylim()
+        assert low == -0.02 and high >= top
+    # Weights in [0, 1] keep the unit axes:
+    recorder = SelfAttentionRecorder()
+    recorder.record([torch.rand(10)])
+    assert plot_self_attention_history(recorder).axes[0].get_ylim() == (
+        -0.02,
+        1.02,
+    )

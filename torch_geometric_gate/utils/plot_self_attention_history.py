@@ -33,7 +33,10 @@ def plot_self_attention_history(
     :math:`30/70\%` and :math:`40/60\%` deciles, the median as a solid line
     and the mean as a dashed one. :math:`\alpha_{v,v} = 1` means that the
     layer ignores a node's neighbors. The records are drawn in the order of
-    their epochs, whatever the order in which they were recorded.
+    their epochs, whatever the order in which they were recorded. The
+    :math:`\alpha_{v,v}` axis spans :math:`[0, 1]`, widened to take the
+    values recorded (after attention dropout, in training mode, the kept
+    weights are scaled by :math:`1 / (1 - p)` and may exceed :math:`1`).
 
     Requires :obj:`matplotlib` (imported only when called).
 
@@ -86,6 +89,13 @@ def plot_self_attention_history(
     def stat(name, layer):
         return recorder.stat(name, layer)[order].numpy()
 
+    # [0, 1], widened to the values recorded: weights after attention
+    # dropout (training mode) exceed 1, and were cut off.
+    history = recorder.history()
+    stats = SelfAttentionRecorder.STATS
+    low = min(-0.02, float(history[..., stats.index('min')].min()) - 0.02)
+    high = max(1.02, float(history[..., stats.index('max')].max()) + 0.02)
+
     fig = Figure(figsize=(max(3.0 * num_layers, 6.5) + 0.5, 3.0))
     axes = fig.subplots(1, num_layers, sharey=True, squeeze=False)[0]
     for i, ax in enumerate(axes):
@@ -116,7 +126,7 @@ def plot_self_attention_history(
         )
         ax.set_title(names[i])
         ax.set_xlabel('epoch')
-        ax.set_ylim(-0.02, 1.02)
+        ax.set_ylim(low, high)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(r'$\alpha_{vv}$')
     handles, labels = axes[0].get_legend_handles_labels()
