@@ -167,3 +167,39 @@ def test_recorder_rejects_non_float_alpha(alpha_vv):
     # Half precision is floating point and taken:
     recorder.record([torch.rand(3).half()])
     assert len(recorder) == 2
+
+
+def test_state_dict_round_trip(tmp_path):
+    # state_dict() was offered 'for torch.save', but nothing read it back
+    # into a recorder (to plot or to go on recording).
+    torch.manual_seed(0)
+    alphas = [[torch.rand(6, 2), torch.rand(6, 2)] for _ in range(20)]
+    recorder = SelfAttentionRecorder()
+    for epoch, alpha_vv in enumerate(alphas[:17]):
+        recorder.record(alpha_vv, 2 * epoch)
+    torch.save(recorder.state_dict(), tmp_path / 'alpha.pt')
+
+    restored = SelfAttentionRecorder()
+    restored.load_state_dict(torch.load(tmp_path / 'alpha.pt'))
+    assert len(restored) == 17 and restored.num_layers == 2
+    assert torch.equal(restored.epochs, recorder.epochs)
+    assert torch.equal(restored.history(), recorder.history())
+    assert restored.last is None
+    # Recording goes on where it stopped, as in the original recorder:
+    for epoch, alpha_vv in enumerate(alphas[17:], 17):
+        recorder.record(alpha_vv, 2 * epoch)
+        restored.record(alpha_vv, 2 * epoch)
+    assert torch.equal(restored.epochs, recorder.epochs)
+    assert torch.equal(restored.history(), recorder.history())
+
+    empty = SelfAttentionRecorder()
+    restored.load_state_dict(empty.state_dict())
+    assert len(restored) == 0 and restored.num_layers == 0
+
+    state = recorder.state_dict()
+    with pytest.raises(ValueError, match=r"with keys 'stats', 'epochs'"):
+        restored.load_state_dict({'history': state['history']})
+    with pytest.raises(ValueError, match=r'Expected the statistics \['):
+        restored.load_state_dict({**state, 'stats': ['mean']})
+    with pytest.raises(ValueError, match=r"and 'epochs' of shape"):
+        restored.load_state_dict({**state, 'epochs': state['epochs'][:3]})

@@ -200,7 +200,7 @@ class SelfAttentionRecorder:
 
     def state_dict(self) -> dict:
         r"""Returns the records as a dictionary of tensors (for
-        :func:`torch.save`).
+        :func:`torch.save`; :meth:`load_state_dict` restores them).
         """
         return {
             'stats': list(self.STATS),
@@ -209,6 +209,46 @@ class SelfAttentionRecorder:
             if self._buffer is not None
             else torch.empty(0),
         }
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        r"""Restores the records of :meth:`state_dict` (e.g. read back with
+        :func:`torch.load`), replacing any held; recording may go on.
+        :attr:`last` is not part of the state and is reset to :obj:`None`.
+        """
+        if not isinstance(state_dict, dict) or not {
+            'stats',
+            'epochs',
+            'history',
+        } <= set(state_dict):
+            raise ValueError(
+                'Expected the dictionary of SelfAttentionRecorder.state_dict()'
+                " with keys 'stats', 'epochs' and 'history'"
+            )
+        if list(state_dict['stats']) != list(self.STATS):
+            raise ValueError(
+                f'Expected the statistics {list(self.STATS)} (got '
+                f'{list(state_dict["stats"])})'
+            )
+        epochs = torch.as_tensor(state_dict['epochs'], dtype=torch.long)
+        history = torch.as_tensor(state_dict['history']).float()
+        if epochs.numel() == 0 and history.numel() == 0:
+            self._buffer, self._epochs, self._size = None, None, 0
+        elif (
+            epochs.dim() != 1
+            or history.dim() != 3
+            or history.size(0) != epochs.numel()
+            or history.size(2) != len(self.STATS)
+        ):
+            raise ValueError(
+                f"Expected 'history' of shape [num_records, num_layers, "
+                f"{len(self.STATS)}] and 'epochs' of shape [num_records] "
+                f'(got {list(history.size())} and {list(epochs.size())})'
+            )
+        else:
+            self._buffer = history.cpu().clone()
+            self._epochs = epochs.cpu().clone()
+            self._size = epochs.numel()
+        self.last = None
 
     def __repr__(self) -> str:
         return (
