@@ -738,3 +738,25 @@ def test_to_hetero():
     assert out['a'].shape == (5, 3) and out['b'].shape == (3, 3)
     assert torch.allclose(out['a'], x_a, atol=1e-6)
     assert torch.allclose(out['b'], x_b, atol=1e-6)
+
+
+@onlyNeighborSampler
+def test_layer_wise_inference_refuses_to_drop_edge_features():
+    # BasicGNN.inference passes x and edge_index only: a model with
+    # 'edge_dim' returned the output without the graph's edge features.
+    torch.manual_seed(0)
+    data = _loader_data(seed=2)
+    data.edge_attr = torch.randn(data.num_edges, 2)
+    model = GATE(data.num_features, 8, 2, out_channels=3, edge_dim=2).eval()
+    for conv in model.convs:
+        torch.nn.init.normal_(conv.att_neighbor)
+    loader = NeighborLoader(data, num_neighbors=[-1], batch_size=16)
+    full = model(data.x, data.edge_index, edge_attr=data.edge_attr)
+    without = model(data.x, data.edge_index)
+    assert not torch.allclose(full, without, atol=1e-3)
+    with pytest.raises(ValueError, match=r"cannot pass the graph's 'edge_at"):
+        model.inference(loader)
+    # Without edge features in the graph, the result is forward's:
+    del data.edge_attr
+    loader = NeighborLoader(data, num_neighbors=[-1], batch_size=16)
+    assert torch.allclose(model.inference(loader), without, atol=1e-5)

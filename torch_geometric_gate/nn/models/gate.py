@@ -377,6 +377,26 @@ class GATE(BasicGNN):
         x = self.lin(x) if hasattr(self, 'lin') else x
         return x
 
+    @torch.jit.unused
+    def inference(self, loader, *args, **kwargs) -> Tensor:
+        r"""Layer-wise inference, as in
+        :meth:`~torch_geometric.nn.models.basic_gnn.BasicGNN.inference`,
+        which passes each layer :obj:`x` and :obj:`edge_index` only: a model
+        built with :obj:`edge_dim` on a graph with :obj:`edge_attr` raises a
+        :class:`ValueError` (the edge features would be silently dropped).
+        """
+        data = getattr(loader, 'data', None)
+        uses_edge_attr = any(conv.lin_edge is not None for conv in self.convs)
+        if uses_edge_attr and getattr(data, 'edge_attr', None) is not None:
+            raise ValueError(
+                "GATE.inference cannot pass the graph's 'edge_attr' to its "
+                "layers (PyG's BasicGNN.inference reads 'x' and "
+                "'edge_index' only), so a model built with 'edge_dim' would "
+                'ignore the edge features; run forward(x, edge_index, '
+                'edge_attr=edge_attr) on the batches instead'
+            )
+        return super().inference(loader, *args, **kwargs)
+
     @torch.jit.export
     def forward_with_self_attention(
         self,
