@@ -175,3 +175,24 @@ def test_a_sparse_tensor_without_values_is_refused():  # pragma: no cover
     jit = torch.jit.script(self_loop_attention)
     with pytest.raises(Exception, match='got one without values'):
         jit(adj_t, None, None)
+
+
+def test_a_pair_in_another_container_is_named_as_such():
+    # The edge index was checked after 'alpha': a list [edge_index, alpha],
+    # a longer tuple or a layer's float output passed alone were all told
+    # "'alpha' is required".
+    edge_index = torch.tensor([[0, 1, 1], [1, 0, 1]])
+    alpha = torch.tensor([0.5, 0.5, 0.5])
+    with pytest.raises(TypeError) as info:
+        self_loop_attention([edge_index, alpha])
+    assert str(info.value) == (
+        "Expected 'edge_index' to be a torch.Tensor of shape [2, num_edges] "
+        '(got list)'
+    )
+    with pytest.raises(TypeError, match=r'shape \[2, num_edges\] \(got tup'):
+        self_loop_attention((edge_index, alpha, 2))
+    with pytest.raises(TypeError, match="'edge_index' of an integer dtype"):
+        self_loop_attention(torch.rand(2, 4))
+    # A right edge index alone still asks for 'alpha':
+    with pytest.raises(ValueError, match="'alpha' is required"):
+        self_loop_attention(edge_index)

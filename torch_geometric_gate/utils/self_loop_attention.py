@@ -102,9 +102,11 @@ def self_loop_attention(
         adj_index, weights = to_edge_index(edge_index)
         index = adj_index.flip(0)
     else:
+        # The index first: a list, a tuple of other length or a float
+        # tensor is named as such, not as a missing 'alpha'.
+        index = check_edge_index(edge_index, None, check_range=False)
         if alpha is None:
             raise ValueError("'alpha' is required with an edge index tensor")
-        index = check_edge_index(edge_index, None, check_range=False)
         weights = alpha
 
     if not torch.is_floating_point(weights):
