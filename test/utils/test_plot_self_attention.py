@@ -104,6 +104,11 @@ def test_histogram_rejects_values_outside_the_unit_interval():
             rf'{float(bad.min()):.4g} to {float(bad.max()):.4g}\)',
         ):
             plot_self_attention_histogram([torch.rand(3), bad])
+    # Above 1: the weights of a training step with dropout, most likely.
+    with pytest.raises(ValueError, match=r'dropout .* record them in eval'):
+        plot_self_attention_histogram([torch.tensor([0.5, 2.0])])
+    with pytest.raises(ValueError, match=r'or logits$'):
+        plot_self_attention_histogram([torch.tensor([-0.5, 0.5])])
     # Rounding just past 0 or 1 is clamped into the edge bins:
     alpha = torch.tensor([-1e-7, 0.5, 1.0 + 1e-6, 1.0])
     fig = plot_self_attention_histogram([alpha], bins=2)

@@ -94,6 +94,12 @@ def plot_self_attention_histogram(
                 f'alpha_vv of layer {i} holds values outside [0, 1] '
                 f'(from {low:.4g} to {high:.4g}); expected the attention '
                 f'weights alpha_vv in [0, 1], not attention scores or logits'
+                + (
+                    ' (a training step with attention dropout scales the '
+                    'kept weights by 1 / (1 - p): record them in eval mode)'
+                    if high > 1
+                    else ''
+                )
             )
     bins = as_int(bins, 'bins', 1)  # NumPy integers too, as Python ints
     Figure = import_figure()
