@@ -29,8 +29,9 @@ def dirichlet_energy(x: Tensor, edge_index: Optional[Tensor] = None) -> Tensor:
     Dirichlet energy proposed for GATs by Eliasof et al. (:math:`\omega`\ GAT);
     its numbers are this plain energy, though: the input energies it gives
     for Cora (:math:`5.088 \cdot 10^5` over all pairs,
-    :math:`6.490 \cdot 10^2` over adjacent pairs) are those of Cora's
-    row-normalised features here.
+    :math:`6.490 \cdot 10^2` over adjacent pairs) are, within 0.1%, those
+    of Cora's row-normalised features here (:math:`6.496 \cdot 10^2` over
+    adjacent pairs).
 
     No :math:`N \times N` matrix is built: all pairs use
 
