@@ -208,7 +208,12 @@ def check_conv_arguments(
     :obj:`in_channels, out_channels, heads, edge_dim` as Python ints
     (NumPy integers taken, as :class:`~torch_geometric.nn.conv.GATv2Conv`
     takes them; the layer's scripted form needs Python ints)."""
-    pair = in_channels if isinstance(in_channels, tuple) else None
+    pair = in_channels if isinstance(in_channels, (tuple, list)) else None
+    if pair is not None and len(pair) != 2:
+        raise ValueError(
+            "'in_channels' must be an int or a pair (source, target) of "
+            f'the bipartite graph (got {in_channels!r})'
+        )
     src_channels, dst_channels = pair or (in_channels, in_channels)
     src_channels = positive_int(src_channels, 'in_channels', lazy=True)
     dst_channels = positive_int(dst_channels, 'in_channels', lazy=True)

@@ -829,6 +829,22 @@ def test_gate_conv_invalid_arguments():
         GATEConv(0, 4)
     with pytest.raises(ValueError, match='as many source as target'):
         GATEConv((5, 3), 4, share_weights=True)
+    for bad in ((5, 3, 2), (5,), []):
+        with pytest.raises(ValueError, match=r'int or a pair \(source'):
+            GATEConv(bad, 4)  # was Python's "too many values to unpack"
+
+
+def test_gate_conv_in_channels_as_a_list():
+    # GATv2Conv takes [src, dst] as it takes (src, dst); GATEConv refused it.
+    x = (torch.randn(5, 8), torch.randn(3, 6))
+    edge_index = torch.tensor([[0, 1, 4], [0, 1, 2]])
+    outs = []
+    for in_channels in ((8, 6), [8, 6]):
+        torch.manual_seed(0)
+        conv = GATEConv(in_channels, 4)
+        assert conv.in_channels == (8, 6)
+        outs.append(conv(x, edge_index))
+    assert torch.equal(outs[0], outs[1])
     with pytest.raises(ValueError, match="'fill_value' must be"):
         GATEConv(5, 4, edge_dim=2, fill_value='median')
     with pytest.raises(ValueError, match="'edge_dim'"):
