@@ -6,9 +6,9 @@ Both networks are the same stack of attention layers (ReLU in between, the
 last layer outputs the two class logits), with GATEConv or PyG's GATv2Conv.
 Each trains with Adam, full batch, on the split's training nodes; the
 reported test ROC AUC is the one at the epoch of best validation ROC AUC.
-Then it prints the mean self-attention alpha_vv of every layer (1: the
-nodes ignore their neighbours, 0: they ignore themselves); --plot also
-saves its histogram per layer.
+The loss and the mean self-attention alpha_vv of every layer (1: the nodes
+ignore their neighbours, 0: they ignore themselves) are the last epoch's;
+--plot also saves alpha_vv's histogram per layer.
 
 The data comes through PyG's HeterophilousGraphDataset under
 --data-root/heterophilous (by default the repository's data/ folder, or
