@@ -1,3 +1,5 @@
+import io
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -80,6 +82,20 @@ def test_plot_to_a_directory_raises(tmp_path):
                 plot(recorder, path)
     assert list(tmp_path.iterdir()) == []
     assert not tmp_path.with_suffix('.png').exists()
+
+
+@withPackage('matplotlib')
+def test_plot_path_of_another_type_raises():
+    # matplotlib failed in its writer: "'int' object has no attribute
+    # 'write'".
+    recorder = SelfAttentionRecorder()
+    recorder.record([torch.rand(3)])
+    for plot in [plot_self_attention_history, plot_self_attention_histogram]:
+        with pytest.raises(TypeError, match=r"'path' must be.*got int"):
+            plot(recorder, 3)
+        buffer = io.BytesIO()  # a file object is a path matplotlib takes
+        plot(recorder, buffer)
+        assert buffer.getvalue().startswith(b'\x89PNG')
 
 
 @withPackage('matplotlib')

@@ -42,6 +42,13 @@ def layer_names(
 def save(fig, path):
     if path is None:
         return
+    if not isinstance(path, (str, os.PathLike)) and not hasattr(path, 'write'):
+        # matplotlib would fail while writing, with "'int' object has no
+        # attribute 'write'".
+        raise TypeError(
+            f"'path' must be a file path (str or os.PathLike), a binary "
+            f'file object or None (got {type(path).__name__})'
+        )
     if isinstance(path, (str, os.PathLike)) and os.path.isdir(path):
         # matplotlib would write '<dir>.png' beside the directory.
         raise ValueError(
