@@ -203,3 +203,20 @@ def test_state_dict_round_trip(tmp_path):
         restored.load_state_dict({**state, 'stats': ['mean']})
     with pytest.raises(ValueError, match=r"and 'epochs' of shape"):
         restored.load_state_dict({**state, 'epochs': state['epochs'][:3]})
+
+
+def test_changing_what_it_returns_leaves_the_records():
+    # history() and epochs returned views of the buffer: an in-place edit
+    # of a returned tensor changed the records.
+    recorder = SelfAttentionRecorder()
+    for epoch in range(3):
+        recorder.record([torch.rand(6, 1), torch.rand(6, 1)], epoch)
+    before = recorder.state_dict()
+    recorder.history().zero_()
+    recorder.history(layer=1).fill_(7.0)
+    recorder.stat('mean', layer=0).fill_(7.0)
+    recorder.epochs.fill_(7)
+    after = recorder.state_dict()
+    assert torch.equal(after['history'], before['history'])
+    assert torch.equal(after['epochs'], before['epochs'])
+    assert torch.equal(before['epochs'], torch.arange(3))

@@ -160,22 +160,24 @@ class SelfAttentionRecorder:
 
     @property
     def epochs(self) -> Tensor:
-        r"""The epochs recorded, as a :obj:`[num_records]` tensor."""
+        r"""The epochs recorded, as a :obj:`[num_records]` tensor (a
+        copy)."""
         if self._epochs is None:
             return torch.empty(0, dtype=torch.long)
-        return self._epochs[: self._size]
+        return self._epochs[: self._size].clone()
 
     def history(self, layer: Optional[int] = None) -> Tensor:
         r"""Returns the recorded summaries, as a :obj:`[num_records,
         num_layers, 13]` tensor, or :obj:`[num_records, 13]` for one
-        :obj:`layer`; columns as in :attr:`STATS`.
+        :obj:`layer`; columns as in :attr:`STATS`. The tensor is a copy:
+        changing it leaves the records as they are.
         """
         if self._buffer is None:
             raise ValueError('Nothing recorded yet')
         out = self._buffer[: self._size]
-        if layer is None:
-            return out
-        return out[:, self._check_layer(layer)]
+        if layer is not None:
+            out = out[:, self._check_layer(layer)]
+        return out.clone()
 
     def stat(self, name: str, layer: int) -> Tensor:
         r"""Returns one statistic of one layer over the records: a name of
@@ -204,8 +206,8 @@ class SelfAttentionRecorder:
         """
         return {
             'stats': list(self.STATS),
-            'epochs': self.epochs.clone(),
-            'history': self.history().clone()
+            'epochs': self.epochs,
+            'history': self.history()
             if self._buffer is not None
             else torch.empty(0),
         }
