@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from torch_geometric.data import Data
 from torch_geometric.testing import withPackage
 from torch_geometric.transforms import Compose
 from torch_geometric.utils import erdos_renyi_graph, to_undirected
@@ -640,3 +641,21 @@ def test_num_classes_counts_relabelled_classes(tmp_path, when):
         **{when: RandomLabels(2, seed=1)},
     )
     assert int(fewer[0].y.max()) + 1 == 2 and fewer.num_classes == 3
+
+
+def test_seeds_modulo_2_to_the_32(tmp_path):
+    # The docs say it: a seed given to torch's CPU generator as is (er_graph,
+    # RandomLabels) is read modulo 2**32, where the datasets derive their
+    # generators' seeds from the whole seed.
+    data = Data(x=torch.randn(500, 2))
+    for seed in [3, 2**40 + 7]:
+        other = seed + 2**32
+        assert torch.equal(er_graph(50, 0.2, seed), er_graph(50, 0.2, other))
+        assert torch.equal(
+            RandomLabels(5, seed)(data).y, RandomLabels(5, other)(data).y
+        )
+        a, b = (
+            SelfSufficientER(str(tmp_path / str(s)), num_nodes=60, seed=s)[0]
+            for s in [seed, other]
+        )
+        assert not torch.equal(a.y, b.y)

@@ -169,7 +169,9 @@ def er_graph(
         num_nodes (int): The number of nodes :math:`N`, at most
             :math:`2^{31}`.
         edge_prob (float): The probability :math:`p` of each edge.
-        seed (int): The seed of the draw, in :math:`[0, 2^{64})`.
+        seed (int): The seed of the draw, in :math:`[0, 2^{64})` (PyTorch's
+            CPU generator reads its low 32 bits: seeds equal modulo
+            :math:`2^{32}` draw alike).
         method (str, optional): :obj:`"dense"` or :obj:`"sparse"`.
             (default: :obj:`"dense"`)
 

@@ -95,8 +95,8 @@ class RandomGATLabels(BaseTransform):
     independently, as in the paper's GAT, and no argument shares them.
 
     All parameters are drawn from a private :class:`torch.Generator` seeded
-    with :obj:`seed`, and K-means gets :obj:`random_state=seed` (modulo
-    :math:`2^{32}`): the same
+    with :obj:`seed`, and K-means gets :obj:`random_state=seed` (both read
+    :obj:`seed` modulo :math:`2^{32}`): the same
     arguments and the same graph give the same labels, and the caller's
     global random state is left alone. The network is evaluated in
     :obj:`float64` on the CPU, whatever the device of the graph (so that
@@ -116,7 +116,9 @@ class RandomGATLabels(BaseTransform):
         num_classes (int, optional): The number of clusters, i.e. classes.
             (default: :obj:`2`)
         seed (int, optional): The seed of the network's parameters and of
-            K-means, in :math:`[0, 2^{64})`. (default: :obj:`0`)
+            K-means, in :math:`[0, 2^{64})` (PyTorch's CPU generator reads
+            its low 32 bits: seeds equal modulo :math:`2^{32}` draw alike).
+            (default: :obj:`0`)
         act (str, optional): The activation between layers
             (:obj:`"relu"`, :obj:`"elu"`, :obj:`"tanh"` or
             :obj:`"identity"`). (default: :obj:`"elu"`)

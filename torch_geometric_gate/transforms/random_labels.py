@@ -30,7 +30,9 @@ class RandomLabels(BaseTransform):
     Args:
         num_classes (int): The number of classes.
         seed (int, optional): The seed of the labels, in
-            :math:`[0, 2^{64})`. (default: :obj:`0`)
+            :math:`[0, 2^{64})` (PyTorch's CPU generator reads its low 32
+            bits: seeds equal modulo :math:`2^{32}` draw alike).
+            (default: :obj:`0`)
 
     Example:
         >>> import torch
