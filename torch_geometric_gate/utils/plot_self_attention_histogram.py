@@ -41,9 +41,9 @@ def plot_self_attention_histogram(
     Args:
         alpha_vv (list of torch.Tensor or SelfAttentionRecorder): One
             :obj:`[num_nodes]` or :obj:`[num_nodes, heads]` tensor per layer.
-        path (str or os.PathLike or file object, optional): If given,
-            saves the figure to this file (not a directory), or to a binary
-            file object as PNG; a file's extension picks the format.
+        path (str or os.PathLike, optional): If given, saves the figure
+            to this file (not a directory), or to a binary file object as
+            PNG; a file's extension picks the format.
             (default: :obj:`None`)
         bins (int, optional): The number of bins on :math:`[0, 1]`.
             (default: :obj:`20`)

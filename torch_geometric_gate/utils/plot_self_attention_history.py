@@ -42,9 +42,9 @@ def plot_self_attention_history(
 
     Args:
         recorder (SelfAttentionRecorder): The recorded summaries.
-        path (str or os.PathLike or file object, optional): If given,
-            saves the figure to this file (not a directory), or to a binary
-            file object as PNG; a file's extension (:obj:`.png`,
+        path (str or os.PathLike, optional): If given, saves the figure
+            to this file (not a directory), or to a binary file object as
+            PNG; a file's extension (:obj:`.png`,
             :obj:`.pdf`, ...) picks the format. (default: :obj:`None`)
         title (str, optional): A title over all panels.
             (default: :obj:`None`)
