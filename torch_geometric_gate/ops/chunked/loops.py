@@ -305,8 +305,9 @@ def _for_shape(fn: Callable, heads: int, channels: int) -> Callable:
 # that a step's peak stays bounded where the fused functions are not
 # measured. At 1.1 * 10^6 edges * 64 (random-1e6 with its self-loops, one
 # thread) the fused functions ran the compiled step in 0.35x / 0.81x
-# compiled GATv2Conv's time (one / 8 heads; benchmark/results/cpu-pair.md),
-# where the chunks had run it in 0.45x / 1.16x (cpu-pair.md before c3313a2).
+# compiled GATv2Conv's time (one / 8 heads; benchmark/results/cpu-pair.md
+# at 20141ac; 0.29x / 0.54x in today's, 13f356f), where the chunks had run
+# it in 0.45x / 1.16x (cpu-pair.md at f63d872, before c3313a2).
 
 
 def _fused(src: Tensor, value: Tensor, max_elements: int) -> bool:
