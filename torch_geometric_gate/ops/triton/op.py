@@ -1,9 +1,10 @@
 r"""The Triton kernels: GATE's attention fused per target node.
 
 :obj:`'auto'` runs them on CUDA tensors from
-:attr:`~torch_geometric_gate.ops.KernelSettings.triton_min_edges` edges; they
-passed the test suite and the at-scale parity check on an NVIDIA H100
-(``benchmark/results/h100-parity.md``, ``h100-tests.md``). On CPU
+:attr:`~torch_geometric_gate.ops.KernelSettings.triton_min_edges` edges.
+Their CUDA tests and the at-scale parity check ran on an NVIDIA H100 at
+commit d0fad94 (``benchmark/results/h100-tests.md``, ``h100-parity.md``);
+the kernels changed since were tested under the interpreter. On CPU
 they run under the Triton interpreter (:obj:`TRITON_INTERPRET=1`, slow, for
 tests only).
 
