@@ -282,6 +282,7 @@ def pyg_checks(pyg) -> dict:
     tree of the GATEConv pull request (one interpreter)."""
     tree, _ = pyg
     equivalence = f'import sys\nROOT = {str(ROOT)!r}\n' + EQUIVALENCE
+    coverage = f'ARGS = {PYTEST + [str(TEST)]!r}\n' + COVERAGE
     tests = [
         str(TEST),
         'test/nn/conv/test_gatv2_conv.py',
@@ -294,6 +295,7 @@ def pyg_checks(pyg) -> dict:
         ('exports', 'script', EXPORTS),
         ('pytest', 'pytest', tests),
         ('equivalence', 'script', equivalence),
+        ('coverage', 'script', coverage),
         ('full', 'script', full),
         ('pytest-full', 'pytest', [str(TEST)]),
     )
@@ -462,6 +464,76 @@ print(f'{num_checked} configurations equal')
 def test_generated_layer_is_our_reference_path(pyg_checks):
     out = _check_part(pyg_checks, 'equivalence')
     assert '16 configurations equal' in out
+
+
+COVERAGE = r"""
+import ast
+import sys
+
+import pytest
+
+from torch_geometric.nn.conv import gate_conv
+
+# The lines of the layer that PyG's test of the PR runs (in Python; the
+# layer's module is imported already, so its function bodies count):
+layer, run = gate_conv.__file__, set()
+
+
+def trace(frame, event, arg):
+    if frame.f_code.co_filename != layer:
+        return None
+    run.add(frame.f_lineno)
+
+    def lines(frame, event, arg):
+        run.add(frame.f_lineno)
+        return lines
+
+    return lines
+
+
+sys.settrace(trace)
+try:
+    assert pytest.main(ARGS) == 0
+finally:
+    sys.settrace(None)
+
+# Every statement in a function, but the bodies that only TorchScript
+# (`if torch.jit.is_scripting():`) or type checkers read, and docstrings:
+SKIPPED = {'torch.jit.is_scripting()', 'typing.TYPE_CHECKING'}
+
+
+def statements(body, in_function=False):
+    for node in body:
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)):
+            continue
+        if isinstance(node, ast.If) and ast.unparse(node.test) in SKIPPED:
+            yield from statements(node.orelse, in_function)
+            continue
+        if in_function and not isinstance(node, ast.ClassDef):
+            yield node.lineno
+        inner = in_function or isinstance(node, ast.FunctionDef)
+        for field in ('body', 'orelse', 'finalbody', 'handlers'):
+            yield from statements(getattr(node, field, []), inner)
+
+
+source = open(layer).read()
+lines = source.splitlines()
+wanted = set(statements(ast.parse(source).body))
+missed = sorted(wanted - run)
+assert len(wanted) > 100, len(wanted)
+assert not missed, 'not run by the test:' + ''.join(
+    f'\n  {no}: {lines[no - 1].strip()}' for no in missed)
+print(f'all {len(wanted)} statements run')
+"""
+
+
+@pytest.mark.slow
+def test_pyg_test_runs_every_statement_of_the_layer(pyg_checks):
+    # The PR's test runs each statement of the layer (PyG's CI reports the
+    # coverage of a PR's lines): each error path, sparse layout and
+    # aggregation.
+    assert 'statements run' in _check_part(pyg_checks, 'coverage')
 
 
 # The contrib pull request ####################################################

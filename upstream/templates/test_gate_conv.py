@@ -5,6 +5,7 @@ import torch
 from torch import Tensor
 
 import torch_geometric.typing
+from torch_geometric import EdgeIndex
 from torch_geometric.nn import GATEConv, GATv2Conv
 from torch_geometric.testing import (
     is_full_test,
@@ -14,7 +15,11 @@ from torch_geometric.testing import (
     withPackage,
 )
 from torch_geometric.typing import Adj, SparseTensor
-from torch_geometric.utils import to_torch_csc_tensor
+from torch_geometric.utils import (
+    to_torch_coo_tensor,
+    to_torch_csc_tensor,
+    to_torch_csr_tensor,
+)
 
 
 def randomize_attention(conv: GATEConv):
@@ -137,6 +142,100 @@ def test_gate_conv(residual, share_weights):
 
         if torch_geometric.typing.WITH_TORCH_SPARSE:
             assert torch.allclose(jit((x1, x2), adj2.t()), out, atol=1e-6)
+
+
+def test_gate_conv_edge_index_and_sparse_layouts():
+    x = torch.randn(4, 8)
+    edge_index = torch.tensor([[0, 1, 2, 3, 1], [0, 0, 1, 1, 3]])
+
+    conv = GATEConv(8, 16, heads=2, bias=False)
+    randomize_attention(conv)
+    assert conv.bias is None
+    out, (ei, alpha) = conv(x, edge_index, return_attention_weights=True)
+    assert out.size() == (4, 32)
+
+    # `EdgeIndex` input, returned with the appended self-loops:
+    adj = EdgeIndex(edge_index, sparse_size=(4, 4))
+    assert torch.allclose(conv(x, adj), out)
+    result = conv(x, adj, return_attention_weights=True)
+    assert isinstance(result[1][0], EdgeIndex)
+    assert result[1][0].sparse_size() == (4, 4)
+    assert torch.equal(result[1][0].as_tensor(), ei)
+    assert torch.allclose(result[1][1], alpha)
+
+    # Transposed sparse adjacencies of any layout, the weights in the same
+    # layout (without the masked input self-loop):
+    for to_sparse in (to_torch_coo_tensor, to_torch_csr_tensor,
+                      to_torch_csc_tensor):
+        adj = to_sparse(edge_index, size=(4, 4)).t()
+        assert torch.allclose(conv(x, adj), out, atol=1e-6)
+        result = conv(x, adj, return_attention_weights=True)
+        assert result[1][0].layout == adj.layout
+        assert result[1][0].size() == (4, 4, 2)
+        assert result[1][0]._nnz() == 8
+
+
+@withDevice
+def test_gate_conv_empty_edge_index(device):
+    x = torch.randn(0, 8, device=device)
+    edge_index = torch.empty(2, 0, dtype=torch.long, device=device)
+
+    conv = GATEConv(8, 32, heads=2).to(device)
+    out = conv(x, edge_index)
+    assert out.size() == (0, 64)
+
+    # Without edges, every node attends to its own self-loop only:
+    x = torch.randn(3, 8, device=device)
+    out = conv(x, edge_index)
+    assert torch.allclose(out, conv.lin(x) + conv.bias, atol=1e-6)
+
+
+@pytest.mark.parametrize('aggr', ['add', 'mean', 'max'])
+def test_gate_conv_aggr_and_flow(aggr):
+    x = torch.randn(4, 8)
+    edge_index = torch.tensor([[0, 1, 2, 3, 1], [1, 0, 1, 1, 3]])
+    edge_attr = torch.randn(edge_index.size(1), 3)
+
+    conv = GATEConv(8, 16, heads=2, edge_dim=3, aggr=aggr)
+    randomize_attention(conv)
+    out = conv(x, edge_index, edge_attr)
+    assert out.size() == (4, 32)
+
+    # Input self-loops are masked out (their features unread) under every
+    # aggregation:
+    loops = torch.tensor([[2, 0], [2, 0]])
+    ei = torch.cat([edge_index, loops], dim=1)
+    ea = torch.cat([edge_attr, torch.randn(2, 3)], dim=0)
+    assert torch.allclose(conv(x, ei, ea), out, atol=1e-6)
+
+    # `flow='target_to_source'` reads the edges the other way around:
+    conv2 = GATEConv(8, 16, heads=2, edge_dim=3, aggr=aggr,
+                     flow='target_to_source')
+    conv2.load_state_dict(conv.state_dict())
+    assert torch.allclose(conv2(x, edge_index.flip(0), edge_attr), out,
+                          atol=1e-6)
+    assert torch.allclose(conv2(x, ei.flip(0), ea), out, atol=1e-6)
+
+
+def test_gate_conv_errors():
+    x = torch.randn(4, 8)
+    edge_index = torch.tensor([[0, 1, 2, 3], [0, 0, 1, 1]])
+
+    with pytest.raises(ValueError, match="'share_weights=True' needs"):
+        GATEConv((8, 4), 16, share_weights=True)
+    with pytest.raises(ValueError, match="'decomposed_layers > 1'"):
+        GATEConv(8, 16, decomposed_layers=2)
+
+    conv = GATEConv(8, 16)
+    with pytest.raises(ValueError, match="'edge_attr' needs a layer with"):
+        conv(x, edge_index, torch.randn(4, 3))
+    with pytest.raises(ValueError, match="to be of integer type"):
+        conv(x, edge_index.float())
+
+    if is_full_test():
+        jit = torch.jit.script(conv)
+        with pytest.raises(torch.jit.Error, match="not supported under"):
+            jit(x, edge_index, None, True)
 
 
 def test_gate_conv_without_self_loops():
@@ -281,6 +380,19 @@ def test_gate_conv_explain(add_self_loops):
     set_masks(conv, torch.nn.Parameter(mask), edge_index, apply_sigmoid=False)
     assert torch.allclose(conv(x, edge_index), expected, atol=1e-6)
     clear_masks(conv)
+
+    # ... after a sigmoid, if asked for:
+    logits = torch.randn(5)
+    scale = torch.cat([logits.sigmoid(), torch.ones(ei.size(1) - 5)])
+    msg = conv.lin(x)[ei[0]] * alpha * scale.view(-1, 1)
+    expected = torch.zeros(4, 16).index_add_(0, ei[1], msg) + conv.bias
+    set_masks(conv, torch.nn.Parameter(logits), edge_index, apply_sigmoid=True)
+    assert torch.allclose(conv(x, edge_index), expected, atol=1e-6)
+    clear_masks(conv)
+
+    conv.explain = True  # Without a mask:
+    with pytest.raises(ValueError, match="pre-defined 'edge_mask'"):
+        conv(x, edge_index)
 
 
 @withDevice
