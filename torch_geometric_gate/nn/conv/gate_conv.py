@@ -108,7 +108,7 @@ class GATEConv(MessagePassing):
     Shapes:
         - **input:**
           node features :math:`(|\mathcal{V}|, F_{in})` or
-          :math:`((|\mathcal{V_s}|, F_{s}), (|\mathcal{V_t}|, F_{t}))`
+          :math:`((|\mathcal{V}_s|, F_{s}), (|\mathcal{V}_t|, F_{t}))`
           if bipartite,
           edge indices :math:`(2, |\mathcal{E}|)` or a transposed sparse
           adjacency :math:`(|\mathcal{V}_t|, |\mathcal{V}_s|)`,
@@ -168,7 +168,8 @@ class GATEConv(MessagePassing):
         self.add_self_loops = add_self_loops
         self.edge_dim = edge_dim
         if not isinstance(fill_value, (str, Tensor)):
-            fill_value = float(fill_value)  # (a NumPy number scripts not)
+            # A float, as TorchScript takes it (not a NumPy number):
+            fill_value = float(fill_value)
         self.fill_value = fill_value
         self.share_weights = share_weights
         self.residual = residual
@@ -276,12 +277,13 @@ class GATEConv(MessagePassing):
         need_weights = False
         if return_attention_weights is not None:
             need_weights = return_attention_weights
-        out, ei, alpha, num_loops = self._forward(x, edge_index, edge_attr,
-                                                  need_weights)
-        if torch.jit.is_scripting():
+        if torch.jit.is_scripting():  # refused before the work
             if need_weights:
                 raise ValueError("'return_attention_weights=True' is not "
                                  'supported under TorchScript')
+        out, ei, alpha, num_loops = self._forward(x, edge_index, edge_attr,
+                                                  need_weights)
+        if torch.jit.is_scripting():
             return out
         if not need_weights:
             return out
