@@ -332,7 +332,7 @@ def _pool(todo, run, folder, args, label, pbar) -> int:
         initializer=_init_worker,
         initargs=(args.threads or 1, os.getpid()),
     )
-    finished, pending = 0, set()
+    finished, pending, done = 0, set(), False
     try:
         pending = {pool.submit(execute, run, c, folder) for c in todo}
         while pending:
@@ -340,6 +340,7 @@ def _pool(todo, run, folder, args, label, pbar) -> int:
             for future in ready:
                 _report(future.result(), label, pbar)
                 finished += 1
+        done = True
     except BrokenProcessPool:
         raise SystemExit(
             '\nerror: a worker process died (killed by a signal, e.g. the '
@@ -349,7 +350,10 @@ def _pool(todo, run, folder, args, label, pbar) -> int:
             'less memory)'
         ) from None
     finally:
-        for process in list(getattr(pool, '_processes', {}).values()):
-            process.terminate()  # a running worker; no-op for a dead one
+        # Idle workers exit by themselves (their exit handlers release what
+        # they hold); after an error or a signal, running ones are stopped.
+        if not done:
+            for process in list(getattr(pool, '_processes', {}).values()):
+                process.terminate()  # no-op for a dead one
         pool.shutdown(wait=True, cancel_futures=True)
     return finished

@@ -231,6 +231,25 @@ def finished(folder):
 
 
 @pytest.mark.slow
+def test_workers_that_finished_exit_cleanly(tmp_path):
+    # Every sweep with --jobs ended in 'resource_tracker: There appear to
+    # be 2 leaked semaphore objects': the pool terminated its idle workers
+    # (SIGTERM skips their exit handlers) instead of letting them exit.
+    proc = start(tmp_path, 'lock:1', 'lock:2', 'lock:3', '--jobs', '2')
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert 'leaked' not in err, err
+    assert finished(tmp_path / 'runs') == {
+        ('lock', 1),
+        ('lock', 2),
+        ('lock', 3),
+    }
+
+
+@pytest.mark.slow
 def test_killed_worker_ends_the_invocation(tmp_path):
     # A worker killed by SIGKILL (the OOM killer) hung the invocation
     # forever (issue 35, item 1).

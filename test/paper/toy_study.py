@@ -12,7 +12,9 @@ import it). A run is ``KIND:N``:
 - ``workers``: counts the worker processes of the invocation;
 - ``threads``: torch's threads during the run;
 - ``swallow``: writes ``<marks>/pid-N`` and waits for ``<marks>/go`` in a
-  loop that catches :class:`Exception` (as a compiler's fallback does).
+  loop that catches :class:`Exception` (as a compiler's fallback does);
+- ``lock``: keeps a multiprocessing lock in the worker (a named semaphore,
+  as tqdm's write lock is), for the worker's exit to release.
 """
 
 import argparse
@@ -28,6 +30,8 @@ from gate_paper.runner import (
     check_out_dir,
     run_all,
 )
+
+_LOCKS = []  # the 'lock' runs' locks, kept for the worker's life
 
 
 def _wait_for(condition, what):
@@ -90,6 +94,10 @@ def run_one(settings, config):
                 assert time.monotonic() < deadline
             except Exception:  # noqa: BLE001 (what the test is about)
                 pass
+    elif kind == 'lock':
+        from multiprocessing import get_context
+
+        _LOCKS.append(get_context('spawn').Lock())
     elif kind == 'workers':
         return {'workers': _workers_of(os.getppid()), 'pid': os.getpid()}
     elif kind == 'threads':
