@@ -832,6 +832,10 @@ def test_gate_conv_invalid_arguments():
     for bad in ((5, 3, 2), (5,), []):
         with pytest.raises(ValueError, match=r'int or a pair \(source'):
             GATEConv(bad, 4)  # was Python's "too many values to unpack"
+    with pytest.raises(ValueError, match="'fill_value' must be"):
+        GATEConv(5, 4, edge_dim=2, fill_value='median')
+    with pytest.raises(ValueError, match="'edge_dim'"):
+        GATEConv(5, 4, edge_dim=0)
 
 
 def test_gate_conv_in_channels_as_a_list():
@@ -845,10 +849,6 @@ def test_gate_conv_in_channels_as_a_list():
         assert conv.in_channels == (8, 6)
         outs.append(conv(x, edge_index))
     assert torch.equal(outs[0], outs[1])
-    with pytest.raises(ValueError, match="'fill_value' must be"):
-        GATEConv(5, 4, edge_dim=2, fill_value='median')
-    with pytest.raises(ValueError, match="'edge_dim'"):
-        GATEConv(5, 4, edge_dim=0)
 
 
 def test_gate_conv_numpy_scalar_arguments():
