@@ -42,18 +42,19 @@ def layer_names(
 def save(fig, path):
     if path is None:
         return
-    if not isinstance(path, (str, os.PathLike)) and not hasattr(path, 'write'):
+    if isinstance(path, (str, os.PathLike)):
+        if os.path.isdir(path):
+            # matplotlib would write '<dir>.png' beside the directory.
+            raise ValueError(
+                f"'path' must be the path of a file, such as 'alpha_vv.png' "
+                f'(got the directory {os.fspath(path)!r})'
+            )
+    elif not hasattr(path, 'write'):
         # matplotlib would fail while writing, with "'int' object has no
         # attribute 'write'".
         raise TypeError(
             f"'path' must be a file path (str or os.PathLike), a binary "
             f'file object or None (got {type(path).__name__})'
-        )
-    if isinstance(path, (str, os.PathLike)) and os.path.isdir(path):
-        # matplotlib would write '<dir>.png' beside the directory.
-        raise ValueError(
-            f"'path' must be the path of a file, such as 'alpha_vv.png' "
-            f'(got the directory {os.fspath(path)!r})'
         )
     fig.savefig(path, bbox_inches='tight')
 
